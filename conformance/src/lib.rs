@@ -1,0 +1,2 @@
+//! The conformance suite for `ReservationStore` implementations.
+#![deny(missing_docs)]

@@ -1,0 +1,156 @@
+//! Errors: invalid arguments (rule D6), each its own variant, apart from storage failures.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+/// An invalid argument (rule D6). It is reported before the reservation is read, and the
+/// operation changes nothing.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidArgument {
+    /// The key is empty.
+    #[error("D6: the key is empty")]
+    EmptyKey,
+    /// The key is longer than [`crate::MAX_KEY_LEN`] bytes.
+    #[error("D6: the key is {len} bytes long, over the maximum of {max}")]
+    KeyTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The hold id is empty.
+    #[error("D6: the hold id is empty")]
+    EmptyHoldId,
+    /// The hold id is longer than [`crate::MAX_HOLD_ID_LEN`] bytes.
+    #[error("D6: the hold id is {len} bytes long, over the maximum of {max}")]
+    HoldIdTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The namespace is empty.
+    #[error("D6: the namespace is empty")]
+    EmptyNamespace,
+    /// The namespace is longer than [`crate::MAX_NAME_LEN`] bytes.
+    #[error("D6: the namespace is {len} bytes long, over the maximum of {max}")]
+    NamespaceTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The aggregate type is empty.
+    #[error("D6: the aggregate type is empty")]
+    EmptyAggregateType,
+    /// The aggregate type is longer than [`crate::MAX_NAME_LEN`] bytes.
+    #[error("D6: the aggregate type is {len} bytes long, over the maximum of {max}")]
+    AggregateTypeTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The tenant id is empty.
+    #[error("D6: the tenant id is empty")]
+    EmptyTenantId,
+    /// The tenant id is longer than [`crate::MAX_NAME_LEN`] bytes.
+    #[error("D6: the tenant id is {len} bytes long, over the maximum of {max}")]
+    TenantIdTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The aggregate id is empty.
+    #[error("D6: the aggregate id is empty")]
+    EmptyAggregateId,
+    /// The aggregate id is longer than [`crate::MAX_NAME_LEN`] bytes.
+    #[error("D6: the aggregate id is {len} bytes long, over the maximum of {max}")]
+    AggregateIdTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The time to live is zero (rule D2).
+    #[error("D2: the time to live is zero")]
+    TtlZero,
+    /// A stream version of zero: stream versions start at 1, and `UNVERSIONED` is said by name
+    /// (rule D3).
+    #[error("D3: stream versions start at 1; use Version::UNVERSIONED for none")]
+    ZeroStreamVersion,
+    /// The owner's aggregate type is not the scope's.
+    #[error("D6: the owner's aggregate type differs from the scope's")]
+    OwnerTypeMismatch,
+    /// The scope's tenant is neither the owner's tenant nor `SYSTEM_TENANT`.
+    #[error("D6: the scope's tenant is neither the owner's tenant nor SYSTEM_TENANT")]
+    TenantMismatch,
+}
+
+/// A failure of the storage underneath a store: I/O, a lost connection, a lock timeout. The
+/// operation may or may not have taken effect, as with any remote call; it never reports a
+/// wrong outcome.
+#[derive(Debug)]
+pub struct StorageError {
+    message: String,
+    source: Option<Box<dyn StdError + Send + Sync + 'static>>,
+}
+
+impl StorageError {
+    /// A storage failure described by `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into(), source: None }
+    }
+
+    /// A storage failure described by `message`, caused by `source`.
+    pub fn with_source(message: impl Into<String>, source: impl StdError + Send + Sync + 'static) -> Self {
+        Self { message: message.into(), source: Some(Box::new(source)) }
+    }
+
+    /// What failed.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(source) = &self.source {
+            write!(f, ": {source}")?;
+        }
+        Ok(())
+    }
+}
+
+impl StdError for StorageError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+/// What a store operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An invalid argument (rule D6): nothing was read or changed.
+    #[error("invalid argument: {0}")]
+    Invalid(#[from] InvalidArgument),
+    /// The storage failed.
+    #[error("storage failure: {0}")]
+    Storage(#[from] StorageError),
+}
+
+impl StoreError {
+    /// The invalid argument, if that is what this is.
+    pub fn invalid(&self) -> Option<InvalidArgument> {
+        match self {
+            StoreError::Invalid(e) => Some(*e),
+            StoreError::Storage(_) => None,
+        }
+    }
+}
+
+/// The result of a store operation.
+pub type StoreResult<T> = Result<T, StoreError>;

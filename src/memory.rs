@@ -1,0 +1,235 @@
+//! [`MemoryStore`]: the in-memory reference store, built on the functions of [`crate::spec`].
+
+use std::collections::BTreeSet;
+use std::hash::BuildHasher;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use hashbrown::HashTable;
+
+use crate::error::StoreResult;
+use crate::spec::{self, AbandonOutcome, ConfirmOutcome, ReleaseOutcome, ReserveOutcome, Step};
+use crate::store::{ReservationStore, StoredReservation};
+use crate::time::{Clock, Instant, ReleaseVersion, SystemClock, Ttl, Version};
+use crate::types::{AggregateRef, HoldId, Key, ReservationScope};
+
+/// How many shards a [`MemoryStore`] has: operations on keys of different shards run in parallel.
+pub const SHARDS: usize = 64;
+
+/// A shard is swept of expired pending reservations when an insertion takes it past
+/// `max(SWEEP_FLOOR, 2 × the rows left by its last sweep)` rows.
+pub const SWEEP_FLOOR: usize = 32;
+
+type Step_<Out> = Step<AggregateRef, BTreeSet<HoldId>, Out>;
+
+struct Row {
+    scope: ReservationScope,
+    key: Key,
+    /// `None` only while a transition runs on it; never seen outside the lock.
+    reservation: Option<StoredReservation>,
+}
+
+struct Shard {
+    rows: HashTable<Row>,
+    sweep_above: usize,
+}
+
+/// One shard on its own cache lines, so that two cores locking neighbouring shards do not
+/// contend for one line.
+#[repr(align(128))]
+struct Padded(Mutex<Shard>);
+
+/// The in-memory reference store: thread-safe, linearizable per (scope, key), and built on the
+/// spec functions, which it calls under the lock of the key's shard after reading its clock.
+///
+/// Keys are spread over [`SHARDS`] shards by hash, each behind its own mutex, so operations on
+/// keys of different shards proceed in parallel. Expired pending reservations are dropped when
+/// an operation touches them, and each shard is swept whenever an insertion takes it past
+/// `max(`[`SWEEP_FLOOR`]`, 2 × L)` rows, where `L` is the number of rows its last sweep kept
+/// (all of them live). So the store never holds more than
+/// `SHARDS × SWEEP_FLOOR + 2 × (the most live reservations it ever held at once)` rows,
+/// however long a workload reserves keys and lets them expire.
+pub struct MemoryStore<C = SystemClock> {
+    clock: C,
+    hasher: foldhash::fast::RandomState,
+    shards: Box<[Padded]>,
+}
+
+impl MemoryStore<SystemClock> {
+    /// An empty store on the system clock.
+    pub fn new() -> Self {
+        Self::with_clock(SystemClock)
+    }
+}
+
+impl Default for MemoryStore<SystemClock> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<C: Clock> MemoryStore<C> {
+    /// An empty store on `clock` (a [`crate::ManualClock`] in tests).
+    pub fn with_clock(clock: C) -> Self {
+        let shards = (0..SHARDS)
+            .map(|_| Padded(Mutex::new(Shard { rows: HashTable::new(), sweep_above: SWEEP_FLOOR })))
+            .collect();
+        Self { clock, hasher: foldhash::fast::RandomState::default(), shards }
+    }
+
+    /// The store's clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// How many rows the store holds, expired pending ones not yet swept included.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).rows.len()).sum()
+    }
+
+    /// Whether the store holds no rows at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drops every expired pending reservation now; returns how many rows are left.
+    pub fn sweep(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let mut shard = lock(s);
+                let now = self.clock.now();
+                shard.sweep(now, &self.hasher);
+                shard.rows.len()
+            })
+            .sum()
+    }
+
+    fn hash(&self, scope: &ReservationScope, key: &Key) -> u64 {
+        self.hasher.hash_one((scope, key))
+    }
+
+    fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
+        // The top bits pick the shard; hashbrown uses the low and top-7 bits within it, which
+        // only costs a little clustering in the control bytes.
+        lock(&self.shards[(hash >> (64 - SHARDS.trailing_zeros())) as usize])
+    }
+
+    /// One read-modify-write of (scope, key) through a spec function, under the shard's lock.
+    fn apply<Out>(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        transition: impl FnOnce(Option<StoredReservation>, Instant) -> Step_<Out>,
+    ) -> Out {
+        let hash = self.hash(scope, key);
+        let mut shard = self.shard(hash);
+        // The clock is read under the lock, so the per-key order of operations and the order of
+        // the instants they saw agree.
+        let now = self.clock.now();
+        let is_row = |row: &Row| row.scope == *scope && row.key == *key;
+        match shard.rows.find_entry(hash, is_row) {
+            Ok(mut entry) => {
+                let step = transition(entry.get_mut().reservation.take(), now);
+                match step.next {
+                    Some(next) => entry.get_mut().reservation = Some(next),
+                    None => drop(entry.remove()),
+                }
+                step.outcome
+            }
+            Err(_) => {
+                let step = transition(None, now);
+                if let Some(next) = step.next {
+                    shard.insert(
+                        hash,
+                        Row { scope: scope.clone(), key: key.clone(), reservation: Some(next) },
+                        now,
+                        &self.hasher,
+                    );
+                }
+                step.outcome
+            }
+        }
+    }
+
+    fn read(&self, scope: &ReservationScope, key: &Key) -> Option<StoredReservation> {
+        let hash = self.hash(scope, key);
+        let shard = self.shard(hash);
+        let now = self.clock.now();
+        let row = shard.rows.find(hash, |row| row.scope == *scope && row.key == *key);
+        spec::lookup(row.and_then(|r| r.reservation.as_ref()), now).cloned()
+    }
+}
+
+impl Shard {
+    fn insert(&mut self, hash: u64, row: Row, now: Instant, hasher: &foldhash::fast::RandomState) {
+        if self.rows.len() >= self.sweep_above {
+            self.sweep(now, hasher);
+        }
+        self.rows.insert_unique(hash, row, |r| hasher.hash_one((&r.scope, &r.key)));
+    }
+
+    fn sweep(&mut self, now: Instant, hasher: &foldhash::fast::RandomState) {
+        self.rows.retain(|row| row.reservation.as_ref().is_some_and(|r| r.is_live(now)));
+        self.sweep_above = SWEEP_FLOOR.max(2 * self.rows.len());
+        // Give memory back after a burst, so the table's capacity follows the bound on rows.
+        if self.rows.capacity() > 4 * self.sweep_above {
+            self.rows.shrink_to(self.sweep_above, |r| hasher.hash_one((&r.scope, &r.key)));
+        }
+    }
+}
+
+fn lock(shard: &Padded) -> MutexGuard<'_, Shard> {
+    // A panic while a shard was locked cannot leave a half-written row: rows are replaced whole.
+    shard.0.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<C: Clock> ReservationStore for MemoryStore<C> {
+    async fn reserve(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        hold: &HoldId,
+        ttl: Ttl,
+    ) -> StoreResult<ReserveOutcome> {
+        scope.admits(owner)?;
+        Ok(self.apply(scope, key, |current, now| spec::reserve(current, now, owner, hold, ttl)))
+    }
+
+    async fn confirm(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        version: Version,
+    ) -> StoreResult<ConfirmOutcome> {
+        scope.admits(owner)?;
+        Ok(self.apply(scope, key, |current, now| spec::confirm(current, now, owner, version)))
+    }
+
+    async fn release(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        version: ReleaseVersion,
+    ) -> StoreResult<ReleaseOutcome> {
+        scope.admits(owner)?;
+        Ok(self.apply(scope, key, |current, now| spec::release(current, now, owner, version)))
+    }
+
+    async fn abandon(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        hold: &HoldId,
+    ) -> StoreResult<AbandonOutcome> {
+        scope.admits(owner)?;
+        Ok(self.apply(scope, key, |current, now| spec::abandon(current, now, owner, hold)))
+    }
+
+    async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
+        Ok(self.read(scope, key))
+    }
+}

@@ -1,0 +1,206 @@
+//! Time and versions: instants on the store's clock, times to live, clocks, stream versions.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::InvalidArgument;
+
+/// A point on the store's clock, in milliseconds since the clock's epoch.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct Instant(u64);
+
+impl Instant {
+    /// The clock's epoch.
+    pub const ZERO: Instant = Instant(0);
+    /// The last instant; `now + ttl` saturates here (rule D1).
+    pub const MAX: Instant = Instant(u64::MAX);
+
+    /// The instant `millis` milliseconds after the epoch.
+    pub const fn from_millis(millis: u64) -> Self {
+        Instant(millis)
+    }
+
+    /// Milliseconds since the epoch.
+    pub const fn as_millis(self) -> u64 {
+        self.0
+    }
+
+    /// `self + ttl`, saturating at [`Instant::MAX`] instead of overflowing (rule D1).
+    pub const fn saturating_add(self, ttl: Ttl) -> Instant {
+        Instant(self.0.saturating_add(ttl.as_millis()))
+    }
+
+    /// `self + millis`, saturating at [`Instant::MAX`].
+    pub const fn saturating_add_millis(self, millis: u64) -> Instant {
+        Instant(self.0.saturating_add(millis))
+    }
+
+    /// `self - millis`, saturating at the epoch.
+    pub const fn saturating_sub_millis(self, millis: u64) -> Instant {
+        Instant(self.0.saturating_sub(millis))
+    }
+}
+
+impl fmt::Display for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "t={}ms", self.0)
+    }
+}
+
+/// A time to live: a whole number of milliseconds, never zero (rule D2).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct Ttl(std::num::NonZeroU64);
+
+impl Ttl {
+    /// A time to live of `millis` milliseconds; zero is [`InvalidArgument::TtlZero`] (rule D2).
+    pub const fn from_millis(millis: u64) -> Result<Self, InvalidArgument> {
+        match std::num::NonZeroU64::new(millis) {
+            Some(n) => Ok(Ttl(n)),
+            None => Err(InvalidArgument::TtlZero),
+        }
+    }
+
+    /// A time to live from a duration, rounded down to whole milliseconds and saturating at
+    /// `u64::MAX` of them; less than a millisecond is [`InvalidArgument::TtlZero`] (rule D2).
+    pub fn from_duration(duration: Duration) -> Result<Self, InvalidArgument> {
+        Self::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// The time to live in milliseconds.
+    pub const fn as_millis(self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl TryFrom<Duration> for Ttl {
+    type Error = InvalidArgument;
+    fn try_from(duration: Duration) -> Result<Self, InvalidArgument> {
+        Self::from_duration(duration)
+    }
+}
+
+/// The stream version of an owner's fact. [`Version::UNVERSIONED`] (a key imported without one)
+/// sorts strictly below every stream version, and stream versions start at 1 (rule D3).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct Version(u64);
+
+impl Version {
+    /// No stream version: below every real one (rule D3).
+    pub const UNVERSIONED: Version = Version(0);
+
+    /// Stream version `n`; zero is [`InvalidArgument::ZeroStreamVersion`] (rule D3).
+    pub const fn stream(n: u64) -> Result<Self, InvalidArgument> {
+        if n == 0 { Err(InvalidArgument::ZeroStreamVersion) } else { Ok(Version(n)) }
+    }
+
+    /// The version as a number: 0 for [`Version::UNVERSIONED`], otherwise the stream version.
+    pub const fn as_u64(self) -> u64 {
+        self.0
+    }
+
+    /// The inverse of [`Version::as_u64`]: 0 is [`Version::UNVERSIONED`].
+    pub const fn from_u64(n: u64) -> Self {
+        Version(n)
+    }
+
+    /// Whether this is [`Version::UNVERSIONED`].
+    pub const fn is_unversioned(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 0 { f.write_str("UNVERSIONED") } else { write!(f, "v{}", self.0) }
+    }
+}
+
+/// The version a release names: the fact that gave the key up, or [`ReleaseVersion::ANY_VERSION`].
+/// Only a release can say "any version"; a confirm takes a [`Version`] (rule D4).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub enum ReleaseVersion {
+    /// The version of the fact that gave the key up.
+    At(Version),
+    /// Frees the key whichever fact confirmed it (assumption H7: only when the owner can never
+    /// take it again).
+    Any,
+}
+
+impl ReleaseVersion {
+    /// Frees the key whichever fact confirmed it.
+    pub const ANY_VERSION: ReleaseVersion = ReleaseVersion::Any;
+}
+
+impl From<Version> for ReleaseVersion {
+    fn from(v: Version) -> Self {
+        ReleaseVersion::At(v)
+    }
+}
+
+impl fmt::Display for ReleaseVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReleaseVersion::At(v) => fmt::Display::fmt(v, f),
+            ReleaseVersion::Any => f.write_str("ANY_VERSION"),
+        }
+    }
+}
+
+/// The store's clock: expiry is judged by it alone.
+pub trait Clock: Send + Sync {
+    /// The current instant.
+    fn now(&self) -> Instant;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    fn now(&self) -> Instant {
+        (**self).now()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> Instant {
+        (**self).now()
+    }
+}
+
+/// The system's wall clock, in milliseconds since the Unix epoch (before it reads as the epoch).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+        Instant(u64::try_from(millis).unwrap_or(u64::MAX))
+    }
+}
+
+/// A clock that moves only when told: clones share one time, so a test keeps a handle and
+/// advances the clock of the store it built.
+#[derive(Clone, Debug, Default)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// A clock reading `start`.
+    pub fn new(start: Instant) -> Self {
+        ManualClock(Arc::new(AtomicU64::new(start.0)))
+    }
+
+    /// Sets the time to `at` (it may go backwards: tests of skew need that).
+    pub fn set(&self, at: Instant) {
+        self.0.store(at.0, Ordering::SeqCst);
+    }
+
+    /// Moves the time forward by `millis`, saturating.
+    pub fn advance(&self, millis: u64) {
+        let _ = self.0.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| Some(t.saturating_add(millis)));
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        Instant(self.0.load(Ordering::SeqCst))
+    }
+}
