@@ -1,0 +1,70 @@
+//! What a failed check reports: the rule, the rule's text, and the operations it ran.
+
+use std::fmt;
+
+use reservation_store::Rule;
+
+/// A failed check: the rule it found broken, what went wrong, and every operation it ran with the
+/// outcome the specification expects and the one the store gave.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Failure {
+    /// The check that failed, such as `r3_join_adds_a_hold`.
+    pub check: String,
+    /// The rule the check found broken.
+    pub rule: Rule,
+    /// The rule by which the specification decided the step that went wrong, when it differs
+    /// from [`Failure::rule`].
+    pub step_rule: Option<Rule>,
+    /// What went wrong, in one sentence.
+    pub problem: String,
+    /// Who and where: the scopes, owners and clock the operations name.
+    pub context: Vec<String>,
+    /// The operations run, one line each, the one that went wrong marked.
+    pub transcript: Vec<String>,
+    /// How to run the failing case again, when it came from a random search.
+    pub replay: Option<String>,
+}
+
+impl Failure {
+    /// A failure of `check` against `rule` because of `problem`, with no transcript.
+    pub fn new(check: impl Into<String>, rule: Rule, problem: impl Into<String>) -> Self {
+        Failure {
+            check: check.into(),
+            rule,
+            step_rule: None,
+            problem: problem.into(),
+            context: Vec::new(),
+            transcript: Vec::new(),
+            replay: None,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "conformance check `{}` failed: rule {} broken", self.check, self.rule)?;
+        writeln!(f, "  {}: {}", self.rule, self.rule.text())?;
+        if let Some(step) = self.step_rule.filter(|r| *r != self.rule) {
+            writeln!(f, "  the failing step is decided by {}: {}", step, step.text())?;
+        }
+        writeln!(f, "problem: {}", self.problem)?;
+        for line in &self.context {
+            writeln!(f, "  {line}")?;
+        }
+        if !self.transcript.is_empty() {
+            writeln!(f, "operations (expected = the specification, actual = the store):")?;
+            for line in &self.transcript {
+                writeln!(f, "  {line}")?;
+            }
+        }
+        if let Some(replay) = &self.replay {
+            writeln!(f, "replay:")?;
+            for line in replay.lines() {
+                writeln!(f, "  {line}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Failure {}

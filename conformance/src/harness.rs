@@ -1,0 +1,160 @@
+//! What an implementer supplies: a [`Harness`] that builds stores around the suite's clock.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use reservation_store::{Instant, ManualClock, MemoryStore, Namespace, ReservationStore};
+
+/// Builds the stores under test and runs their futures.
+///
+/// The suite calls [`Harness::store`] once per check (and per differential case) with a fresh
+/// [`ManualClock`] that it alone moves; the store must judge expiry by that clock. Every check
+/// works in its own namespace ([`unique_namespace`]), so stores built by one harness may share
+/// one database: a check never sees another's keys.
+///
+/// [`Harness::block_on`] drives the store's futures. Its default, [`reservation_store::block_on`],
+/// suits synchronous stores whose futures are ready at once; an asynchronous store overrides it
+/// with its runtime's, for example `self.runtime.block_on(future)` on tokio. The linearizability
+/// check calls it from several threads at once.
+pub trait Harness: Sync {
+    /// The store under test.
+    type Store: ReservationStore + Sync;
+
+    /// A store whose clock is `clock`. It may share storage with earlier stores of this harness.
+    fn store(&self, clock: ManualClock) -> Self::Store;
+
+    /// Runs `future` to completion.
+    fn block_on<F: Future>(&self, future: F) -> F::Output {
+        reservation_store::block_on(future)
+    }
+
+    /// The optional capabilities the store declares; the checks of the others are skipped.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    /// Closes `store` and opens it again on the same storage, as a restart would
+    /// (capability [`Capabilities::durable`]). The default returns `store` unchanged.
+    fn reopen(&self, store: Self::Store, clock: ManualClock) -> Self::Store {
+        let _ = clock;
+        store
+    }
+
+    /// How much the randomized checks do; [`Settings::default`] unless overridden.
+    fn settings(&self) -> Settings {
+        Settings::default()
+    }
+}
+
+/// Optional capabilities a store declares, so that the suite checks them rather than guessing.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Reservations survive [`Harness::reopen`]: no confirmed reservation is lost and no released
+    /// one comes back.
+    pub durable: bool,
+}
+
+impl Capabilities {
+    /// These capabilities, with `durable` set to `on`.
+    pub const fn with_durable(mut self, on: bool) -> Self {
+        self.durable = on;
+        self
+    }
+}
+
+/// How much the randomized checks do. Environment variables override the defaults, for a longer
+/// run or a replay: `RESERVATION_CONFORMANCE_CASES`, `RESERVATION_CONFORMANCE_SEED`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub struct Settings {
+    /// Scripts the differential check runs.
+    pub cases: u32,
+    /// Most operations in one script.
+    pub max_ops: usize,
+    /// The seed of the differential check; `None` draws one (and prints it on failure).
+    pub seed: Option<u64>,
+    /// Threads of the linearizability check.
+    pub threads: usize,
+    /// Operations of the linearizability check, over all threads and rounds.
+    pub concurrent_ops: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { cases: 2_000, max_ops: 48, seed: None, threads: 3, concurrent_ops: 3_000 }
+    }
+}
+
+impl Settings {
+    /// These settings with `cases` differential scripts.
+    pub const fn with_cases(mut self, cases: u32) -> Self {
+        self.cases = cases;
+        self
+    }
+
+    /// These settings with a fixed differential seed.
+    pub const fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// These settings with `ops` operations in the linearizability check, on `threads` threads.
+    pub const fn with_concurrency(mut self, threads: usize, ops: usize) -> Self {
+        self.threads = threads;
+        self.concurrent_ops = ops;
+        self
+    }
+
+    /// The settings with the environment's overrides applied.
+    pub(crate) fn from_env(self) -> Self {
+        let mut s = self;
+        if let Some(cases) = std::env::var("RESERVATION_CONFORMANCE_CASES").ok().and_then(|v| v.parse().ok()) {
+            s.cases = cases;
+        }
+        if let Some(seed) = std::env::var("RESERVATION_CONFORMANCE_SEED").ok().and_then(|v| v.parse().ok()) {
+            s.seed = Some(seed);
+        }
+        s
+    }
+}
+
+/// The in-memory reference store on the suite's clock: the harness of the suite's own tests, and
+/// a template for implementers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemoryHarness;
+
+impl Harness for MemoryHarness {
+    type Store = MemoryStore<ManualClock>;
+
+    fn store(&self, clock: ManualClock) -> Self::Store {
+        MemoryStore::with_clock(clock)
+    }
+}
+
+/// Where every check's clock starts: far from both ends, so that `expires_at - 1` and large
+/// moves stay meaningful.
+pub const START: Instant = Instant::from_millis(1_000_000);
+
+/// A namespace that no other check of any run uses: `label`, this process's run token and a
+/// counter, so that checks can share one database, even across runs.
+pub fn unique_namespace(label: &str) -> Namespace {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    // The suite's labels are short ASCII names, so the namespace is far below MAX_NAME_LEN.
+    let label: String = label.chars().take(64).collect();
+    Namespace::new(format!("{label}.{:016x}.{n}", run_token())).expect("a short non-empty namespace is valid")
+}
+
+/// A token for this process's run: the time and process id, hashed.
+fn run_token() -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    use std::sync::OnceLock;
+    static TOKEN: OnceLock<u64> = OnceLock::new();
+    *TOKEN.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        std::process::id().hash(&mut h);
+        std::time::SystemTime::now().hash(&mut h);
+        h.finish()
+    })
+}

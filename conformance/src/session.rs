@@ -1,0 +1,379 @@
+//! A session runs operations on a store and on the specification side by side, and compares
+//! every outcome and, after every step, the lookup of every key it has touched.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::{self, Debug};
+
+use reservation_store::{
+    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, ReleaseVersion, Reservation,
+    ReservationScope, ReservationStore, Rule, RuleSet, Step, StoreError, StoreResult, StoredReservation, Tenant,
+    Ttl, Version, spec,
+};
+
+use crate::failure::Failure;
+use crate::harness::{Harness, START};
+
+type SpecStep<Out> = Step<AggregateRef, BTreeSet<HoldId>, Out>;
+type Slot = (ReservationScope, Key);
+
+/// A store under test beside the specification's state of every key it touched.
+pub(crate) struct Session<'h, H: Harness> {
+    h: &'h H,
+    store: Option<H::Store>,
+    clock: ManualClock,
+    check: String,
+    rule: Option<Rule>,
+    scopes: Vec<ReservationScope>,
+    shadow: HashMap<Slot, StoredReservation>,
+    last_rule: HashMap<Slot, Rule>,
+    watched: Vec<Slot>,
+    transcript: Vec<String>,
+    record: bool,
+    steps: usize,
+    reached: RuleSet,
+}
+
+impl<'h, H: Harness> Session<'h, H> {
+    /// A session of `check` about `rule` (`None`: any rule, as in the differential check) on a
+    /// fresh store whose clock reads [`START`].
+    pub(crate) fn new(h: &'h H, check: &str, rule: Option<Rule>) -> Self {
+        let clock = ManualClock::new(START);
+        let store = h.store(clock.clone());
+        Session {
+            h,
+            store: Some(store),
+            clock,
+            check: check.to_owned(),
+            rule,
+            scopes: Vec::new(),
+            shadow: HashMap::new(),
+            last_rule: HashMap::new(),
+            watched: Vec::new(),
+            transcript: Vec::new(),
+            record: true,
+            steps: 0,
+            reached: RuleSet::EMPTY,
+        }
+    }
+
+    /// Stops (or resumes) writing the transcript, for speed; failures still say which step.
+    pub(crate) fn set_recording(&mut self, on: bool) {
+        self.record = on;
+    }
+
+    /// The rules the specification reported so far.
+    pub(crate) fn reached(&self) -> RuleSet {
+        self.reached
+    }
+
+    /// The store's clock.
+    pub(crate) fn now(&self) -> Instant {
+        use reservation_store::Clock;
+        self.clock.now()
+    }
+
+    /// The specification's current reservation of (scope, key), expired ones included.
+    pub(crate) fn state(&self, scope: &ReservationScope, key: &Key) -> Option<&StoredReservation> {
+        self.shadow.get(&(scope.clone(), key.clone()))
+    }
+
+    /// Adds a line to the transcript.
+    pub(crate) fn note(&mut self, line: impl FnOnce() -> String) {
+        if self.record {
+            let line = line();
+            self.transcript.push(format!("    {line}"));
+        }
+    }
+
+    fn store(&self) -> Result<&H::Store, Failure> {
+        self.store.as_ref().ok_or_else(|| self.fail(None, "the store was not reopened".into()))
+    }
+
+    fn scope_label(&mut self, scope: &ReservationScope) -> String {
+        let i = match self.scopes.iter().position(|s| s == scope) {
+            Some(i) => i,
+            None => {
+                self.scopes.push(scope.clone());
+                self.scopes.len() - 1
+            }
+        };
+        format!("s{i}")
+    }
+
+    fn watch(&mut self, scope: &ReservationScope, key: &Key) {
+        if !self.watched.iter().any(|(s, k)| s == scope && k == key) {
+            self.watched.push((scope.clone(), key.clone()));
+        }
+    }
+
+    /// A failure of this session's check at `step_rule` because of `problem`.
+    pub(crate) fn fail(&self, step_rule: Option<Rule>, problem: String) -> Failure {
+        let rule = self.rule.or(step_rule).unwrap_or(Rule::D7);
+        let mut context: Vec<String> =
+            self.scopes.iter().enumerate().map(|(i, s)| format!("scope s{i} = {s}")).collect();
+        context.push(format!("clock started at {START} and reads {} now", self.now()));
+        Failure {
+            check: self.check.clone(),
+            rule,
+            step_rule,
+            problem,
+            context,
+            transcript: self.transcript.clone(),
+            replay: None,
+        }
+    }
+
+    /// Sets the clock to `at` (it may go backwards only in checks that say so).
+    pub(crate) fn set_clock(&mut self, at: Instant) {
+        self.clock.set(at);
+        self.note(|| format!("clock set to {at}"));
+    }
+
+    /// Moves the clock forward by `millis`.
+    pub(crate) fn advance(&mut self, millis: u64) {
+        let at = self.now().saturating_add_millis(millis);
+        self.set_clock(at);
+    }
+
+    /// Runs one operation: `expected` from the specification (or the invalid arguments it may
+    /// report), `actual` from the store; compares them, then looks up every watched key.
+    #[allow(clippy::too_many_arguments)]
+    fn exec<Out: PartialEq + Debug + Copy>(
+        &mut self,
+        what: fmt::Arguments<'_>,
+        scope: &ReservationScope,
+        key: &Key,
+        expected: Result<SpecStep<Out>, Vec<InvalidArgument>>,
+        actual: StoreResult<Out>,
+    ) -> Result<Rule, Failure> {
+        self.steps += 1;
+        let now = self.now();
+        self.watch(scope, key);
+        let (rule, ok, exp_text) = match &expected {
+            Ok(step) => (step.rule, matches!(&actual, Ok(o) if *o == step.outcome), format!("{:?}", step.outcome)),
+            Err(errs) => (
+                Rule::D6,
+                matches!(&actual, Err(StoreError::Invalid(e)) if errs.contains(e)),
+                match errs.as_slice() {
+                    [one] => format!("Invalid({one:?})"),
+                    many => format!("Invalid(one of {many:?})"),
+                },
+            ),
+        };
+        self.reached.insert(rule);
+        let label = if self.record { self.scope_label(scope) } else { String::new() };
+        let act_text = show_result(&actual);
+        let slot = (scope.clone(), key.clone());
+        if let Ok(step) = expected {
+            match step.next {
+                Some(next) => self.shadow.insert(slot.clone(), next),
+                None => self.shadow.remove(&slot),
+            };
+            self.last_rule.insert(slot.clone(), step.rule);
+        }
+        if self.record || !ok {
+            let state = show_state(spec::lookup(self.shadow.get(&slot), now));
+            let n = self.steps;
+            let line = if ok {
+                format!("{n:>3}   {now} {label} {what} = {act_text} [{rule}]; key now {state}")
+            } else {
+                format!("{n:>3} ✗ {now} {label} {what}: expected {exp_text} [{rule}], actual {act_text}   <-- differs")
+            };
+            self.transcript.push(line);
+        }
+        if !ok {
+            let problem = match &actual {
+                Err(StoreError::Storage(e)) => format!("step {} failed in storage: {e}", self.steps),
+                _ => format!("step {} returned {act_text}; the specification says {exp_text} (rule {rule})", self.steps),
+            };
+            return Err(self.fail(Some(rule), problem));
+        }
+        self.check_lookups()?;
+        Ok(rule)
+    }
+
+    /// Looks up every watched key and compares it with the specification.
+    pub(crate) fn check_lookups(&mut self) -> Result<(), Failure> {
+        let now = self.now();
+        for i in 0..self.watched.len() {
+            let Some((scope, key)) = self.watched.get(i).cloned() else { break };
+            let store = self.store()?;
+            let actual = self.h.block_on(store.lookup(&scope, &key));
+            let slot = (scope.clone(), key.clone());
+            let expected = spec::lookup(self.shadow.get(&slot), now).cloned();
+            if !matches!(&actual, Ok(a) if *a == expected) {
+                let rule = self.lookup_rule(&slot, now);
+                let label = self.scope_label(&scope);
+                let act = match &actual {
+                    Ok(a) => show_state(a.as_ref()),
+                    Err(e) => show_error(e),
+                };
+                let exp = show_state(expected.as_ref());
+                self.transcript.push(format!(
+                    "    ✗ {now} lookup({label}, {key:?}) after step {}: expected {exp}, actual {act}   <-- differs",
+                    self.steps
+                ));
+                let problem = format!(
+                    "after step {}, lookup of {key:?} in {label} returned {act}; the specification says {exp}",
+                    self.steps
+                );
+                return Err(self.fail(Some(rule), problem));
+            }
+        }
+        Ok(())
+    }
+
+    /// The rule a wrong lookup of `slot` breaks: the expiry boundary or D7 for a pending
+    /// reservation at or past its expiry, otherwise the rule that last wrote the key.
+    fn lookup_rule(&self, slot: &Slot, now: Instant) -> Rule {
+        match self.shadow.get(slot).and_then(Reservation::as_pending) {
+            Some(p) if now.saturating_add_millis(1) >= p.expires_at() && now <= p.expires_at() => Rule::D1,
+            Some(p) if !p.is_live(now) => Rule::D7,
+            _ => self.last_rule.get(slot).copied().unwrap_or(Rule::D7),
+        }
+    }
+
+    /// Fails unless the specification decided the last step by `want`: a guard on the check's
+    /// own script.
+    pub(crate) fn expect(&self, want: Rule, got: Rule) -> Result<(), Failure> {
+        if want == got {
+            Ok(())
+        } else {
+            Err(self.fail(Some(got), format!("the check's script meant to reach {want} but reached {got}")))
+        }
+    }
+
+    /// reserve, on both sides.
+    pub(crate) fn reserve(
+        &mut self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        hold: &HoldId,
+        ttl: Ttl,
+    ) -> Result<Rule, Failure> {
+        let now = self.now();
+        let expected = admitted(scope, owner)
+            .map(|()| spec::reserve(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, hold, ttl));
+        let actual = self.h.block_on(self.store()?.reserve(scope, key, owner, hold, ttl));
+        let ms = ttl.as_millis();
+        self.exec(format_args!("reserve({key:?}, {owner}, hold {hold:?}, ttl {ms}ms)"), scope, key, expected, actual)
+    }
+
+    /// confirm, on both sides.
+    pub(crate) fn confirm(
+        &mut self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        version: Version,
+    ) -> Result<Rule, Failure> {
+        let now = self.now();
+        let expected = admitted(scope, owner)
+            .map(|()| spec::confirm(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, version));
+        let actual = self.h.block_on(self.store()?.confirm(scope, key, owner, version));
+        self.exec(format_args!("confirm({key:?}, {owner}, {version})"), scope, key, expected, actual)
+    }
+
+    /// release, on both sides.
+    pub(crate) fn release(
+        &mut self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        version: ReleaseVersion,
+    ) -> Result<Rule, Failure> {
+        let now = self.now();
+        let expected = admitted(scope, owner)
+            .map(|()| spec::release(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, version));
+        let actual = self.h.block_on(self.store()?.release(scope, key, owner, version));
+        self.exec(format_args!("release({key:?}, {owner}, {version})"), scope, key, expected, actual)
+    }
+
+    /// abandon, on both sides.
+    pub(crate) fn abandon(
+        &mut self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        hold: &HoldId,
+    ) -> Result<Rule, Failure> {
+        let now = self.now();
+        let expected = admitted(scope, owner)
+            .map(|()| spec::abandon(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, hold));
+        let actual = self.h.block_on(self.store()?.abandon(scope, key, owner, hold));
+        self.exec(format_args!("abandon({key:?}, {owner}, hold {hold:?})"), scope, key, expected, actual)
+    }
+
+    /// lookup, on both sides (and of every other watched key).
+    pub(crate) fn lookup(&mut self, scope: &ReservationScope, key: &Key) -> Result<(), Failure> {
+        self.steps += 1;
+        self.watch(scope, key);
+        if self.record {
+            let now = self.now();
+            let label = self.scope_label(scope);
+            let state = show_state(spec::lookup(self.state(scope, key), now));
+            let n = self.steps;
+            self.transcript.push(format!("{n:>3}   {now} {label} lookup({key:?}) expecting {state}"));
+        }
+        self.check_lookups()
+    }
+
+    /// Closes the store and opens it again through [`Harness::reopen`], then looks up every key.
+    pub(crate) fn reopen(&mut self) -> Result<(), Failure> {
+        self.steps += 1;
+        if let Some(store) = self.store.take() {
+            self.store = Some(self.h.reopen(store, self.clock.clone()));
+        }
+        let n = self.steps;
+        self.note(|| format!("{n:>3}   store closed and reopened"));
+        self.check_lookups()
+    }
+}
+
+/// Whether `scope` admits `owner`; if not, every invalid-argument error a store may report for
+/// it (D6 lets a store report any one of several).
+pub(crate) fn admitted(scope: &ReservationScope, owner: &AggregateRef) -> Result<(), Vec<InvalidArgument>> {
+    let Err(first) = scope.admits(owner) else { return Ok(()) };
+    let mut errors = vec![first];
+    // Each mismatch on its own, found by curing the other one, as the core's validation says.
+    let same_type = AggregateRef { aggregate_type: scope.aggregate_type.clone(), ..owner.clone() };
+    let tenant = if scope.tenant == Tenant::System { owner.tenant.clone() } else { scope.tenant.clone() };
+    let same_tenant = AggregateRef { tenant, ..owner.clone() };
+    for alone in [scope.admits(&same_type), scope.admits(&same_tenant)] {
+        if let Err(e) = alone
+            && !errors.contains(&e)
+        {
+            errors.push(e);
+        }
+    }
+    Err(errors)
+}
+
+/// A reservation in one short line.
+pub(crate) fn show_state(r: Option<&StoredReservation>) -> String {
+    match r {
+        None => "free".into(),
+        Some(Reservation::Pending(p)) => {
+            let holds: Vec<String> = p.holds().iter().map(|h| format!("{:?}", h.as_str())).collect();
+            format!("pending({}, holds [{}], expires {})", p.owner(), holds.join(", "), p.expires_at())
+        }
+        Some(Reservation::Confirmed(c)) => format!("confirmed({}, {})", c.owner, c.version),
+    }
+}
+
+/// A store error in one short line.
+pub(crate) fn show_error(e: &StoreError) -> String {
+    match e {
+        StoreError::Invalid(i) => format!("Invalid({i:?})"),
+        StoreError::Storage(s) => format!("StorageError({s})"),
+    }
+}
+
+/// A store result in one short line.
+pub(crate) fn show_result<T: Debug>(r: &StoreResult<T>) -> String {
+    match r {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => show_error(e),
+    }
+}

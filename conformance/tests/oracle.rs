@@ -1,0 +1,67 @@
+//! The oracle's contract, on the in-memory store: scripts and raw inputs.
+
+use reservation_conformance::MemoryHarness;
+use reservation_conformance::oracle::{self, RawInput, RawOp, RawPrior};
+use reservation_store::Rule;
+use reservation_store::ops::{ClockMove, Op, ReleasePick, VersionPick};
+
+#[test]
+fn a_script_reaches_the_rules_it_walks_through() {
+    let script = [
+        Op::Reserve { owner: 0, key: 0, hold: 0, ttl: 10 },
+        Op::Reserve { owner: 0, key: 0, hold: 1, ttl: 10 },
+        Op::Reserve { owner: 1, key: 0, hold: 0, ttl: 10 },
+        Op::Abandon { owner: 0, key: 0, hold: 1 },
+        Op::Clock(ClockMove::JustBeforeExpiry { key: 0 }),
+        Op::Confirm { owner: 0, key: 0, version: VersionPick::Fixed(2) },
+        Op::Release { owner: 0, key: 0, version: ReleasePick::At(VersionPick::Below) },
+        Op::Reserve { owner: 2, key: 3, hold: 0, ttl: 0 },
+        Op::Confirm { owner: 2, key: 3, version: VersionPick::At },
+        Op::Lookup { key: 1 },
+    ];
+    let rules = oracle::ops(&MemoryHarness, &script).unwrap_or_else(|f| panic!("{f}"));
+    let got: Vec<Rule> = rules.iter().collect();
+    assert_eq!(got, [Rule::R1, Rule::R3, Rule::R5, Rule::C2, Rule::L5, Rule::A3, Rule::D6]);
+}
+
+#[test]
+fn bad_raw_inputs_are_typed_errors_and_good_ones_follow_the_specification() {
+    let good = RawInput {
+        scope_type: "user".into(),
+        scope_tenant: Some("acme".into()),
+        namespace: "name".into(),
+        owner_type: "user".into(),
+        owner_tenant: Some("acme".into()),
+        owner_id: "alice".into(),
+        key: "alice".into(),
+        hold: "h".into(),
+        ttl_millis: 5,
+        version: 3,
+        op: RawOp::Reserve,
+        prior: RawPrior::PendingOther,
+    };
+    for op in [RawOp::Reserve, RawOp::Confirm, RawOp::Release, RawOp::ReleaseAnyVersion, RawOp::Abandon, RawOp::Lookup] {
+        for prior in [
+            RawPrior::Free,
+            RawPrior::PendingOwn,
+            RawPrior::PendingOther,
+            RawPrior::PendingExpired,
+            RawPrior::ConfirmedOwn,
+            RawPrior::ConfirmedOther,
+        ] {
+            for bad in [
+                RawInput { op, prior, ..good.clone() },
+                RawInput { op, prior, owner_tenant: Some("globex".into()), ..good.clone() },
+                RawInput { op, prior, owner_type: "order".into(), ..good.clone() },
+                RawInput { op, prior, key: String::new(), ..good.clone() },
+                RawInput { op, prior, hold: "x".repeat(129), ..good.clone() },
+                RawInput { op, prior, ttl_millis: 0, ..good.clone() },
+                RawInput { op, prior, namespace: String::new(), ..good.clone() },
+                RawInput { op, prior, version: 0, ..good.clone() },
+                RawInput { op, prior, scope_tenant: None, owner_tenant: Some("globex".into()), ..good.clone() },
+            ] {
+                oracle::inputs(&MemoryHarness, &bad).unwrap_or_else(|f| panic!("{f}"));
+            }
+        }
+    }
+}
