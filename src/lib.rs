@@ -33,6 +33,8 @@ mod error;
 mod memory;
 pub mod ops;
 pub mod spec;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 mod store;
 mod time;
 mod types;
@@ -46,6 +48,8 @@ pub use spec::{
     AbandonOutcome, BitHolds, ConfirmOutcome, Confirmed, HoldBit, HoldSet, Pending, ReleaseOutcome, Reservation,
     ReserveOutcome, Rule, RuleSet, Step,
 };
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
 pub use store::{ReservationStore, StoredReservation, block_on};
 pub use time::{Clock, Instant, ManualClock, ReleaseVersion, SystemClock, Ttl, Version};
 pub use types::{

@@ -1,0 +1,728 @@
+//! [`SqliteStore`]: a durable store in one SQLite file, built on the functions of [`crate::spec`].
+//!
+//! # Layout
+//!
+//! One table, `reservation`, holds one row per (scope, key); its primary key is the scope's three
+//! parts and the key, so the database itself makes two owners of one key impossible. Every text
+//! is stored as a BLOB of its exact UTF-8 bytes (rule D5: keys and hold ids compare as bytes,
+//! whatever characters they hold). [`SYSTEM_TENANT`](crate::SYSTEM_TENANT) is stored as the empty
+//! BLOB, which no tenant id can be (tenant ids are never empty), so the two never collide.
+//!
+//! | column | pending | confirmed |
+//! |---|---|---|
+//! | `aggregate_type`, `tenant`, `namespace`, `key` | the scope and key | the scope and key |
+//! | `owner_tenant`, `owner_id` | the owner (its type is the scope's, rule D6) | the owner |
+//! | `state` | 0 | 1 |
+//! | `holds` | the hold ids, each as a 2-byte big-endian length and its bytes, in ascending order | NULL |
+//! | `expires_at` | the expiry | NULL |
+//! | `version` | NULL | the confirmed version |
+//!
+//! Instants and versions are `u64`; SQLite integers are `i64`. They are stored offset by 2⁶³
+//! (`x - 2⁶³`, computed as a bit flip), a bijection that keeps their order, so every value,
+//! [`Instant::MAX`] included, round-trips and SQL compares expiries correctly. `CHECK`
+//! constraints reject a row whose columns do not fit its state. The schema is identified by
+//! `PRAGMA application_id` and versioned by `PRAGMA user_version` ([`SCHEMA_VERSION`]); a file
+//! with another application id, other tables, or another schema version is refused at open.
+//!
+//! # Transactions and durability
+//!
+//! Every operation validates its arguments (rule D6), then runs one `BEGIN IMMEDIATE`
+//! transaction that reads the row, reads the clock, calls the spec function and writes its result
+//! (deleting the row when the key becomes free), then commits. The outcome is returned only
+//! after the commit succeeded. The file is in WAL mode. With [`Synchronous::Full`] (the default)
+//! each commit is synced to disk before it is acknowledged: an acknowledged operation survives a
+//! process kill and a power loss. With [`Synchronous::Normal`] it survives a process kill (the
+//! commit is in the operating system's cache), but the last commits before a power loss or an
+//! operating-system crash may be lost; the file stays consistent either way.
+//!
+//! # Concurrency
+//!
+//! Threads and processes may share one file. The store keeps a small pool of connections;
+//! writers of one process take turns on a mutex, writers of several processes on SQLite's write
+//! lock, waiting up to [`SqliteOptions::busy_timeout`] for it and retrying a busy transaction
+//! [`SqliteOptions::busy_retries`] more times. A transaction that still finds the database busy
+//! is rolled back and reported as a [`StorageError`], never as an outcome.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, Row, params};
+
+use crate::error::{StorageError, StoreResult};
+use crate::spec::{self, AbandonOutcome, ConfirmOutcome, ReleaseOutcome, Reservation, ReserveOutcome, Step};
+use crate::store::{ReservationStore, StoredReservation};
+use crate::time::{Clock, Instant, ReleaseVersion, SystemClock, Ttl, Version};
+use crate::types::{AggregateId, AggregateRef, HoldId, Key, ReservationScope, Tenant};
+
+/// The version of the table layout this build writes and reads, kept in `PRAGMA user_version`.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// `PRAGMA application_id` of a reservation store file: the bytes `RSRV`.
+const APPLICATION_ID: i32 = 0x5253_5256;
+
+const CREATE_TABLE: &str = "CREATE TABLE reservation (
+    aggregate_type BLOB NOT NULL CHECK (typeof(aggregate_type) = 'blob' AND length(aggregate_type) BETWEEN 1 AND 256),
+    tenant BLOB NOT NULL CHECK (typeof(tenant) = 'blob' AND length(tenant) <= 256),
+    namespace BLOB NOT NULL CHECK (typeof(namespace) = 'blob' AND length(namespace) BETWEEN 1 AND 256),
+    key BLOB NOT NULL CHECK (typeof(key) = 'blob' AND length(key) BETWEEN 1 AND 512),
+    owner_tenant BLOB NOT NULL CHECK (typeof(owner_tenant) = 'blob' AND length(owner_tenant) <= 256),
+    owner_id BLOB NOT NULL CHECK (typeof(owner_id) = 'blob' AND length(owner_id) BETWEEN 1 AND 256),
+    state INTEGER NOT NULL CHECK (state IN (0, 1)),
+    holds BLOB,
+    expires_at INTEGER,
+    version INTEGER,
+    PRIMARY KEY (aggregate_type, tenant, namespace, key),
+    CHECK (length(tenant) = 0 OR owner_tenant = tenant),
+    CHECK (
+        (state = 0 AND typeof(holds) = 'blob' AND length(holds) > 2 AND typeof(expires_at) = 'integer'
+            AND version IS NULL)
+        OR (state = 1 AND holds IS NULL AND expires_at IS NULL AND typeof(version) = 'integer')
+    )
+) WITHOUT ROWID";
+
+const CREATE_INDEX: &str = "CREATE INDEX reservation_expiry ON reservation (expires_at) WHERE state = 0";
+
+const SELECT_ROW: &str = "SELECT owner_tenant, owner_id, state, holds, expires_at, version FROM reservation
+    WHERE aggregate_type = ?1 AND tenant = ?2 AND namespace = ?3 AND key = ?4";
+const UPSERT_ROW: &str = "INSERT OR REPLACE INTO reservation
+    (aggregate_type, tenant, namespace, key, owner_tenant, owner_id, state, holds, expires_at, version)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+const DELETE_ROW: &str =
+    "DELETE FROM reservation WHERE aggregate_type = ?1 AND tenant = ?2 AND namespace = ?3 AND key = ?4";
+const DELETE_EXPIRED: &str = "DELETE FROM reservation WHERE state = 0 AND expires_at <= ?1";
+
+const PENDING: i64 = 0;
+const CONFIRMED: i64 = 1;
+
+/// When a commit is synced to disk (SQLite's `PRAGMA synchronous`, in WAL mode).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub enum Synchronous {
+    /// Synced at checkpoints only: an acknowledged operation survives a process kill, but the
+    /// last ones may be lost to a power loss or an operating-system crash.
+    Normal,
+    /// Synced at every commit: an acknowledged operation survives a process kill and a power
+    /// loss. The default.
+    #[default]
+    Full,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        }
+    }
+}
+
+/// How a [`SqliteStore`] uses its file. Start from [`SqliteOptions::default`] and set fields.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// When commits are synced to disk; [`Synchronous::Full`] by default.
+    pub synchronous: Synchronous,
+    /// How long one transaction waits for another process's write lock; 5 s by default.
+    pub busy_timeout: Duration,
+    /// How many more times a transaction that found the database busy is tried before it
+    /// becomes a [`StorageError`]; 2 by default.
+    pub busy_retries: u32,
+    /// Expired pending reservations are swept after this many new rows; 1024 by default
+    /// (0 turns the automatic sweep off, leaving [`SqliteStore::sweep`]).
+    pub sweep_every: u64,
+    /// How many idle connections the store keeps open for later operations; 8 by default.
+    pub max_idle_connections: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            synchronous: Synchronous::Full,
+            busy_timeout: Duration::from_secs(5),
+            busy_retries: 2,
+            sweep_every: 1024,
+            max_idle_connections: 8,
+        }
+    }
+}
+
+/// A durable store in one SQLite file: linearizable per (scope, key) across the threads and
+/// processes that share the file, and built on the spec functions, which it calls inside one
+/// `BEGIN IMMEDIATE` transaction per operation.
+///
+/// See the [module documentation](self) for the table layout, durability and concurrency.
+/// Expired pending reservations are deleted when an operation touches them, by
+/// [`SqliteStore::sweep`], and automatically after every [`SqliteOptions::sweep_every`] new
+/// rows, so the file holds at most the live reservations, those that expired since the last
+/// sweep, and the rows inserted since it.
+pub struct SqliteStore<C = SystemClock> {
+    path: PathBuf,
+    clock: C,
+    options: SqliteOptions,
+    pool: Mutex<Vec<Connection>>,
+    /// Writers of this process take turns here, rather than polling SQLite's lock.
+    writer: Mutex<()>,
+    /// New rows since the last automatic sweep.
+    inserted: AtomicU64,
+}
+
+impl std::fmt::Debug for SqliteStore<SystemClock> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.path).field("options", &self.options).finish()
+    }
+}
+
+impl SqliteStore<SystemClock> {
+    /// Opens the store in the file at `path` on the system clock, creating the file and its
+    /// schema if it does not exist (its directory must).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
+        Self::open_with(path, SystemClock, SqliteOptions::default())
+    }
+}
+
+type Step_<Out> = Step<AggregateRef, BTreeSet<HoldId>, Out>;
+
+/// A failure inside a transaction: SQLite's, or a row this build cannot read.
+enum Fail {
+    Sql(rusqlite::Error),
+    Corrupt(String),
+}
+
+impl From<rusqlite::Error> for Fail {
+    fn from(e: rusqlite::Error) -> Self {
+        Fail::Sql(e)
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+}
+
+impl<C: Clock> SqliteStore<C> {
+    /// Opens the store in the file at `path` on `clock` (a [`crate::ManualClock`] in tests), with
+    /// the default options.
+    pub fn open_with_clock(path: impl AsRef<Path>, clock: C) -> Result<Self, StorageError> {
+        Self::open_with(path, clock, SqliteOptions::default())
+    }
+
+    /// Opens the store in the file at `path` on `clock` with `options`, creating the file and
+    /// its schema if it does not exist.
+    ///
+    /// A missing directory, a read-only file, a file that is not a database, a database that
+    /// holds other tables, and a reservation store of another schema version are each a
+    /// [`StorageError`] saying so; the file is left as it was.
+    pub fn open_with(path: impl AsRef<Path>, clock: C, options: SqliteOptions) -> Result<Self, StorageError> {
+        let path = path.as_ref().to_path_buf();
+        let store = Self {
+            path,
+            clock,
+            options,
+            pool: Mutex::new(Vec::new()),
+            writer: Mutex::new(()),
+            inserted: AtomicU64::new(0),
+        };
+        let conn = store.connect()?;
+        store.prepare_schema(&conn)?;
+        store.give_back(conn);
+        Ok(store)
+    }
+
+    /// The store's clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The file the store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &SqliteOptions {
+        &self.options
+    }
+
+    /// How many rows the file holds, expired pending reservations not yet swept included.
+    pub fn len(&self) -> Result<usize, StorageError> {
+        let conn = self.take()?;
+        let count: i64 = conn
+            .query_row("SELECT count(*) FROM reservation", [], |r| r.get(0))
+            .map_err(|e| self.error("cannot count the rows", e))?;
+        self.give_back(conn);
+        Ok(usize::try_from(count).unwrap_or(0))
+    }
+
+    /// Whether the file holds no rows at all.
+    pub fn is_empty(&self) -> Result<bool, StorageError> {
+        self.len().map(|n| n == 0)
+    }
+
+    /// Deletes every pending reservation that is expired by the store's clock; returns how many
+    /// it deleted. No answer changes: an expired pending reservation is already a free key (D7).
+    pub fn sweep(&self) -> Result<usize, StorageError> {
+        let conn = self.take()?;
+        let deleted = self.write_txn(&conn, |conn| {
+            let now = self.clock.now();
+            Ok(conn.prepare_cached(DELETE_EXPIRED)?.execute([sortable(now.as_millis())])?)
+        });
+        self.settle(conn, deleted)
+    }
+
+    /// Runs SQLite's `PRAGMA integrity_check` on the file: `Ok` when it reports `ok`, otherwise
+    /// an error listing what it found.
+    pub fn check_integrity(&self) -> Result<(), StorageError> {
+        let conn = self.take()?;
+        let found: Vec<String> = conn
+            .prepare("PRAGMA integrity_check")
+            .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
+            .map_err(|e| self.error("cannot run the integrity check", e))?;
+        self.give_back(conn);
+        if found == ["ok"] { Ok(()) } else { Err(self.fail(format!("integrity check failed: {}", found.join("; ")))) }
+    }
+
+    fn fail(&self, what: impl std::fmt::Display) -> StorageError {
+        StorageError::new(format!("SQLite store {}: {what}", self.path.display()))
+    }
+
+    fn error(&self, what: impl std::fmt::Display, e: rusqlite::Error) -> StorageError {
+        StorageError::with_source(format!("SQLite store {}: {what}", self.path.display()), e)
+    }
+
+    fn convert(&self, fail: Fail) -> StorageError {
+        match fail {
+            Fail::Sql(e) if is_busy(&e) => self.error(
+                format_args!(
+                    "the database stayed locked by another connection ({} tries of {:?}); gave up",
+                    self.options.busy_retries.saturating_add(1),
+                    self.options.busy_timeout
+                ),
+                e,
+            ),
+            Fail::Sql(e) => self.error("the transaction failed", e),
+            Fail::Corrupt(what) => self.fail(format_args!("unreadable row: {what}")),
+        }
+    }
+
+    /// A new connection, configured; refuses a file the store could not write.
+    fn connect(&self) -> Result<Connection, StorageError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&self.path, flags)
+            .map_err(|e| self.error("cannot open the file (does its directory exist?)", e))?;
+        if conn.is_readonly("main").map_err(|e| self.error("cannot open the file", e))? {
+            return Err(self.fail("the file is read-only"));
+        }
+        conn.busy_timeout(self.options.busy_timeout).map_err(|e| self.error("cannot set the busy timeout", e))?;
+        conn.pragma_update(None, "synchronous", self.options.synchronous.pragma())
+            .map_err(|e| self.error("cannot set synchronous", e))?;
+        conn.set_prepared_statement_cache_capacity(16);
+        Ok(conn)
+    }
+
+    /// Checks that the file is a reservation store of this schema version, or empty; creates the
+    /// schema in an empty one. Never writes to a file it refuses.
+    fn prepare_schema(&self, conn: &Connection) -> Result<(), StorageError> {
+        let identify = |conn: &Connection| -> Result<(i32, i32, i64), rusqlite::Error> {
+            let app: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+            let version: i32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+            let objects: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+            Ok((app, version, objects))
+        };
+        let found = identify(conn).map_err(|e| self.error("cannot read the file as an SQLite database", e))?;
+        self.judge_schema(conn, found)?;
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+            .map_err(|e| self.error("cannot switch to WAL mode", e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(self.fail(format_args!("the file cannot be put in WAL mode (it is in {mode} mode)")));
+        }
+        if found.0 == APPLICATION_ID {
+            return Ok(());
+        }
+        // An empty database: create the schema, unless another connection just did.
+        let created = self.write_txn(conn, |conn| {
+            let found = identify(conn)?;
+            if found.0 == 0 && found.1 == 0 && found.2 == 0 {
+                conn.execute_batch(CREATE_TABLE)?;
+                conn.execute_batch(CREATE_INDEX)?;
+                conn.pragma_update(None, "application_id", APPLICATION_ID)?;
+                conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            }
+            Ok(found)
+        });
+        let found = created.map_err(|f| self.convert(f))?;
+        self.judge_schema(conn, found)
+    }
+
+    fn judge_schema(&self, conn: &Connection, (app, version, objects): (i32, i32, i64)) -> Result<(), StorageError> {
+        if app == APPLICATION_ID {
+            if version != SCHEMA_VERSION {
+                return Err(self.fail(format_args!(
+                    "the reservation schema is version {version}, this build knows only version {SCHEMA_VERSION}"
+                )));
+            }
+            let sql: Option<String> = conn
+                .query_row("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'reservation'", [], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(|e| self.error("cannot read the schema", e))?;
+            if sql.as_deref() != Some(CREATE_TABLE) {
+                return Err(self.fail("the reservation table is not the one this schema version defines"));
+            }
+            Ok(())
+        } else if app == 0 && version == 0 && objects == 0 {
+            Ok(())
+        } else {
+            Err(self.fail(format_args!(
+                "not a reservation store: application_id {app:#x}, user_version {version}, {objects} schema objects"
+            )))
+        }
+    }
+
+    /// A connection from the pool, or a new one.
+    fn take(&self) -> Result<Connection, StorageError> {
+        let idle = lock(&self.pool).pop();
+        match idle {
+            Some(conn) => Ok(conn),
+            None => self.connect(),
+        }
+    }
+
+    fn give_back(&self, conn: Connection) {
+        let mut pool = lock(&self.pool);
+        if pool.len() < self.options.max_idle_connections {
+            pool.push(conn);
+        }
+    }
+
+    /// Returns `conn` to the pool unless a failed transaction left it unusable, and converts the
+    /// result.
+    fn settle<T>(&self, conn: Connection, result: Result<T, Fail>) -> Result<T, StorageError> {
+        if conn.is_autocommit() {
+            self.give_back(conn);
+        }
+        result.map_err(|f| self.convert(f))
+    }
+
+    /// Runs `body` in one `BEGIN IMMEDIATE` transaction, committed if `body` succeeds and rolled
+    /// back otherwise; a busy database is retried up to [`SqliteOptions::busy_retries`] times.
+    fn write_txn<T>(&self, conn: &Connection, mut body: impl FnMut(&Connection) -> Result<T, Fail>) -> Result<T, Fail> {
+        let _turn = lock(&self.writer);
+        let mut retries = self.options.busy_retries;
+        loop {
+            let result = (|| {
+                conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+                let out = body(conn)?;
+                conn.prepare_cached("COMMIT")?.execute([])?;
+                Ok(out)
+            })();
+            match result {
+                Ok(out) => return Ok(out),
+                Err(fail) => {
+                    if !conn.is_autocommit() {
+                        // If even the rollback fails, `settle` drops the connection, which rolls back.
+                        let _ = conn.execute_batch("ROLLBACK");
+                    }
+                    match fail {
+                        Fail::Sql(e) if is_busy(&e) && retries > 0 => retries -= 1,
+                        fail => return Err(fail),
+                    }
+                }
+            }
+        }
+    }
+
+    /// One read-modify-write of (scope, key) through a spec function, in one transaction.
+    fn apply<Out>(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        transition: impl Fn(Option<StoredReservation>, Instant) -> Step_<Out>,
+    ) -> StoreResult<Out> {
+        let conn = self.take()?;
+        let pk = RowKey::new(scope, key);
+        let result = self.write_txn(&conn, |conn| {
+            let current = read_row(conn, scope, &pk)?;
+            // The clock is read inside the transaction, so the order of the operations on the key
+            // and the order of the instants they saw agree.
+            let now = self.clock.now();
+            let step = transition(current.clone(), now);
+            let inserted = current.is_none() && step.next.is_some();
+            if step.next != current {
+                match &step.next {
+                    Some(next) => write_row(conn, &pk, next)?,
+                    None => {
+                        conn.prepare_cached(DELETE_ROW)?.execute(pk.params())?;
+                    }
+                }
+            }
+            Ok((step.outcome, inserted))
+        });
+        let (outcome, inserted) = self.settle(conn, result)?;
+        if inserted {
+            self.after_insert();
+        }
+        Ok(outcome)
+    }
+
+    /// Counts a new row and sweeps when [`SqliteOptions::sweep_every`] have accumulated. The
+    /// sweep is best effort: the operation that triggered it has committed, so a failure here
+    /// is left for the next sweep.
+    fn after_insert(&self) {
+        let every = self.options.sweep_every;
+        if every > 0 && self.inserted.fetch_add(1, Ordering::Relaxed).saturating_add(1) >= every {
+            self.inserted.store(0, Ordering::Relaxed);
+            let _ = self.sweep();
+        }
+    }
+
+    fn read(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
+        let conn = self.take()?;
+        let pk = RowKey::new(scope, key);
+        let mut retries = self.options.busy_retries;
+        let result = loop {
+            match read_row(&conn, scope, &pk) {
+                Err(Fail::Sql(e)) if is_busy(&e) && retries > 0 => retries -= 1,
+                other => break other,
+            }
+        };
+        let current = self.settle(conn, result)?;
+        let now = self.clock.now();
+        Ok(spec::lookup(current.as_ref(), now).cloned())
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The guarded values stay consistent across a panic: a connection is pushed or popped whole,
+    // and the writer mutex guards nothing.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `x - 2⁶³` as an `i64`: a bijection from `u64` that keeps the order, so SQL compares stored
+/// instants as the store does.
+fn sortable(x: u64) -> i64 {
+    i64::from_be_bytes((x ^ (1 << 63)).to_be_bytes())
+}
+
+/// The inverse of [`sortable`].
+fn unsortable(x: i64) -> u64 {
+    u64::from_be_bytes(x.to_be_bytes()) ^ (1 << 63)
+}
+
+fn tenant_bytes(tenant: &Tenant) -> &[u8] {
+    match tenant {
+        Tenant::System => b"",
+        Tenant::Id(id) => id.as_str().as_bytes(),
+    }
+}
+
+/// The primary key of a row, as the bytes it is stored as.
+struct RowKey<'a> {
+    aggregate_type: &'a [u8],
+    tenant: &'a [u8],
+    namespace: &'a [u8],
+    key: &'a [u8],
+}
+
+impl<'a> RowKey<'a> {
+    fn new(scope: &'a ReservationScope, key: &'a Key) -> Self {
+        Self {
+            aggregate_type: scope.aggregate_type.as_str().as_bytes(),
+            tenant: tenant_bytes(&scope.tenant),
+            namespace: scope.namespace.as_str().as_bytes(),
+            key: key.as_str().as_bytes(),
+        }
+    }
+
+    fn params(&self) -> [&'a [u8]; 4] {
+        [self.aggregate_type, self.tenant, self.namespace, self.key]
+    }
+}
+
+fn read_row(conn: &Connection, scope: &ReservationScope, pk: &RowKey<'_>) -> Result<Option<StoredReservation>, Fail> {
+    let mut select = conn.prepare_cached(SELECT_ROW)?;
+    let mut rows = select.query(pk.params())?;
+    match rows.next()? {
+        None => Ok(None),
+        Some(row) => decode_row(row, scope).map(Some),
+    }
+}
+
+fn text(bytes: Vec<u8>, column: &str) -> Result<String, Fail> {
+    String::from_utf8(bytes).map_err(|_| Fail::Corrupt(format!("{column} is not UTF-8")))
+}
+
+fn decode_row(row: &Row<'_>, scope: &ReservationScope) -> Result<StoredReservation, Fail> {
+    let owner_tenant = text(row.get(0)?, "owner_tenant")?;
+    let owner_id = text(row.get(1)?, "owner_id")?;
+    let state: i64 = row.get(2)?;
+    fn invalid(what: &'static str) -> impl Fn(crate::InvalidArgument) -> Fail {
+        move |e| Fail::Corrupt(format!("{what}: {e}"))
+    }
+    let owner = AggregateRef {
+        aggregate_type: scope.aggregate_type.clone(),
+        tenant: if owner_tenant.is_empty() {
+            Tenant::System
+        } else {
+            Tenant::id(owner_tenant).map_err(invalid("owner_tenant"))?
+        },
+        id: AggregateId::new(owner_id).map_err(invalid("owner_id"))?,
+    };
+    match state {
+        PENDING => {
+            let holds = decode_holds(&row.get::<_, Vec<u8>>(3)?)?;
+            let expires_at = Instant::from_millis(unsortable(row.get(4)?));
+            Reservation::pending(owner, holds, expires_at)
+                .ok_or_else(|| Fail::Corrupt("a pending reservation with no hold".into()))
+        }
+        CONFIRMED => Ok(Reservation::confirmed(owner, Version::from_u64(unsortable(row.get(5)?)))),
+        other => Err(Fail::Corrupt(format!("state {other}"))),
+    }
+}
+
+fn write_row(conn: &Connection, pk: &RowKey<'_>, next: &StoredReservation) -> Result<(), Fail> {
+    let owner = next.owner();
+    let owner_tenant = tenant_bytes(&owner.tenant);
+    let owner_id = owner.id.as_str().as_bytes();
+    let (state, holds, expires_at, version) = match next {
+        Reservation::Pending(p) => {
+            (PENDING, Some(encode_holds(p.holds())?), Some(sortable(p.expires_at().as_millis())), None)
+        }
+        Reservation::Confirmed(c) => (CONFIRMED, None, None, Some(sortable(c.version.as_u64()))),
+    };
+    let [aggregate_type, tenant, namespace, key] = pk.params();
+    conn.prepare_cached(UPSERT_ROW)?.execute(params![
+        aggregate_type,
+        tenant,
+        namespace,
+        key,
+        owner_tenant,
+        owner_id,
+        state,
+        holds,
+        expires_at,
+        version
+    ])?;
+    Ok(())
+}
+
+/// Each hold as a 2-byte big-endian length and its bytes, in the set's (ascending) order.
+fn encode_holds(holds: &BTreeSet<HoldId>) -> Result<Vec<u8>, Fail> {
+    let mut out = Vec::with_capacity(holds.iter().map(|h| 2 + h.as_str().len()).sum());
+    for hold in holds {
+        let bytes = hold.as_str().as_bytes();
+        let len = u16::try_from(bytes.len()).map_err(|_| Fail::Corrupt("a hold id too long to store".into()))?;
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(bytes);
+    }
+    Ok(out)
+}
+
+/// The inverse of [`encode_holds`]; refuses anything it would not have written.
+fn decode_holds(mut bytes: &[u8]) -> Result<BTreeSet<HoldId>, Fail> {
+    let corrupt = |what: &str| Fail::Corrupt(format!("holds: {what}"));
+    let mut holds = BTreeSet::new();
+    while !bytes.is_empty() {
+        let (len, rest) = bytes.split_first_chunk::<2>().ok_or_else(|| corrupt("a truncated length"))?;
+        let len = usize::from(u16::from_be_bytes(*len));
+        let (hold, rest) = rest.split_at_checked(len).ok_or_else(|| corrupt("a truncated hold id"))?;
+        let hold = std::str::from_utf8(hold).map_err(|_| corrupt("a hold id that is not UTF-8"))?;
+        let hold = HoldId::new(hold).map_err(|e| corrupt(&e.to_string()))?;
+        if holds.last().is_some_and(|last| *last >= hold) {
+            return Err(corrupt("hold ids out of order"));
+        }
+        holds.insert(hold);
+        bytes = rest;
+    }
+    Ok(holds)
+}
+
+impl<C: Clock> ReservationStore for SqliteStore<C> {
+    async fn reserve(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        hold: &HoldId,
+        ttl: Ttl,
+    ) -> StoreResult<ReserveOutcome> {
+        scope.admits(owner)?;
+        self.apply(scope, key, |current, now| spec::reserve(current, now, owner, hold, ttl))
+    }
+
+    async fn confirm(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        version: Version,
+    ) -> StoreResult<ConfirmOutcome> {
+        scope.admits(owner)?;
+        self.apply(scope, key, |current, now| spec::confirm(current, now, owner, version))
+    }
+
+    async fn release(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        version: ReleaseVersion,
+    ) -> StoreResult<ReleaseOutcome> {
+        scope.admits(owner)?;
+        self.apply(scope, key, |current, now| spec::release(current, now, owner, version))
+    }
+
+    async fn abandon(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        hold: &HoldId,
+    ) -> StoreResult<AbandonOutcome> {
+        scope.admits(owner)?;
+        self.apply(scope, key, |current, now| spec::abandon(current, now, owner, hold))
+    }
+
+    async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
+        self.read(scope, key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sortable_keeps_order_and_round_trips_at_the_extremes() {
+        let values = [0, 1, 1 << 62, i64::MAX as u64, (i64::MAX as u64) + 1, u64::MAX - 1, u64::MAX];
+        for pair in values.windows(2) {
+            assert!(sortable(pair[0]) < sortable(pair[1]), "{pair:?}");
+        }
+        for v in values {
+            assert_eq!(unsortable(sortable(v)), v);
+        }
+        assert_eq!(sortable(0), i64::MIN);
+        assert_eq!(sortable(u64::MAX), i64::MAX);
+    }
+
+    #[test]
+    fn holds_round_trip_whatever_their_bytes() {
+        let holds: BTreeSet<HoldId> = ["a", "\0", "a\u{0}b", "é,\"[]", &"x".repeat(crate::MAX_HOLD_ID_LEN)]
+            .iter()
+            .map(|h| HoldId::new(h).unwrap())
+            .collect();
+        let bytes = encode_holds(&holds).ok().unwrap();
+        assert_eq!(decode_holds(&bytes).ok(), Some(holds));
+    }
+
+    #[test]
+    fn malformed_holds_are_refused() {
+        for bad in
+            [&b"\x00"[..], b"\x00\x05ab", b"\x00\x00", b"\x00\x01\xff", b"\x00\x01b\x00\x01a", b"\x00\x01a\x00\x01a"]
+        {
+            assert!(decode_holds(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! Direct tests of `SqliteStore`: durability across reopening, the encodings at their extremes,
+//! sweeping, locking, and the files it must refuse.
+#![cfg(feature = "sqlite")]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use reservation_store::*;
+use rusqlite::Connection;
+
+fn scope(tenant: Option<&str>) -> ReservationScope {
+    ReservationScope::parse("user", tenant, "user-name").unwrap()
+}
+
+fn owner(tenant: Option<&str>, id: &str) -> AggregateRef {
+    AggregateRef::parse("user", tenant, id).unwrap()
+}
+
+fn key(k: &str) -> Key {
+    Key::new(k).unwrap()
+}
+
+fn hold(h: &str) -> HoldId {
+    HoldId::new(h).unwrap()
+}
+
+fn ttl(ms: u64) -> Ttl {
+    Ttl::from_millis(ms).unwrap()
+}
+
+fn v(n: u64) -> Version {
+    Version::stream(n).unwrap()
+}
+
+fn open(path: &Path, clock: &ManualClock) -> SqliteStore<ManualClock> {
+    SqliteStore::open_with_clock(path, clock.clone()).unwrap()
+}
+
+fn db(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    dir.path().join("reservations.db")
+}
+
+fn storage_error<T: std::fmt::Debug>(result: Result<T, StorageError>) -> String {
+    match result {
+        Ok(v) => panic!("expected a storage error, got {v:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn sqlite_store_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<SqliteStore>();
+    check::<SqliteStore<ManualClock>>();
+}
+
+#[test]
+fn every_state_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Instant::from_millis(1_000));
+    let (s, alice, bob) = (scope(Some("acme")), owner(Some("acme"), "alice"), owner(Some("acme"), "bob"));
+    {
+        let store = open(&db(&dir), &clock);
+        assert_eq!(
+            block_on(store.reserve(&s, &key("p"), &alice, &hold("h1"), ttl(5_000))).unwrap(),
+            ReserveOutcome::Taken
+        );
+        assert_eq!(
+            block_on(store.reserve(&s, &key("p"), &alice, &hold("h2"), ttl(9_000))).unwrap(),
+            ReserveOutcome::Joined
+        );
+        assert_eq!(block_on(store.confirm(&s, &key("c"), &bob, v(7))).unwrap(), ConfirmOutcome::Confirmed);
+        assert_eq!(block_on(store.reserve(&s, &key("gone"), &bob, &hold("h"), ttl(1))).unwrap(), ReserveOutcome::Taken);
+        assert_eq!(block_on(store.abandon(&s, &key("gone"), &bob, &hold("h"))).unwrap(), AbandonOutcome::Abandoned);
+    }
+    let store = open(&db(&dir), &clock);
+    let pending = block_on(store.lookup(&s, &key("p"))).unwrap().unwrap();
+    let pending = pending.as_pending().unwrap();
+    assert_eq!(pending.owner(), &alice);
+    assert_eq!(pending.holds(), &BTreeSet::from([hold("h1"), hold("h2")]));
+    assert_eq!(pending.expires_at(), Instant::from_millis(10_000));
+    let confirmed = block_on(store.lookup(&s, &key("c"))).unwrap().unwrap();
+    assert_eq!(confirmed, Reservation::confirmed(bob.clone(), v(7)));
+    assert_eq!(block_on(store.lookup(&s, &key("gone"))).unwrap(), None);
+    assert_eq!(store.len().unwrap(), 2);
+    // The reopened store still decides by the spec: the old version keeps the key (L5).
+    assert_eq!(block_on(store.release(&s, &key("c"), &bob, v(6).into())).unwrap(), ReleaseOutcome::Kept);
+    assert_eq!(block_on(store.reserve(&s, &key("p"), &bob, &hold("x"), ttl(5))).unwrap(), ReserveOutcome::Conflict);
+    store.check_integrity().unwrap();
+}
+
+#[test]
+fn system_tenant_and_tenant_ids_never_collide() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let store = open(&db(&dir), &clock);
+    let k = key("name");
+    // Tenant ids that look like the system tenant's spellings are other tenants.
+    for tenant in ["SYSTEM_TENANT", "\0", " ", "NULL"] {
+        let o = owner(Some(tenant), "a");
+        assert_eq!(block_on(store.confirm(&scope(Some(tenant)), &k, &o, v(1))).unwrap(), ConfirmOutcome::Confirmed);
+    }
+    let system_owner = owner(None, "a");
+    assert_eq!(block_on(store.confirm(&scope(None), &k, &system_owner, v(1))).unwrap(), ConfirmOutcome::Confirmed);
+    // A tenant's owner in the system scope is another owner than the system tenant's one (D5).
+    let tenant_owner = owner(Some("SYSTEM_TENANT"), "a");
+    assert_eq!(block_on(store.confirm(&scope(None), &k, &tenant_owner, v(2))).unwrap(), ConfirmOutcome::Conflict);
+    drop(store);
+    let store = open(&db(&dir), &clock);
+    let found = block_on(store.lookup(&scope(None), &k)).unwrap().unwrap();
+    assert_eq!(found.owner(), &system_owner);
+    let found = block_on(store.lookup(&scope(Some("SYSTEM_TENANT")), &k)).unwrap().unwrap();
+    assert_eq!(found.owner(), &tenant_owner);
+    assert_eq!(store.len().unwrap(), 5);
+}
+
+#[test]
+fn keys_and_hold_ids_are_exact_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let store = open(&db(&dir), &clock);
+    let (s, a, b) = (scope(Some("t")), owner(Some("t"), "a"), owner(Some("t"), "b"));
+    let odd = ["a", "a\0", "A", "a\u{0}b", "é", "e\u{301}", "[\"x\",]", "\u{10FFFF}"];
+    for (i, k) in odd.iter().enumerate() {
+        let who = if i % 2 == 0 { &a } else { &b };
+        assert_eq!(
+            block_on(store.reserve(&s, &key(k), who, &hold(k), ttl(100))).unwrap(),
+            ReserveOutcome::Taken,
+            "{k:?}"
+        );
+    }
+    let holds: BTreeSet<HoldId> = odd.iter().map(|h| hold(h)).collect();
+    for h in &holds {
+        assert_eq!(block_on(store.reserve(&s, &key("a"), &a, h, ttl(100))).unwrap(), ReserveOutcome::Joined);
+    }
+    drop(store);
+    let store = open(&db(&dir), &clock);
+    let found = block_on(store.lookup(&s, &key("a"))).unwrap().unwrap();
+    assert_eq!(found.as_pending().unwrap().holds(), &holds);
+    for (i, k) in odd.iter().enumerate() {
+        let found = block_on(store.lookup(&s, &key(k))).unwrap().unwrap();
+        assert_eq!(found.owner(), if i % 2 == 0 { &a } else { &b }, "{k:?}");
+    }
+    let long_hold = hold(&"h".repeat(MAX_HOLD_ID_LEN));
+    let long_key = key(&"k".repeat(MAX_KEY_LEN));
+    assert_eq!(block_on(store.reserve(&s, &long_key, &a, &long_hold, ttl(100))).unwrap(), ReserveOutcome::Taken);
+    let found = block_on(store.lookup(&s, &long_key)).unwrap().unwrap();
+    assert_eq!(found.as_pending().unwrap().holds(), &BTreeSet::from([long_hold]));
+}
+
+#[test]
+fn extreme_instants_and_versions_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, a) = (scope(None), owner(None, "a"));
+    let edges = [0, 1, i64::MAX as u64 - 1, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX - 2];
+    let clock = ManualClock::new(Instant::ZERO);
+    {
+        let store = open(&db(&dir), &clock);
+        for (i, &at) in edges.iter().enumerate() {
+            clock.set(Instant::from_millis(at));
+            // The longest TTL saturates at Instant::MAX (D1); a short one lands just past `at`.
+            let k = key(&format!("max{i}"));
+            assert_eq!(block_on(store.reserve(&s, &k, &a, &hold("h"), ttl(u64::MAX))).unwrap(), ReserveOutcome::Taken);
+            let k = key(&format!("short{i}"));
+            assert_eq!(block_on(store.reserve(&s, &k, &a, &hold("h"), ttl(2))).unwrap(), ReserveOutcome::Taken);
+        }
+        for (i, n) in [1, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX].into_iter().enumerate() {
+            let k = key(&format!("v{i}"));
+            let ver = Version::from_u64(n);
+            assert_eq!(block_on(store.confirm(&s, &k, &a, ver)).unwrap(), ConfirmOutcome::Confirmed);
+        }
+    }
+    let store = open(&db(&dir), &clock);
+    for (i, &at) in edges.iter().enumerate() {
+        clock.set(Instant::from_millis(at));
+        let found = block_on(store.lookup(&s, &key(&format!("max{i}")))).unwrap().unwrap();
+        assert_eq!(found.as_pending().unwrap().expires_at(), Instant::MAX);
+        let found = block_on(store.lookup(&s, &key(&format!("short{i}")))).unwrap().unwrap();
+        assert_eq!(found.as_pending().unwrap().expires_at(), Instant::from_millis(at + 2));
+    }
+    for (i, n) in [1, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX].into_iter().enumerate() {
+        let found = block_on(store.lookup(&s, &key(&format!("v{i}")))).unwrap().unwrap();
+        assert_eq!(found, Reservation::confirmed(a.clone(), Version::from_u64(n)));
+        // The order of versions survives the encoding: one below keeps the key (L5).
+        if n > 1 {
+            let below = ReleaseVersion::At(Version::from_u64(n - 1));
+            assert_eq!(block_on(store.release(&s, &key(&format!("v{i}")), &a, below)).unwrap(), ReleaseOutcome::Kept);
+        }
+    }
+    // SQL compares expiries in the clock's order across the i64 sign boundary: at the edge
+    // i64::MAX + 1 the short reservations made at or before i64::MAX have expired, later ones not.
+    clock.set(Instant::from_millis(i64::MAX as u64 + 1));
+    assert_eq!(store.sweep().unwrap(), 3);
+    for (i, &at) in edges.iter().enumerate() {
+        let row = block_on(store.lookup(&s, &key(&format!("short{i}")))).unwrap();
+        assert_eq!(row.is_some(), at + 2 > i64::MAX as u64 + 1, "short{i}");
+    }
+    clock.set(Instant::MAX);
+    assert_eq!(store.sweep().unwrap(), (edges.len() - 3) + edges.len());
+    assert_eq!(store.len().unwrap(), 4);
+}
+
+#[test]
+fn sweep_deletes_only_expired_pending_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Instant::from_millis(100));
+    let store = open(&db(&dir), &clock);
+    let (s, a) = (scope(None), owner(None, "a"));
+    for i in 0..10u64 {
+        block_on(store.reserve(&s, &key(&format!("p{i}")), &a, &hold("h"), ttl(10 * (i + 1)))).unwrap();
+    }
+    block_on(store.confirm(&s, &key("c"), &a, v(1))).unwrap();
+    clock.set(Instant::from_millis(150)); // p0..p4 expire at 110..150: expired (D1)
+    assert_eq!(store.sweep().unwrap(), 5);
+    assert_eq!(store.len().unwrap(), 6);
+    for i in 5..10 {
+        assert!(block_on(store.lookup(&s, &key(&format!("p{i}")))).unwrap().is_some());
+    }
+    clock.advance(1_000_000);
+    assert_eq!(store.sweep().unwrap(), 5);
+    assert_eq!(store.len().unwrap(), 1);
+    assert_eq!(store.sweep().unwrap(), 0);
+}
+
+#[test]
+fn expired_rows_do_not_accumulate() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let mut options = SqliteOptions::default();
+    options.sweep_every = 16;
+    options.synchronous = Synchronous::Normal;
+    let store = SqliteStore::open_with(db(&dir), clock.clone(), options).unwrap();
+    let (s, a) = (scope(None), owner(None, "a"));
+    for i in 0..400 {
+        block_on(store.reserve(&s, &key(&format!("k{i}")), &a, &hold("h"), ttl(5))).unwrap();
+        clock.advance(10); // every earlier reservation has expired
+    }
+    let rows = store.len().unwrap();
+    assert!(rows <= 16, "{rows} rows left, expected at most sweep_every");
+    // Touching an expired row deletes it too (L1, A1).
+    block_on(store.release(&s, &key("k399"), &a, ReleaseVersion::ANY_VERSION)).unwrap();
+    assert!(store.len().unwrap() < rows);
+}
+
+#[test]
+fn invalid_arguments_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let store = open(&db(&dir), &clock);
+    let s = scope(Some("acme"));
+    let stranger = owner(Some("other"), "x");
+    let wrong_type = AggregateRef::parse("order", Some("acme"), "x").unwrap();
+    let err = block_on(store.reserve(&s, &key("k"), &stranger, &hold("h"), ttl(5))).unwrap_err();
+    assert_eq!(err.invalid(), Some(InvalidArgument::TenantMismatch));
+    let err = block_on(store.confirm(&s, &key("k"), &wrong_type, v(1))).unwrap_err();
+    assert_eq!(err.invalid(), Some(InvalidArgument::OwnerTypeMismatch));
+    let err = block_on(store.release(&s, &key("k"), &stranger, ReleaseVersion::ANY_VERSION)).unwrap_err();
+    assert_eq!(err.invalid(), Some(InvalidArgument::TenantMismatch));
+    let err = block_on(store.abandon(&s, &key("k"), &wrong_type, &hold("h"))).unwrap_err();
+    assert_eq!(err.invalid(), Some(InvalidArgument::OwnerTypeMismatch));
+    assert_eq!(store.len().unwrap(), 0);
+}
+
+#[test]
+fn a_held_write_lock_is_a_storage_error_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let mut options = SqliteOptions::default();
+    options.busy_timeout = Duration::from_millis(30);
+    options.busy_retries = 1;
+    let store = SqliteStore::open_with(db(&dir), clock.clone(), options).unwrap();
+    let (s, a) = (scope(None), owner(None, "a"));
+    block_on(store.confirm(&s, &key("k"), &a, v(1))).unwrap();
+    // Another process holds the write lock.
+    let other = Connection::open(db(&dir)).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let err = block_on(store.release(&s, &key("k"), &a, v(1).into())).unwrap_err();
+    assert!(matches!(err, StoreError::Storage(_)), "{err}");
+    assert!(err.to_string().contains("locked"), "{err}");
+    other.execute_batch("ROLLBACK").unwrap();
+    // Nothing was released: the outcome was never reported, and it did not happen.
+    assert_eq!(block_on(store.lookup(&s, &key("k"))).unwrap(), Some(Reservation::confirmed(a.clone(), v(1))));
+    assert_eq!(block_on(store.release(&s, &key("k"), &a, v(1).into())).unwrap(), ReleaseOutcome::Released);
+}
+
+#[test]
+fn threads_and_handles_sharing_a_file_give_each_key_one_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let mut options = SqliteOptions::default();
+    options.synchronous = Synchronous::Normal;
+    // Two handles on one file stand for two processes; each is used by two threads.
+    let stores = [
+        SqliteStore::open_with(&path, clock.clone(), options.clone()).unwrap(),
+        SqliteStore::open_with(&path, clock.clone(), options).unwrap(),
+    ];
+    let s = scope(None);
+    let rounds = 40;
+    let winners: Vec<Vec<(usize, u64)>> = std::thread::scope(|t| {
+        let handles: Vec<_> = (0..4)
+            .map(|w| {
+                let store = &stores[w % 2];
+                let s = &s;
+                t.spawn(move || {
+                    let me = owner(None, &format!("w{w}"));
+                    let mut won = Vec::new();
+                    for r in 0..rounds {
+                        let k = key(&format!("k{r}"));
+                        if block_on(store.confirm(s, &k, &me, v(1))).unwrap() == ConfirmOutcome::Confirmed {
+                            won.push((w, r));
+                        }
+                    }
+                    won
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut won: Vec<(usize, u64)> = winners.into_iter().flatten().collect();
+    won.sort_by_key(|&(_, r)| r);
+    assert_eq!(won.len(), rounds as usize, "each key confirmed exactly once: {won:?}");
+    for (w, r) in won {
+        let found = block_on(stores[1].lookup(&s, &key(&format!("k{r}")))).unwrap().unwrap();
+        assert_eq!(found.owner(), &owner(None, &format!("w{w}")));
+    }
+}
+
+#[test]
+fn a_missing_directory_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let msg = storage_error(SqliteStore::open(dir.path().join("no-such-dir").join("r.db")));
+    assert!(msg.contains("cannot open"), "{msg}");
+    assert!(!dir.path().join("no-such-dir").exists());
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let content = "user,alice\nuser,bob\n".repeat(100);
+    std::fs::write(&path, &content).unwrap();
+    let msg = storage_error(SqliteStore::open(&path));
+    assert!(msg.contains("not a database"), "{msg}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), content);
+}
+
+#[test]
+fn a_foreign_database_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("CREATE TABLE invoices (id INTEGER PRIMARY KEY); INSERT INTO invoices VALUES (1);").unwrap();
+    drop(other);
+    let msg = storage_error(SqliteStore::open(&path));
+    assert!(msg.contains("not a reservation store"), "{msg}");
+    let other = Connection::open(&path).unwrap();
+    let mode: String = other.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "delete", "the foreign file was switched to WAL");
+    let tables: i64 = other.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).unwrap();
+    assert_eq!(tables, 1);
+}
+
+#[test]
+fn an_unknown_schema_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    drop(SqliteStore::open(&path).unwrap());
+    let raw = Connection::open(&path).unwrap();
+    raw.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+    let msg = storage_error(SqliteStore::open(&path));
+    assert!(msg.contains(&format!("version {}", SCHEMA_VERSION + 1)), "{msg}");
+    // A table changed behind the store's back is refused as well.
+    raw.pragma_update(None, "user_version", SCHEMA_VERSION).unwrap();
+    raw.execute_batch("DROP TABLE reservation; CREATE TABLE reservation (k BLOB PRIMARY KEY)").unwrap();
+    let msg = storage_error(SqliteStore::open(&path));
+    assert!(msg.contains("reservation table"), "{msg}");
+}
+
+#[test]
+fn a_read_only_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    drop(SqliteStore::open(&path).unwrap());
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    perms.set_readonly(true);
+    std::fs::set_permissions(&path, perms).unwrap();
+    if std::fs::OpenOptions::new().write(true).open(&path).is_ok() {
+        // A privileged user writes through the permission bits; so does SQLite, and the store
+        // works as on a writable file.
+        let store = SqliteStore::open(&path).unwrap();
+        block_on(store.confirm(&scope(None), &key("k"), &owner(None, "a"), v(1))).unwrap();
+        assert_eq!(store.len().unwrap(), 1);
+        eprintln!("the file is writable despite its permissions (privileged user): checked that it works instead");
+    } else {
+        let msg = storage_error(SqliteStore::open(&path));
+        assert!(msg.contains("read-only") || msg.contains("readonly"), "{msg}");
+    }
+}
+
+#[test]
+fn an_unreadable_row_is_a_storage_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let store = open(&path, &clock);
+    let raw = Connection::open(&path).unwrap();
+    // Rows that satisfy the table's constraints but that no store writes.
+    let bad = [
+        ("truncated holds", "x'0005616263'", "0", "NULL"),
+        ("holds out of order", "x'000162000161'", "0", "NULL"),
+        ("owner id not UTF-8", "x'000161'", "0", "NULL"),
+    ];
+    for (i, (what, holds, _, _)) in bad.iter().enumerate() {
+        let owner_id = if i == 2 { "x'ff'" } else { "x'61'" };
+        raw.execute_batch(&format!(
+            "INSERT INTO reservation VALUES (CAST('user' AS BLOB), x'', CAST('user-name' AS BLOB), \
+             CAST('k{i}' AS BLOB), x'', {owner_id}, 0, {holds}, 9223372036854775807, NULL)"
+        ))
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let err = block_on(store.lookup(&scope(None), &key(&format!("k{i}")))).unwrap_err();
+        assert!(err.to_string().contains("unreadable row"), "{what}: {err}");
+        let err = block_on(store.confirm(&scope(None), &key(&format!("k{i}")), &owner(None, "a"), v(1))).unwrap_err();
+        assert!(matches!(err, StoreError::Storage(_)), "{what}: {err}");
+    }
+    // The constraints refuse rows whose columns do not fit their state.
+    for (cols, what) in [
+        ("x'', x'61', 1, x'000161', NULL, 5", "confirmed with holds"),
+        ("x'', x'61', 0, NULL, 5, NULL", "pending without holds"),
+        ("x'', x'61', 2, NULL, NULL, 5", "unknown state"),
+        ("CAST('b' AS BLOB), x'61', 1, NULL, NULL, 5", "owner of another tenant"),
+    ] {
+        let tenant = if what.contains("tenant") { "CAST('a' AS BLOB)" } else { "x''" };
+        let sql = format!(
+            "INSERT INTO reservation VALUES (CAST('user' AS BLOB), {tenant}, CAST('n' AS BLOB), CAST('{what}' AS BLOB), {cols})"
+        );
+        assert!(raw.execute_batch(&sql).is_err(), "{what} was accepted");
+    }
+}
