@@ -7,11 +7,15 @@ use reservation_store::Rule;
 /// A failed check: the rule it found broken, what went wrong, and every operation it ran with the
 /// outcome the specification expects and the one the store gave.
 #[derive(Clone, PartialEq, Eq, Debug)]
+#[non_exhaustive]
 pub struct Failure {
     /// The check that failed, such as `r3_join_adds_a_hold`.
     pub check: String,
-    /// The rule the check found broken.
+    /// The rule the check found broken (for a property beyond one rule, such as atomicity, the
+    /// rule of the step that went wrong).
     pub rule: Rule,
+    /// A property beyond one rule that the check found broken, such as `"H1 atomicity: ..."`.
+    pub property: Option<&'static str>,
     /// The rule by which the specification decided the step that went wrong, when it differs
     /// from [`Failure::rule`].
     pub step_rule: Option<Rule>,
@@ -31,6 +35,7 @@ impl Failure {
         Failure {
             check: check.into(),
             rule,
+            property: None,
             step_rule: None,
             problem: problem.into(),
             context: Vec::new(),
@@ -42,8 +47,16 @@ impl Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "conformance check `{}` failed: rule {} broken", self.check, self.rule)?;
-        writeln!(f, "  {}: {}", self.rule, self.rule.text())?;
+        match self.property {
+            Some(property) => {
+                writeln!(f, "conformance check `{}` failed: {property}", self.check)?;
+                writeln!(f, "  the step no order could place is decided by {}: {}", self.rule, self.rule.text())?;
+            }
+            None => {
+                writeln!(f, "conformance check `{}` failed: rule {} broken", self.check, self.rule)?;
+                writeln!(f, "  {}: {}", self.rule, self.rule.text())?;
+            }
+        }
         if let Some(step) = self.step_rule.filter(|r| *r != self.rule) {
             writeln!(f, "  the failing step is decided by {}: {}", step, step.text())?;
         }

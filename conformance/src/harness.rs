@@ -107,7 +107,7 @@ impl Settings {
     }
 
     /// The settings with the environment's overrides applied.
-    pub(crate) fn from_env(self) -> Self {
+    pub(crate) fn with_env(self) -> Self {
         let mut s = self;
         if let Some(cases) = std::env::var("RESERVATION_CONFORMANCE_CASES").ok().and_then(|v| v.parse().ok()) {
             s.cases = cases;

@@ -318,7 +318,8 @@ pub fn inputs<H: Harness>(harness: &H, input: &RawInput) -> Result<(), Failure> 
         Ok(o) if scope.admits(o).is_ok() => o.clone(),
         _ => other.clone(),
     };
-    let prior_hold = hold.clone().or_else(|_| HoldId::new("rc-prior-hold")).map_err(|e| fail(Rule::D6, format!("{e}")))?;
+    let prior_hold =
+        hold.clone().or_else(|_| HoldId::new("rc-prior-hold")).map_err(|e| fail(Rule::D6, format!("{e}")))?;
     let prior_ttl = Ttl::from_millis(10_000).map_err(|e| fail(Rule::D2, format!("{e}")))?;
     let prior_version = if version.is_unversioned() { Version::from_u64(1) } else { version };
     match input.prior {

@@ -5,9 +5,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::{self, Debug};
 
 use reservation_store::{
-    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, ReleaseVersion, Reservation,
-    ReservationScope, ReservationStore, Rule, RuleSet, Step, StoreError, StoreResult, StoredReservation, Tenant,
-    Ttl, Version, spec,
+    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, ReleaseVersion, Reservation, ReservationScope,
+    ReservationStore, Rule, RuleSet, Step, StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
 use crate::failure::Failure;
@@ -115,6 +114,7 @@ impl<'h, H: Harness> Session<'h, H> {
         Failure {
             check: self.check.clone(),
             rule,
+            property: None,
             step_rule,
             problem,
             context,
@@ -184,7 +184,9 @@ impl<'h, H: Harness> Session<'h, H> {
         if !ok {
             let problem = match &actual {
                 Err(StoreError::Storage(e)) => format!("step {} failed in storage: {e}", self.steps),
-                _ => format!("step {} returned {act_text}; the specification says {exp_text} (rule {rule})", self.steps),
+                _ => {
+                    format!("step {} returned {act_text}; the specification says {exp_text} (rule {rule})", self.steps)
+                }
             };
             return Err(self.fail(Some(rule), problem));
         }
@@ -257,7 +259,8 @@ impl<'h, H: Harness> Session<'h, H> {
             .map(|()| spec::reserve(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, hold, ttl));
         let actual = self.h.block_on(self.store()?.reserve(scope, key, owner, hold, ttl));
         let ms = ttl.as_millis();
-        self.exec(format_args!("reserve({key:?}, {owner}, hold {hold:?}, ttl {ms}ms)"), scope, key, expected, actual)
+        let owner_ = ShowOwner(owner);
+        self.exec(format_args!("reserve({key:?}, {owner_}, hold {hold:?}, ttl {ms}ms)"), scope, key, expected, actual)
     }
 
     /// confirm, on both sides.
@@ -272,7 +275,8 @@ impl<'h, H: Harness> Session<'h, H> {
         let expected = admitted(scope, owner)
             .map(|()| spec::confirm(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, version));
         let actual = self.h.block_on(self.store()?.confirm(scope, key, owner, version));
-        self.exec(format_args!("confirm({key:?}, {owner}, {version})"), scope, key, expected, actual)
+        let owner_ = ShowOwner(owner);
+        self.exec(format_args!("confirm({key:?}, {owner_}, {version})"), scope, key, expected, actual)
     }
 
     /// release, on both sides.
@@ -287,7 +291,8 @@ impl<'h, H: Harness> Session<'h, H> {
         let expected = admitted(scope, owner)
             .map(|()| spec::release(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, version));
         let actual = self.h.block_on(self.store()?.release(scope, key, owner, version));
-        self.exec(format_args!("release({key:?}, {owner}, {version})"), scope, key, expected, actual)
+        let owner_ = ShowOwner(owner);
+        self.exec(format_args!("release({key:?}, {owner_}, {version})"), scope, key, expected, actual)
     }
 
     /// abandon, on both sides.
@@ -302,7 +307,8 @@ impl<'h, H: Harness> Session<'h, H> {
         let expected = admitted(scope, owner)
             .map(|()| spec::abandon(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, hold));
         let actual = self.h.block_on(self.store()?.abandon(scope, key, owner, hold));
-        self.exec(format_args!("abandon({key:?}, {owner}, hold {hold:?})"), scope, key, expected, actual)
+        let owner_ = ShowOwner(owner);
+        self.exec(format_args!("abandon({key:?}, {owner_}, hold {hold:?})"), scope, key, expected, actual)
     }
 
     /// lookup, on both sides (and of every other watched key).
@@ -350,15 +356,28 @@ pub(crate) fn admitted(scope: &ReservationScope, owner: &AggregateRef) -> Result
     Err(errors)
 }
 
+/// An owner in one short line, its id quoted so that a trailing space shows.
+pub(crate) struct ShowOwner<'a>(pub(crate) &'a AggregateRef);
+
+impl fmt::Display for ShowOwner<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = self.0;
+        match &o.tenant {
+            Tenant::System => write!(f, "{}/SYSTEM_TENANT/{:?}", o.aggregate_type, o.id.as_str()),
+            Tenant::Id(t) => write!(f, "{}/{:?}/{:?}", o.aggregate_type, t.as_str(), o.id.as_str()),
+        }
+    }
+}
+
 /// A reservation in one short line.
 pub(crate) fn show_state(r: Option<&StoredReservation>) -> String {
     match r {
         None => "free".into(),
         Some(Reservation::Pending(p)) => {
             let holds: Vec<String> = p.holds().iter().map(|h| format!("{:?}", h.as_str())).collect();
-            format!("pending({}, holds [{}], expires {})", p.owner(), holds.join(", "), p.expires_at())
+            format!("pending({}, holds [{}], expires {})", ShowOwner(p.owner()), holds.join(", "), p.expires_at())
         }
-        Some(Reservation::Confirmed(c)) => format!("confirmed({}, {})", c.owner, c.version),
+        Some(Reservation::Confirmed(c)) => format!("confirmed({}, {})", ShowOwner(&c.owner), c.version),
     }
 }
 

@@ -40,7 +40,8 @@ fn bad_raw_inputs_are_typed_errors_and_good_ones_follow_the_specification() {
         op: RawOp::Reserve,
         prior: RawPrior::PendingOther,
     };
-    for op in [RawOp::Reserve, RawOp::Confirm, RawOp::Release, RawOp::ReleaseAnyVersion, RawOp::Abandon, RawOp::Lookup] {
+    for op in [RawOp::Reserve, RawOp::Confirm, RawOp::Release, RawOp::ReleaseAnyVersion, RawOp::Abandon, RawOp::Lookup]
+    {
         for prior in [
             RawPrior::Free,
             RawPrior::PendingOwn,

@@ -1,0 +1,782 @@
+//! One check per rule id, and checks of scopes, owners, keys and durability.
+//!
+//! Each check runs a short script on a fresh store, in a namespace of its own, beside the
+//! specification: every outcome is compared with the spec function's, and after every step every
+//! key the check touched is looked up and compared too. The script's steps are also checked to
+//! reach the rule the check is named after, so that a check cannot silently test something else.
+
+use reservation_store::{
+    AggregateRef, HoldId, Instant, InvalidArgument, Key, MAX_HOLD_ID_LEN, MAX_KEY_LEN, Namespace, ReleaseVersion,
+    ReservationScope, Rule, Tenant, Ttl, Version,
+};
+
+use crate::failure::Failure;
+use crate::harness::{Harness, unique_namespace};
+use crate::session::Session;
+
+/// The ttl of the checks' reservations, in milliseconds.
+const TTL_MS: u64 = 1_000;
+
+/// The names the checks use: a tenant scope and a `SYSTEM_TENANT` scope of one namespace, and
+/// owners of the scopes' aggregate type.
+struct Fx {
+    /// `rc-user / acme / <unique>`.
+    scope: ReservationScope,
+    /// `rc-user / SYSTEM_TENANT / <same namespace>`.
+    system: ReservationScope,
+    alice: AggregateRef,
+    bob: AggregateRef,
+    /// `alice`'s id in tenant `globex`.
+    alice_globex: AggregateRef,
+    k: Key,
+    k2: Key,
+    h1: HoldId,
+    h2: HoldId,
+    ttl: Ttl,
+}
+
+const TYPE: &str = "rc-user";
+
+fn ns(label: &str) -> Namespace {
+    unique_namespace(label)
+}
+
+fn key(k: &str) -> Key {
+    Key::new(k).expect("the checks' keys are valid")
+}
+
+fn hold(h: &str) -> HoldId {
+    HoldId::new(h).expect("the checks' holds are valid")
+}
+
+fn owner(tenant: Option<&str>, id: &str) -> AggregateRef {
+    AggregateRef::parse(TYPE, tenant, id).expect("the checks' owners are valid")
+}
+
+fn ttl(ms: u64) -> Ttl {
+    Ttl::from_millis(ms).expect("the checks' ttls are not zero")
+}
+
+fn v(n: u64) -> Version {
+    Version::from_u64(n)
+}
+
+fn at(n: u64) -> ReleaseVersion {
+    ReleaseVersion::At(Version::from_u64(n))
+}
+
+impl Fx {
+    fn new(label: &str) -> Self {
+        let namespace = ns(label);
+        let ty = || reservation_store::AggregateType::new(TYPE).expect("valid");
+        Fx {
+            scope: ReservationScope::new(ty(), Tenant::id("acme").expect("valid"), namespace.clone()),
+            system: ReservationScope::new(ty(), Tenant::System, namespace),
+            alice: owner(Some("acme"), "alice"),
+            bob: owner(Some("acme"), "bob"),
+            alice_globex: owner(Some("globex"), "alice"),
+            k: key("alice"),
+            k2: key("bob"),
+            h1: hold("attempt-1"),
+            h2: hold("attempt-2"),
+            ttl: ttl(TTL_MS),
+        }
+    }
+}
+
+/// Starts a check of `rule` named `name`.
+fn start<'h, H: Harness>(h: &'h H, name: &str, rule: impl Into<Option<Rule>>) -> (Session<'h, H>, Fx) {
+    (Session::new(h, name, rule.into()), Fx::new(name))
+}
+
+/// Runs one step and checks that the specification decided it by `rule`.
+macro_rules! step {
+    ($s:ident, $rule:expr, $call:ident($($arg:expr),* $(,)?)) => {{
+        let got = $s.$call($($arg),*)?;
+        $s.expect($rule, got)?;
+    }};
+}
+
+/// R1: reserve of a free key takes it, pending, with the attempt's hold, until now+ttl; so does a
+/// reserve after the key was released or abandoned.
+pub fn r1<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "r1", Rule::R1);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.bob, &f.h2, ttl(1)));
+    step!(s, Rule::L2, release(&f.scope, &f.k, &f.alice, at(0)));
+    s.advance(1);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h2, f.ttl));
+    step!(s, Rule::A2, abandon(&f.scope, &f.k, &f.bob, &f.h2));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, ttl(7)));
+    Ok(())
+}
+
+/// R2: reserve of a key whose pending reservation expired, anyone's, takes it afresh: the old
+/// holds are dropped and the expiry is now+ttl.
+pub fn r2<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "r2", Rule::R2);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h2, f.ttl));
+    s.advance(TTL_MS);
+    step!(s, Rule::R2, reserve(&f.scope, &f.k, &f.bob, &f.h1, ttl(5)));
+    s.advance(5);
+    // The owner's own expired reservation: a fresh one, with only the new hold.
+    step!(s, Rule::R2, reserve(&f.scope, &f.k, &f.bob, &f.h2, f.ttl));
+    s.advance(TTL_MS + 1);
+    step!(s, Rule::R2, reserve(&f.scope, &f.k, &f.alice, &f.h2, ttl(3)));
+    step!(s, Rule::R4, reserve(&f.scope, &f.k, &f.alice, &f.h2, ttl(2)));
+    Ok(())
+}
+
+/// R3: reserve with a new hold by the owner of a live pending reservation joins it: both holds,
+/// and the later of the two expiries.
+pub fn r3<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "r3", Rule::R3);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    s.advance(100);
+    // A shorter ttl keeps the current expiry.
+    step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h2, ttl(10)));
+    // A longer one extends it.
+    let h3 = hold("attempt-3");
+    step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &h3, f.ttl));
+    s.advance(TTL_MS - 1);
+    s.lookup(&f.scope, &f.k)?;
+    let h4 = hold("attempt-4");
+    step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &h4, ttl(1)));
+    Ok(())
+}
+
+/// R4: reserve again with a hold already held keeps the holds and the later expiry.
+pub fn r4<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "r4", Rule::R4);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    s.advance(10);
+    step!(s, Rule::R4, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h2, ttl(1)));
+    s.advance(10);
+    step!(s, Rule::R4, reserve(&f.scope, &f.k, &f.alice, &f.h2, ttl(2)));
+    step!(s, Rule::R4, reserve(&f.scope, &f.k, &f.alice, &f.h1, ttl(5_000)));
+    Ok(())
+}
+
+/// R5: reserve of a key another owner holds pending and live changes nothing, up to the last
+/// live instant.
+pub fn r5<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "r5", Rule::R5);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R5, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    s.advance(TTL_MS - 1);
+    step!(s, Rule::R5, reserve(&f.scope, &f.k, &f.bob, &f.h2, ttl(5_000)));
+    step!(s, Rule::R4, reserve(&f.scope, &f.k, &f.alice, &f.h1, ttl(1)));
+    Ok(())
+}
+
+/// R6: reserve of a key the owner holds confirmed changes nothing: AlreadyConfirmed.
+pub fn r6<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "r6", Rule::R6);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::C2, confirm(&f.scope, &f.k, &f.alice, v(1)));
+    step!(s, Rule::R6, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    s.advance(TTL_MS * 10);
+    step!(s, Rule::R6, reserve(&f.scope, &f.k, &f.alice, &f.h2, f.ttl));
+    step!(s, Rule::C1, confirm(&f.scope, &f.k2, &f.alice, Version::UNVERSIONED));
+    step!(s, Rule::R6, reserve(&f.scope, &f.k2, &f.alice, &f.h2, f.ttl));
+    Ok(())
+}
+
+/// R7: reserve of a key another owner holds confirmed changes nothing: Conflict.
+pub fn r7<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "r7", Rule::R7);
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(3)));
+    step!(s, Rule::R7, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    s.advance(TTL_MS * 10);
+    step!(s, Rule::R7, reserve(&f.scope, &f.k, &f.bob, &f.h2, f.ttl));
+    Ok(())
+}
+
+/// C1: confirm of a free key takes it confirmed at the version, UNVERSIONED included.
+pub fn c1<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "c1", Rule::C1);
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(4)));
+    step!(s, Rule::C1, confirm(&f.scope, &f.k2, &f.bob, Version::UNVERSIONED));
+    step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, at(4)));
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.bob, v(1)));
+    Ok(())
+}
+
+/// C2: confirm of the owner's live pending reservation confirms it and clears its holds.
+pub fn c2<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "c2", Rule::C2);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h2, f.ttl));
+    s.advance(TTL_MS - 1);
+    step!(s, Rule::C2, confirm(&f.scope, &f.k, &f.alice, v(2)));
+    // The holds are gone: abandoning one is refused, the key stays confirmed.
+    step!(s, Rule::A6, abandon(&f.scope, &f.k, &f.alice, &f.h1));
+    s.advance(TTL_MS * 10);
+    s.lookup(&f.scope, &f.k)?;
+    Ok(())
+}
+
+/// C3: confirm of the owner's expired pending reservation still confirms it.
+pub fn c3<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "c3", Rule::C3);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    s.advance(TTL_MS);
+    step!(s, Rule::C3, confirm(&f.scope, &f.k, &f.alice, v(1)));
+    step!(s, Rule::R7, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    Ok(())
+}
+
+/// C4: confirm of a key held only by another owner's expired pending reservation takes it.
+pub fn c4<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "c4", Rule::C4);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    s.advance(TTL_MS);
+    step!(s, Rule::C4, confirm(&f.scope, &f.k, &f.alice, v(1)));
+    step!(s, Rule::A5, abandon(&f.scope, &f.k, &f.bob, &f.h1));
+    Ok(())
+}
+
+/// C5: confirm of a key another owner holds pending and live changes nothing, up to the last
+/// live instant.
+pub fn c5<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "c5", Rule::C5);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    step!(s, Rule::C5, confirm(&f.scope, &f.k, &f.alice, v(1)));
+    s.advance(TTL_MS - 1);
+    step!(s, Rule::C5, confirm(&f.scope, &f.k, &f.alice, v(9)));
+    Ok(())
+}
+
+/// C6: confirm by the owner at a greater version raises the version (UNVERSIONED below v1).
+pub fn c6<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "c6", Rule::C6);
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, Version::UNVERSIONED));
+    step!(s, Rule::C6, confirm(&f.scope, &f.k, &f.alice, v(1)));
+    step!(s, Rule::C6, confirm(&f.scope, &f.k, &f.alice, v(2)));
+    step!(s, Rule::C6, confirm(&f.scope, &f.k, &f.alice, v(10)));
+    step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(9)));
+    Ok(())
+}
+
+/// C7: confirm by the owner at the confirmed version or below changes nothing: AlreadyConfirmed.
+pub fn c7<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "c7", Rule::C7);
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(5)));
+    step!(s, Rule::C7, confirm(&f.scope, &f.k, &f.alice, v(5)));
+    step!(s, Rule::C7, confirm(&f.scope, &f.k, &f.alice, v(4)));
+    step!(s, Rule::C7, confirm(&f.scope, &f.k, &f.alice, Version::UNVERSIONED));
+    step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(4)));
+    step!(s, Rule::C1, confirm(&f.scope, &f.k2, &f.alice, Version::UNVERSIONED));
+    step!(s, Rule::C7, confirm(&f.scope, &f.k2, &f.alice, Version::UNVERSIONED));
+    Ok(())
+}
+
+/// C8: confirm of a key another owner holds confirmed changes nothing: Conflict.
+pub fn c8<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "c8", Rule::C8);
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(2)));
+    step!(s, Rule::C8, confirm(&f.scope, &f.k, &f.bob, v(3)));
+    step!(s, Rule::C8, confirm(&f.scope, &f.k, &f.bob, v(1)));
+    step!(s, Rule::C8, confirm(&f.scope, &f.k, &f.bob, v(2)));
+    Ok(())
+}
+
+/// L1: release of a free key, or of an expired pending reservation (own or not), is NotHeld.
+pub fn l1<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "l1", Rule::L1);
+    step!(s, Rule::L1, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.bob, &f.h1, f.ttl));
+    s.advance(TTL_MS);
+    step!(s, Rule::L1, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+    step!(s, Rule::L1, release(&f.scope, &f.k2, &f.alice, at(1)));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.alice, &f.h2, f.ttl));
+    Ok(())
+}
+
+/// L2: release by the owner of a live pending reservation frees it, whatever its holds and the
+/// version.
+pub fn l2<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "l2", Rule::L2);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h2, f.ttl));
+    step!(s, Rule::L2, release(&f.scope, &f.k, &f.alice, at(7)));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    s.advance(TTL_MS - 1);
+    step!(s, Rule::L2, release(&f.scope, &f.k, &f.bob, ReleaseVersion::Any));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::L2, release(&f.scope, &f.k, &f.alice, at(0)));
+    Ok(())
+}
+
+/// L3: release of a key another owner holds pending and live is NotHeld and changes nothing.
+pub fn l3<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "l3", Rule::L3);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    step!(s, Rule::L3, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+    s.advance(TTL_MS - 1);
+    step!(s, Rule::L3, release(&f.scope, &f.k, &f.alice, at(3)));
+    Ok(())
+}
+
+/// L4: release by the owner at ANY_VERSION, or at or above the confirmed version, frees the key.
+pub fn l4<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "l4", Rule::L4);
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(2)));
+    step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, at(2)));
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(2)));
+    step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, at(3)));
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(8)));
+    step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, Version::UNVERSIONED));
+    step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, at(0)));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    Ok(())
+}
+
+/// L5: release by the owner below the confirmed version keeps the key: Kept.
+pub fn l5<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "l5", Rule::L5);
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(3)));
+    step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(2)));
+    step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(0)));
+    step!(s, Rule::R7, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    Ok(())
+}
+
+/// L6: release of a key another owner holds confirmed is NotHeld and changes nothing.
+pub fn l6<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "l6", Rule::L6);
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(3)));
+    step!(s, Rule::L6, release(&f.scope, &f.k, &f.bob, ReleaseVersion::Any));
+    step!(s, Rule::L6, release(&f.scope, &f.k, &f.bob, at(3)));
+    step!(s, Rule::L6, release(&f.scope, &f.k, &f.bob, at(u64::MAX)));
+    Ok(())
+}
+
+/// A1: abandon of a free key, or of an expired pending reservation, is NotHeld.
+pub fn a1<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "a1", Rule::A1);
+    step!(s, Rule::A1, abandon(&f.scope, &f.k, &f.alice, &f.h1));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    s.advance(TTL_MS);
+    step!(s, Rule::A1, abandon(&f.scope, &f.k, &f.alice, &f.h1));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h2, f.ttl));
+    Ok(())
+}
+
+/// A2: abandon of the owner's last hold of a live pending reservation frees the key.
+pub fn a2<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "a2", Rule::A2);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    s.advance(TTL_MS - 1);
+    step!(s, Rule::A2, abandon(&f.scope, &f.k, &f.alice, &f.h1));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    Ok(())
+}
+
+/// A3: abandon of one of several holds removes only that hold and keeps the expiry.
+pub fn a3<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "a3", Rule::A3);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    s.advance(10);
+    step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h2, f.ttl));
+    let h3 = hold("attempt-3");
+    step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &h3, ttl(1)));
+    step!(s, Rule::A3, abandon(&f.scope, &f.k, &f.alice, &f.h2));
+    step!(s, Rule::A3, abandon(&f.scope, &f.k, &f.alice, &f.h1));
+    step!(s, Rule::A4, abandon(&f.scope, &f.k, &f.alice, &f.h1));
+    step!(s, Rule::A2, abandon(&f.scope, &f.k, &f.alice, &h3));
+    Ok(())
+}
+
+/// A4: abandon of a hold the owner's live pending reservation does not have changes nothing.
+pub fn a4<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "a4", Rule::A4);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::A4, abandon(&f.scope, &f.k, &f.alice, &f.h2));
+    step!(s, Rule::A4, abandon(&f.scope, &f.k, &f.alice, &hold("ATTEMPT-1")));
+    s.advance(TTL_MS - 1);
+    step!(s, Rule::A4, abandon(&f.scope, &f.k, &f.alice, &hold("attempt-1 ")));
+    Ok(())
+}
+
+/// A5: abandon of another owner's reservation, pending and live or confirmed, is NotHeld, even
+/// with the same hold id.
+pub fn a5<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "a5", Rule::A5);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    step!(s, Rule::A5, abandon(&f.scope, &f.k, &f.alice, &f.h1));
+    step!(s, Rule::C1, confirm(&f.scope, &f.k2, &f.bob, v(1)));
+    step!(s, Rule::A5, abandon(&f.scope, &f.k2, &f.alice, &f.h1));
+    Ok(())
+}
+
+/// A6: abandon of a key the owner holds confirmed changes nothing: AlreadyConfirmed.
+pub fn a6<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "a6", Rule::A6);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::C2, confirm(&f.scope, &f.k, &f.alice, v(1)));
+    step!(s, Rule::A6, abandon(&f.scope, &f.k, &f.alice, &f.h1));
+    step!(s, Rule::A6, abandon(&f.scope, &f.k, &f.alice, &f.h2));
+    Ok(())
+}
+
+/// D1: a pending reservation reserved at t for ttl is live on [t, t+ttl): live at t+ttl-1,
+/// expired at t+ttl; now+ttl saturates at the clock's last instant.
+pub fn d1<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "d1", Rule::D1);
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    s.advance(TTL_MS - 1);
+    step!(s, Rule::R5, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    s.advance(1);
+    step!(s, Rule::R2, reserve(&f.scope, &f.k, &f.bob, &f.h1, ttl(1)));
+    step!(s, Rule::R5, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    s.advance(1);
+    step!(s, Rule::C4, confirm(&f.scope, &f.k, &f.alice, v(1)));
+    // Saturation: a ttl past the clock's end, and a clock near its end.
+    step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.alice, &f.h1, ttl(u64::MAX)));
+    step!(s, Rule::R4, reserve(&f.scope, &f.k2, &f.alice, &f.h1, ttl(u64::MAX - 1)));
+    let far = key("far");
+    s.set_clock(Instant::MAX.saturating_sub_millis(10));
+    step!(s, Rule::R1, reserve(&f.scope, &far, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R5, reserve(&f.scope, &far, &f.bob, &f.h1, f.ttl));
+    s.set_clock(Instant::MAX.saturating_sub_millis(1));
+    s.lookup(&f.scope, &far)?;
+    Ok(())
+}
+
+/// D2: a ttl of zero is an invalid argument; a ttl of one millisecond is live for exactly one.
+pub fn d2<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "d2", Rule::D2);
+    for (what, got) in [
+        ("Ttl::from_millis(0)", Ttl::from_millis(0)),
+        ("Ttl::from_duration(999µs)", Ttl::from_duration(std::time::Duration::from_micros(999))),
+    ] {
+        if got != Err(InvalidArgument::TtlZero) {
+            return Err(s.fail(Some(Rule::D2), format!("{what} returned {got:?}, not Err(TtlZero)")));
+        }
+    }
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, ttl(1)));
+    step!(s, Rule::R5, reserve(&f.scope, &f.k, &f.bob, &f.h1, ttl(1)));
+    s.advance(1);
+    step!(s, Rule::R2, reserve(&f.scope, &f.k, &f.bob, &f.h1, ttl(1)));
+    Ok(())
+}
+
+/// D3: UNVERSIONED sorts below every stream version, stream versions start at 1, and versions
+/// compare as unsigned 64-bit numbers all the way up.
+pub fn d3<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "d3", Rule::D3);
+    if Version::stream(0) != Err(InvalidArgument::ZeroStreamVersion) {
+        return Err(s.fail(Some(Rule::D3), "Version::stream(0) is not Err(ZeroStreamVersion)".into()));
+    }
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, Version::UNVERSIONED));
+    step!(s, Rule::C6, confirm(&f.scope, &f.k, &f.alice, v(1)));
+    step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(0)));
+    step!(s, Rule::C6, confirm(&f.scope, &f.k, &f.alice, v(i64::MAX as u64)));
+    step!(s, Rule::C6, confirm(&f.scope, &f.k, &f.alice, v(1 << 63)));
+    step!(s, Rule::C7, confirm(&f.scope, &f.k, &f.alice, v(i64::MAX as u64)));
+    step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(i64::MAX as u64)));
+    step!(s, Rule::C6, confirm(&f.scope, &f.k, &f.alice, v(u64::MAX)));
+    step!(s, Rule::C7, confirm(&f.scope, &f.k, &f.alice, v(u64::MAX)));
+    step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, at(u64::MAX)));
+    Ok(())
+}
+
+/// D4: ANY_VERSION exists only for release, where it frees the owner's reservation whatever its
+/// version. (That a confirm cannot name it is checked by the compiler: confirm takes a `Version`.)
+pub fn d4<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "d4", Rule::D4);
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(u64::MAX)));
+    step!(s, Rule::L6, release(&f.scope, &f.k, &f.bob, ReleaseVersion::Any));
+    step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::L2, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+    step!(s, Rule::L1, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+    Ok(())
+}
+
+/// D5: owners are compared on every field, keys and hold ids as exact bytes: no case folding,
+/// no trimming, no Unicode normalisation.
+pub fn d5<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "d5", Rule::D5);
+    let keys = ["alice", "Alice", "alice ", " alice", "ALICE", "e\u{301}", "\u{e9}", "alice\u{200b}"];
+    for (i, k) in keys.iter().enumerate() {
+        let o = owner(Some("acme"), &format!("owner-{i}"));
+        step!(s, Rule::R1, reserve(&f.scope, &key(k), &o, &f.h1, f.ttl));
+    }
+    step!(s, Rule::C1, confirm(&f.scope, &key("bob"), &f.alice, v(1)));
+    for id in ["Alice", "alice ", "ALICE"] {
+        step!(s, Rule::R7, reserve(&f.scope, &key("bob"), &owner(Some("acme"), id), &f.h1, f.ttl));
+    }
+    let k3 = key("carol");
+    step!(s, Rule::R1, reserve(&f.scope, &k3, &f.alice, &f.h1, f.ttl));
+    for hd in ["Attempt-1", "attempt-1 ", "attempt-1\u{0}"] {
+        step!(s, Rule::R3, reserve(&f.scope, &k3, &f.alice, &hold(hd), f.ttl));
+    }
+    step!(s, Rule::A3, abandon(&f.scope, &k3, &f.alice, &f.h1));
+    Ok(())
+}
+
+/// The prior states D6 and D7 put a key in before an operation.
+fn prior_states<H: Harness>(s: &mut Session<'_, H>, f: &Fx, scope: &ReservationScope) -> Result<Vec<Key>, Failure> {
+    let keys: Vec<Key> = ["free", "pending-own", "pending-other", "expired", "confirmed-own", "confirmed-other"]
+        .into_iter()
+        .map(key)
+        .collect();
+    let [_, pending_own, pending_other, expired, confirmed_own, confirmed_other] = keys.as_slice() else {
+        return Ok(keys);
+    };
+    s.reserve(scope, expired, &f.alice, &f.h1, ttl(1))?;
+    s.advance(1);
+    s.reserve(scope, pending_own, &f.alice, &f.h1, f.ttl)?;
+    s.reserve(scope, pending_other, &f.bob, &f.h1, f.ttl)?;
+    s.confirm(scope, confirmed_own, &f.alice, v(2))?;
+    s.confirm(scope, confirmed_other, &f.bob, v(2))?;
+    Ok(keys)
+}
+
+/// D6: an invalid argument is a typed error, whatever the key's state, and changes nothing: an
+/// owner of another aggregate type, an owner of another tenant in a tenant scope, and (at their
+/// constructors) empty or over-long keys, hold ids and names, and a zero ttl.
+pub fn d6<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "d6", Rule::D6);
+    let constructors: [(&str, Result<(), InvalidArgument>, InvalidArgument); 7] = [
+        ("Key::new(\"\")", Key::new("").map(drop), InvalidArgument::EmptyKey),
+        (
+            "Key::new(513 bytes)",
+            Key::new("k".repeat(MAX_KEY_LEN + 1)).map(drop),
+            InvalidArgument::KeyTooLong { len: MAX_KEY_LEN + 1, max: MAX_KEY_LEN },
+        ),
+        ("HoldId::new(\"\")", HoldId::new("").map(drop), InvalidArgument::EmptyHoldId),
+        (
+            "HoldId::new(129 bytes)",
+            HoldId::new("h".repeat(MAX_HOLD_ID_LEN + 1)).map(drop),
+            InvalidArgument::HoldIdTooLong { len: MAX_HOLD_ID_LEN + 1, max: MAX_HOLD_ID_LEN },
+        ),
+        ("Namespace::new(\"\")", Namespace::new("").map(drop), InvalidArgument::EmptyNamespace),
+        (
+            "AggregateRef::parse(\"\", ..)",
+            AggregateRef::parse("", None, "x").map(drop),
+            InvalidArgument::EmptyAggregateType,
+        ),
+        ("Ttl::from_millis(0)", Ttl::from_millis(0).map(drop), InvalidArgument::TtlZero),
+    ];
+    for (what, got, want) in constructors {
+        if got != Err(want) {
+            return Err(s.fail(Some(Rule::D6), format!("{what} returned {got:?}, not Err({want:?})")));
+        }
+    }
+    let other_type = AggregateRef::parse("rc-order", Some("acme"), "alice").expect("valid");
+    let both = AggregateRef::parse("rc-order", Some("globex"), "alice").expect("valid");
+    // In the tenant scope: the wrong type, the wrong tenant, both. In the system scope: the wrong
+    // type only (a system scope admits every tenant).
+    let cases = [(&f.scope, &other_type), (&f.scope, &f.alice_globex), (&f.scope, &both), (&f.system, &other_type)];
+    for scope in [&f.scope, &f.system] {
+        let keys = prior_states(&mut s, &f, scope)?;
+        for (case_scope, bad) in cases.iter().filter(|(cs, _)| *cs == scope) {
+            for k in &keys {
+                step!(s, Rule::D6, reserve(case_scope, k, bad, &f.h1, f.ttl));
+                step!(s, Rule::D6, confirm(case_scope, k, bad, v(3)));
+                step!(s, Rule::D6, release(case_scope, k, bad, ReleaseVersion::Any));
+                step!(s, Rule::D6, release(case_scope, k, bad, at(3)));
+                step!(s, Rule::D6, abandon(case_scope, k, bad, &f.h1));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// D7: an expired pending reservation behaves exactly like a free key, for every operation and
+/// for lookup.
+pub fn d7<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "d7", Rule::D7);
+    let expire = |s: &mut Session<'_, H>, k: &Key, o: &AggregateRef| -> Result<(), Failure> {
+        s.reserve(&f.scope, k, o, &f.h1, ttl(1))?;
+        s.reserve(&f.scope, k, o, &f.h2, ttl(1))?;
+        s.advance(1);
+        s.lookup(&f.scope, k)
+    };
+    for o in [&f.alice, &f.bob] {
+        expire(&mut s, &f.k, o)?;
+        step!(s, Rule::L1, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+        expire(&mut s, &f.k, o)?;
+        step!(s, Rule::A1, abandon(&f.scope, &f.k, &f.alice, &f.h1));
+        expire(&mut s, &f.k, o)?;
+        step!(s, Rule::A1, abandon(&f.scope, &f.k, &f.alice, &f.h2));
+        expire(&mut s, &f.k, o)?;
+        step!(s, Rule::R2, reserve(&f.scope, &f.k, &f.alice, &f.h2, f.ttl));
+        step!(s, Rule::L2, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+        expire(&mut s, &f.k, o)?;
+        let rule = if o == &f.alice { Rule::C3 } else { Rule::C4 };
+        step!(s, rule, confirm(&f.scope, &f.k, &f.alice, v(1)));
+        step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+    }
+    Ok(())
+}
+
+/// Scopes: a key is independent across aggregate types of one tenant and namespace.
+pub fn scope_aggregate_type<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "scope_aggregate_type", None);
+    let orders = ReservationScope::new(
+        reservation_store::AggregateType::new("rc-order").expect("valid"),
+        f.scope.tenant.clone(),
+        f.scope.namespace.clone(),
+    );
+    let order = AggregateRef::parse("rc-order", Some("acme"), "alice").expect("valid");
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R1, reserve(&orders, &f.k, &order, &f.h1, f.ttl));
+    step!(s, Rule::C2, confirm(&orders, &f.k, &order, v(1)));
+    step!(s, Rule::L2, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.bob, v(1)));
+    step!(s, Rule::L4, release(&orders, &f.k, &order, ReleaseVersion::Any));
+    Ok(())
+}
+
+/// Scopes: a key is independent across tenants of one aggregate type and namespace.
+pub fn scope_tenant<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "scope_tenant", None);
+    let globex = ReservationScope { tenant: Tenant::id("globex").expect("valid"), ..f.scope.clone() };
+    let bob_globex = owner(Some("globex"), "bob");
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(1)));
+    step!(s, Rule::R1, reserve(&globex, &f.k, &bob_globex, &f.h1, f.ttl));
+    step!(s, Rule::C2, confirm(&globex, &f.k, &bob_globex, v(1)));
+    step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.bob, v(2)));
+    Ok(())
+}
+
+/// Scopes: a key is independent across namespaces, even when a namespace and a key could be
+/// joined into the same string with a separator.
+pub fn scope_namespace<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "scope_namespace", None);
+    let other = ReservationScope { namespace: ns("scope_namespace_other"), ..f.scope.clone() };
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(1)));
+    step!(s, Rule::C1, confirm(&other, &f.k, &f.bob, v(1)));
+    step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
+    for sep in ["/", ":", "|", ".", " ", "\t", "\\"] {
+        let base = f.scope.namespace.as_str();
+        let longer = Namespace::new(format!("{base}{sep}a")).expect("valid");
+        let wide = ReservationScope { namespace: longer, ..f.scope.clone() };
+        step!(s, Rule::R1, reserve(&wide, &key("b"), &f.alice, &f.h1, f.ttl));
+        step!(s, Rule::R1, reserve(&f.scope, &key(&format!("a{sep}b")), &f.bob, &f.h1, f.ttl));
+    }
+    Ok(())
+}
+
+/// Scopes: a `SYSTEM_TENANT` scope is one space for all the type's tenants, and independent of
+/// each tenant's own scope of the same namespace.
+pub fn scope_system_tenant<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "scope_system_tenant", None);
+    let carol_globex = owner(Some("globex"), "carol");
+    let sys_owner = owner(None, "root");
+    step!(s, Rule::R1, reserve(&f.system, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R5, reserve(&f.system, &f.k, &carol_globex, &f.h1, f.ttl));
+    step!(s, Rule::R5, reserve(&f.system, &f.k, &sys_owner, &f.h1, f.ttl));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    step!(s, Rule::C2, confirm(&f.system, &f.k, &f.alice, v(1)));
+    step!(s, Rule::C8, confirm(&f.system, &f.k, &carol_globex, v(2)));
+    step!(s, Rule::C1, confirm(&f.system, &f.k2, &sys_owner, v(1)));
+    step!(s, Rule::R7, reserve(&f.system, &f.k2, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::D6, reserve(&f.scope, &f.k2, &carol_globex, &f.h1, f.ttl));
+    step!(s, Rule::D6, reserve(&f.scope, &f.k2, &sys_owner, &f.h1, f.ttl));
+    Ok(())
+}
+
+/// Owners: owners that differ only in their id are different owners for every operation.
+pub fn owner_id<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "owner_id", Rule::D5);
+    let twins = [owner(Some("acme"), "Alice"), owner(Some("acme"), "alice "), owner(Some("acme"), "alic")];
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::C1, confirm(&f.scope, &f.k2, &f.alice, v(2)));
+    for t in &twins {
+        step!(s, Rule::R5, reserve(&f.scope, &f.k, t, &f.h1, f.ttl));
+        step!(s, Rule::C5, confirm(&f.scope, &f.k, t, v(1)));
+        step!(s, Rule::L3, release(&f.scope, &f.k, t, ReleaseVersion::Any));
+        step!(s, Rule::A5, abandon(&f.scope, &f.k, t, &f.h1));
+        step!(s, Rule::R7, reserve(&f.scope, &f.k2, t, &f.h1, f.ttl));
+        step!(s, Rule::C8, confirm(&f.scope, &f.k2, t, v(3)));
+        step!(s, Rule::L6, release(&f.scope, &f.k2, t, ReleaseVersion::Any));
+        step!(s, Rule::A5, abandon(&f.scope, &f.k2, t, &f.h1));
+    }
+    Ok(())
+}
+
+/// Owners: in a `SYSTEM_TENANT` scope, owners that differ only in their tenant (another
+/// tenant's id, or `SYSTEM_TENANT` itself) are different owners for every operation.
+pub fn owner_tenant<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "owner_tenant", Rule::D5);
+    let twins = [f.alice_globex.clone(), owner(None, "alice"), owner(Some("Acme"), "alice")];
+    step!(s, Rule::R1, reserve(&f.system, &f.k, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::C1, confirm(&f.system, &f.k2, &f.alice, v(2)));
+    for t in &twins {
+        step!(s, Rule::R5, reserve(&f.system, &f.k, t, &f.h1, f.ttl));
+        step!(s, Rule::C5, confirm(&f.system, &f.k, t, v(1)));
+        step!(s, Rule::L3, release(&f.system, &f.k, t, ReleaseVersion::Any));
+        step!(s, Rule::A5, abandon(&f.system, &f.k, t, &f.h1));
+        step!(s, Rule::R7, reserve(&f.system, &f.k2, t, &f.h1, f.ttl));
+        step!(s, Rule::C8, confirm(&f.system, &f.k2, t, v(3)));
+        step!(s, Rule::L6, release(&f.system, &f.k2, t, ReleaseVersion::Any));
+        step!(s, Rule::A5, abandon(&f.system, &f.k2, t, &f.h1));
+    }
+    Ok(())
+}
+
+/// Keys and hold ids at their maximum lengths, in multi-byte characters, are stored and compared
+/// exactly.
+pub fn lengths<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "lengths", Rule::D6);
+    let long_key = key(&"é".repeat(MAX_KEY_LEN / 2));
+    let almost = key(&format!("{}x", "é".repeat(MAX_KEY_LEN / 2 - 1)));
+    let long_hold = hold(&"ü".repeat(MAX_HOLD_ID_LEN / 2));
+    let long_owner = owner(Some(&"t".repeat(reservation_store::MAX_NAME_LEN)), &"i".repeat(256));
+    let long_scope = ReservationScope { tenant: long_owner.tenant.clone(), ..f.scope.clone() };
+    step!(s, Rule::R1, reserve(&f.scope, &long_key, &f.alice, &long_hold, f.ttl));
+    step!(s, Rule::R1, reserve(&f.scope, &almost, &f.bob, &long_hold, f.ttl));
+    step!(s, Rule::R4, reserve(&f.scope, &long_key, &f.alice, &long_hold, f.ttl));
+    step!(s, Rule::R1, reserve(&long_scope, &long_key, &long_owner, &long_hold, f.ttl));
+    step!(s, Rule::C2, confirm(&long_scope, &long_key, &long_owner, v(1)));
+    step!(s, Rule::A2, abandon(&f.scope, &long_key, &f.alice, &long_hold));
+    Ok(())
+}
+
+/// Durability (capability `durable`): after the store is closed and reopened, no confirmed
+/// reservation is lost, no released or abandoned one comes back, and pending ones keep their
+/// holds and expiry.
+pub fn durable<H: Harness>(h: &H) -> Result<(), Failure> {
+    if !h.capabilities().durable {
+        return Ok(());
+    }
+    let (mut s, f) = start(h, "durable", None);
+    let k3 = key("carol");
+    let k4 = key("dave");
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(2)));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.bob, &f.h1, f.ttl));
+    step!(s, Rule::R3, reserve(&f.scope, &f.k2, &f.bob, &f.h2, f.ttl));
+    step!(s, Rule::C1, confirm(&f.scope, &k3, &f.alice, v(1)));
+    step!(s, Rule::L4, release(&f.scope, &k3, &f.alice, at(1)));
+    step!(s, Rule::R1, reserve(&f.scope, &k4, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::A2, abandon(&f.scope, &k4, &f.alice, &f.h1));
+    s.reopen()?;
+    step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(1)));
+    step!(s, Rule::A3, abandon(&f.scope, &f.k2, &f.bob, &f.h1));
+    step!(s, Rule::C1, confirm(&f.scope, &k3, &f.bob, v(5)));
+    s.reopen()?;
+    step!(s, Rule::C8, confirm(&f.scope, &k3, &f.alice, v(7)));
+    Ok(())
+}
+
+/// The differential check ([`crate::differential::run`]): random scripts compared step by step
+/// with the specification, shrunk on failure; fails too if the run misses any of R1–A6.
+pub fn differential<H: Harness>(h: &H) -> Result<(), Failure> {
+    crate::differential::run(h).map(drop)
+}
+
+/// The linearizability check ([`crate::linearizability::run`]): concurrent operations on a few
+/// keys, decided against the specification.
+pub fn linearizability<H: Harness>(h: &H) -> Result<(), Failure> {
+    crate::linearizability::run(h).map(drop)
+}

@@ -1,0 +1,443 @@
+//! The linearizability check: several threads run operations on a few keys, the clock frozen
+//! during each concurrent round and moved between rounds; every call and return is stamped, and
+//! the history is decided against the specification by a Wing–Gong–Lowe search with a memo of
+//! (linearized set, state), one key at a time.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant as WallInstant};
+
+use reservation_store::{
+    AbandonOutcome, AggregateRef, Clock, ConfirmOutcome, HoldId, Instant, Key, ManualClock, ReleaseOutcome,
+    ReleaseVersion, ReservationScope, ReservationStore, ReserveOutcome, Rule, StoredReservation, Tenant, Ttl, Version,
+    spec,
+};
+
+use crate::failure::Failure;
+use crate::harness::{Harness, START, unique_namespace};
+use crate::session::{show_error, show_state};
+
+/// The property this check decides, as its failures state it.
+pub const ATOMICITY: &str =
+    "atomicity (H1) broken: each operation must be one linearizable read-modify-write of one key";
+
+/// Keys of the check.
+pub const KEYS: usize = 3;
+const OWNERS: usize = 3;
+const HOLDS: usize = 2;
+/// Operations each thread runs in one round before the clock moves.
+const ROUND: usize = 8;
+
+/// One operation of a history, on key `key`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Call {
+    /// reserve by owner `owner` with hold `hold` for `ttl` ms.
+    Reserve {
+        /// Owner index.
+        owner: u8,
+        /// Hold index.
+        hold: u8,
+        /// Ttl in milliseconds.
+        ttl: u64,
+    },
+    /// confirm by `owner` at `version`.
+    Confirm {
+        /// Owner index.
+        owner: u8,
+        /// Version.
+        version: Version,
+    },
+    /// release by `owner` at `version`.
+    Release {
+        /// Owner index.
+        owner: u8,
+        /// Version.
+        version: ReleaseVersion,
+    },
+    /// abandon by `owner` of `hold`.
+    Abandon {
+        /// Owner index.
+        owner: u8,
+        /// Hold index.
+        hold: u8,
+    },
+    /// lookup.
+    Lookup,
+}
+
+/// What an operation of a history returned.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub enum Return {
+    /// A reserve's outcome.
+    Reserve(ReserveOutcome),
+    /// A confirm's outcome.
+    Confirm(ConfirmOutcome),
+    /// A release's outcome.
+    Release(ReleaseOutcome),
+    /// An abandon's outcome.
+    Abandon(AbandonOutcome),
+    /// A lookup's answer.
+    Lookup(Option<StoredReservation>),
+    /// An error.
+    Error(String),
+}
+
+/// One completed operation: who ran it, on which key, at which instant of the store's clock,
+/// and its call and return stamps (a shared counter: `a` precedes `b` when `a.ret < b.call`).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Event {
+    /// The thread.
+    pub thread: usize,
+    /// The round (the clock is frozen during one).
+    pub round: usize,
+    /// The store's clock during the round.
+    pub now: Instant,
+    /// The key's index.
+    pub key: usize,
+    /// The operation.
+    pub call: Call,
+    /// Its result.
+    pub ret: Return,
+    /// The call's stamp.
+    pub called: u64,
+    /// The return's stamp.
+    pub returned: u64,
+}
+
+/// The names a history's indices stand for.
+pub struct Names {
+    /// The scope of every key.
+    pub scope: ReservationScope,
+    /// Keys.
+    pub keys: Vec<Key>,
+    /// Owners; the first two differ in their id's case only.
+    pub owners: Vec<AggregateRef>,
+    /// Holds.
+    pub holds: Vec<HoldId>,
+}
+
+impl Names {
+    fn new() -> Self {
+        let ty = reservation_store::AggregateType::new("rc-user").expect("valid");
+        let tenant = Tenant::id("acme").expect("valid");
+        let o = |id: &str| {
+            AggregateRef::new(ty.clone(), tenant.clone(), reservation_store::AggregateId::new(id).expect("valid"))
+        };
+        Names {
+            scope: ReservationScope::new(ty.clone(), tenant.clone(), unique_namespace("rc-linearizability")),
+            keys: (0..KEYS).map(|i| Key::new(format!("k{i}")).expect("valid")).collect(),
+            owners: vec![o("alice"), o("Alice"), o("bob")],
+            holds: (0..HOLDS).map(|i| HoldId::new(format!("h{i}")).expect("valid")).collect(),
+        }
+    }
+
+    fn owner(&self, i: u8) -> &AggregateRef {
+        &self.owners[usize::from(i) % self.owners.len()]
+    }
+
+    fn hold(&self, i: u8) -> &HoldId {
+        &self.holds[usize::from(i) % self.holds.len()]
+    }
+
+    fn show(&self, e: &Event) -> String {
+        let k = e.key;
+        let call = match e.call {
+            Call::Reserve { owner, hold, ttl } => {
+                format!("reserve(k{k}, {}, {:?}, ttl {ttl}ms)", self.owner(owner).id, self.hold(hold).as_str())
+            }
+            Call::Confirm { owner, version } => format!("confirm(k{k}, {}, {version})", self.owner(owner).id),
+            Call::Release { owner, version } => format!("release(k{k}, {}, {version})", self.owner(owner).id),
+            Call::Abandon { owner, hold } => {
+                format!("abandon(k{k}, {}, {:?})", self.owner(owner).id, self.hold(hold).as_str())
+            }
+            Call::Lookup => format!("lookup(k{k})"),
+        };
+        let ret = match &e.ret {
+            Return::Lookup(r) => show_state(r.as_ref()),
+            other => format!("{other:?}"),
+        };
+        format!("[{:>5} .. {:>5}] round {} {}: {call} -> {ret}", e.called, e.returned, e.round, e.now)
+    }
+}
+
+/// A tiny deterministic generator, one per thread.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn random_call(r: &mut XorShift) -> (usize, Call) {
+    let key = r.below(KEYS as u64) as usize;
+    let owner = r.below(OWNERS as u64) as u8;
+    let hold = r.below(HOLDS as u64) as u8;
+    let version = Version::from_u64(r.below(4));
+    let call = match r.below(12) {
+        0..=3 => Call::Reserve { owner, hold, ttl: 1 + r.below(30) },
+        4..=6 => Call::Confirm { owner, version },
+        7 => Call::Release { owner, version: ReleaseVersion::Any },
+        8 => Call::Release { owner, version: ReleaseVersion::At(version) },
+        9 | 10 => Call::Abandon { owner, hold },
+        _ => Call::Lookup,
+    };
+    (key, call)
+}
+
+async fn invoke<S: ReservationStore>(store: &S, names: &Names, key: usize, call: Call) -> Return {
+    let (scope, k) = (&names.scope, &names.keys[key % KEYS]);
+    let err = |e: reservation_store::StoreError| Return::Error(show_error(&e));
+    match call {
+        Call::Reserve { owner, hold, ttl } => match Ttl::from_millis(ttl) {
+            Ok(t) => {
+                store.reserve(scope, k, names.owner(owner), names.hold(hold), t).await.map_or_else(err, Return::Reserve)
+            }
+            Err(e) => Return::Error(format!("{e:?}")),
+        },
+        Call::Confirm { owner, version } => {
+            store.confirm(scope, k, names.owner(owner), version).await.map_or_else(err, Return::Confirm)
+        }
+        Call::Release { owner, version } => {
+            store.release(scope, k, names.owner(owner), version).await.map_or_else(err, Return::Release)
+        }
+        Call::Abandon { owner, hold } => {
+            store.abandon(scope, k, names.owner(owner), names.hold(hold)).await.map_or_else(err, Return::Abandon)
+        }
+        Call::Lookup => store.lookup(scope, k).await.map_or_else(err, Return::Lookup),
+    }
+}
+
+/// Runs `ops` operations (about; whole rounds) from `threads` threads on a fresh store of
+/// `harness` and returns the history, ordered by call.
+pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) -> (Names, Vec<Event>) {
+    let threads = threads.max(1);
+    let names = Names::new();
+    let clock = ManualClock::new(START);
+    let store = harness.store(clock.clone());
+    let rounds = ops.div_ceil(threads * ROUND).max(1);
+    let stamp = AtomicU64::new(0);
+    let barrier = Barrier::new(threads);
+    let mut events: Vec<Event> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (names, store, clock, stamp, barrier) = (&names, &store, &clock, &stamp, &barrier);
+                scope.spawn(move || {
+                    let mut r = XorShift(seed ^ (0x2545_f491_4f6c_dd1d_u64.wrapping_mul(t as u64 + 1)) | 1);
+                    let mut mover = XorShift(seed | 1);
+                    let mut out = Vec::with_capacity(rounds * ROUND);
+                    for round in 0..rounds {
+                        // Every thread draws the same move; the leader applies it while the
+                        // others wait, so the clock is frozen during the round.
+                        let step = mover.below(25);
+                        if barrier.wait().is_leader() && round > 0 {
+                            clock.advance(step);
+                        }
+                        barrier.wait();
+                        let now = clock.now();
+                        for _ in 0..ROUND {
+                            let (key, call) = random_call(&mut r);
+                            let called = stamp.fetch_add(1, Ordering::SeqCst);
+                            let ret = harness.block_on(invoke(store, names, key, call));
+                            let returned = stamp.fetch_add(1, Ordering::SeqCst);
+                            out.push(Event { thread: t, round, now, key, call, ret, called, returned });
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    });
+    events.sort_by_key(|e| e.called);
+    (names, events)
+}
+
+/// The specification's answer to `e` on state `state`: the next state, and whether it matches
+/// the recorded result.
+fn apply(names: &Names, state: &Option<StoredReservation>, e: &Event) -> Option<(Option<StoredReservation>, Rule)> {
+    let cur = state.clone();
+    let now = e.now;
+    let (next, ok, rule) = match e.call {
+        Call::Reserve { owner, hold, ttl } => {
+            let t = Ttl::from_millis(ttl).ok()?;
+            let s = spec::reserve(cur, now, names.owner(owner), names.hold(hold), t);
+            (s.next, e.ret == Return::Reserve(s.outcome), s.rule)
+        }
+        Call::Confirm { owner, version } => {
+            let s = spec::confirm(cur, now, names.owner(owner), version);
+            (s.next, e.ret == Return::Confirm(s.outcome), s.rule)
+        }
+        Call::Release { owner, version } => {
+            let s = spec::release(cur, now, names.owner(owner), version);
+            (s.next, e.ret == Return::Release(s.outcome), s.rule)
+        }
+        Call::Abandon { owner, hold } => {
+            let s = spec::abandon(cur, now, names.owner(owner), names.hold(hold));
+            (s.next, e.ret == Return::Abandon(s.outcome), s.rule)
+        }
+        Call::Lookup => {
+            let seen = spec::lookup(state.as_ref(), now).cloned();
+            (state.clone(), e.ret == Return::Lookup(seen), Rule::D7)
+        }
+    };
+    ok.then_some((next, rule))
+}
+
+/// The WGL search over one key's operations (ordered by call): whether some order that respects
+/// real time gives every recorded result. `budget` bounds the nodes visited.
+struct Search<'a> {
+    names: &'a Names,
+    ops: &'a [&'a Event],
+    memo: HashSet<(Vec<u64>, Option<StoredReservation>)>,
+    nodes: u64,
+    /// The rule of the deepest operation that could not be placed, for the report.
+    stuck: Option<(usize, Rule)>,
+}
+
+impl Search<'_> {
+    fn run(&mut self, done: &mut Vec<u64>, count: usize, state: &Option<StoredReservation>) -> bool {
+        if count == self.ops.len() {
+            return true;
+        }
+        if !self.memo.insert((done.clone(), state.clone())) {
+            return false;
+        }
+        self.nodes += 1;
+        let is_done = |done: &Vec<u64>, i: usize| done[i / 64] & (1 << (i % 64)) != 0;
+        let min_ret = (0..self.ops.len()).filter(|&i| !is_done(done, i)).map(|i| self.ops[i].returned).min();
+        let Some(min_ret) = min_ret else { return true };
+        for i in 0..self.ops.len() {
+            let e = self.ops[i];
+            if e.called > min_ret {
+                break;
+            }
+            if is_done(done, i) {
+                continue;
+            }
+            match apply(self.names, state, e) {
+                Some((next, _)) => {
+                    done[i / 64] |= 1 << (i % 64);
+                    if self.run(done, count + 1, &next) {
+                        return true;
+                    }
+                    done[i / 64] &= !(1 << (i % 64));
+                }
+                None => {
+                    if self.stuck.is_none_or(|(depth, _)| count >= depth) {
+                        let rule = expected_rule(self.names, state, e);
+                        self.stuck = Some((count, rule));
+                    }
+                }
+            }
+        }
+        false
+    }
+}
+
+/// The rule by which the specification decides `e` on `state`.
+fn expected_rule(names: &Names, state: &Option<StoredReservation>, e: &Event) -> Rule {
+    let cur = state.clone();
+    match e.call {
+        Call::Reserve { owner, hold, ttl } => match Ttl::from_millis(ttl) {
+            Ok(t) => spec::reserve(cur, e.now, names.owner(owner), names.hold(hold), t).rule,
+            Err(_) => Rule::D2,
+        },
+        Call::Confirm { owner, version } => spec::confirm(cur, e.now, names.owner(owner), version).rule,
+        Call::Release { owner, version } => spec::release(cur, e.now, names.owner(owner), version).rule,
+        Call::Abandon { owner, hold } => spec::abandon(cur, e.now, names.owner(owner), names.hold(hold)).rule,
+        Call::Lookup => Rule::D7,
+    }
+}
+
+/// Whether the operations `ops` of one key (ordered by call) are linearizable; if not, the rule
+/// of the deepest operation no order could place.
+fn linearizable(names: &Names, ops: &[&Event]) -> Result<u64, Rule> {
+    let mut search = Search { names, ops, memo: HashSet::new(), nodes: 0, stuck: None };
+    let mut done = vec![0u64; ops.len().div_ceil(64)];
+    if search.run(&mut done, 0, &None) { Ok(search.nodes) } else { Err(search.stuck.map_or(Rule::D7, |(_, r)| r)) }
+}
+
+/// What a linearizability run did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Stats {
+    /// Operations in the history.
+    pub ops: usize,
+    /// Search nodes visited, over all keys.
+    pub nodes: u64,
+    /// Time to record the history.
+    pub record: Duration,
+    /// Time to decide it.
+    pub check: Duration,
+}
+
+/// Decides whether `events` (ordered by call) are linearizable against the specification, key by
+/// key; if not, a failure with a per-thread timeline of the shortest prefix (by call) of the
+/// failing key's operations that cannot be linearized.
+pub fn check_history(names: &Names, events: &[Event]) -> Result<u64, Failure> {
+    if let Some(e) = events.iter().find(|e| matches!(e.ret, Return::Error(_))) {
+        let mut f = Failure::new("linearizability", Rule::D6, format!("an operation failed: {}", names.show(e)));
+        f.context.push(format!("scope s0 = {}", names.scope));
+        return Err(f);
+    }
+    let mut nodes = 0;
+    for key in 0..KEYS {
+        let ops: Vec<&Event> = events.iter().filter(|e| e.key == key).collect();
+        match linearizable(names, &ops) {
+            Ok(n) => nodes += n,
+            Err(_) => return Err(report(names, key, &ops)),
+        }
+    }
+    Ok(nodes)
+}
+
+fn report(names: &Names, key: usize, ops: &[&Event]) -> Failure {
+    // The shortest prefix by call that no order explains.
+    let (len, rule) = (1..=ops.len())
+        .find_map(|n| linearizable(names, &ops[..n]).err().map(|r| (n, r)))
+        .unwrap_or((ops.len(), Rule::D7));
+    let prefix = &ops[..len];
+    let mut f = Failure::new(
+        "linearizability",
+        rule,
+        format!(
+            "the history of key k{key} is not linearizable: no order of its first {len} operations that \
+             respects real time gives the results the store returned"
+        ),
+    );
+    f.property = Some(ATOMICITY);
+    f.context.push(format!("scope s0 = {}; keys k0..k{}; clock started at {START}", names.scope, KEYS - 1));
+    f.context.push("[call .. return] stamps of one shared counter; an operation precedes another when its return stamp is below the other's call stamp".into());
+    let threads = prefix.iter().map(|e| e.thread).max().map_or(0, |t| t + 1);
+    for t in 0..threads {
+        let mut lines = String::new();
+        for e in prefix.iter().filter(|e| e.thread == t) {
+            let _ = write!(lines, "\n      {}", names.show(e));
+        }
+        f.transcript.push(format!("thread {t}:{lines}"));
+    }
+    f
+}
+
+/// Records a history with `harness`'s [`crate::Settings`] and decides it.
+pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
+    let settings = harness.settings().with_env();
+    let seed = settings.seed.unwrap_or(0x5eed_1234_abcd_0001);
+    let started = WallInstant::now();
+    let (names, events) = record(harness, settings.threads, settings.concurrent_ops, seed);
+    let record_time = started.elapsed();
+    let started = WallInstant::now();
+    let nodes = check_history(&names, &events)?;
+    Ok(Stats { ops: events.len(), nodes, record: record_time, check: started.elapsed() })
+}

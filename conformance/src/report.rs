@@ -1,0 +1,100 @@
+//! [`run_all`]: every check, without the macro, in one [`Report`].
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::failure::Failure;
+use crate::harness::Harness;
+
+/// The result of one check.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum CheckResult {
+    /// The store did what the specification says.
+    Passed,
+    /// The check was not run: the store did not declare the capability it needs.
+    Skipped(&'static str),
+    /// The store broke a rule.
+    Failed(Failure),
+}
+
+/// What [`run_all`] found: each check's name, result and time.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// `(check name, result, time taken)`, in the suite's order.
+    pub checks: Vec<(&'static str, CheckResult, Duration)>,
+}
+
+impl Report {
+    /// Whether no check failed.
+    pub fn is_ok(&self) -> bool {
+        self.failures().next().is_none()
+    }
+
+    /// The failures.
+    pub fn failures(&self) -> impl Iterator<Item = &Failure> {
+        self.checks.iter().filter_map(|(_, r, _)| match r {
+            CheckResult::Failed(f) => Some(f),
+            _ => None,
+        })
+    }
+
+    /// Ok if no check failed, otherwise the report itself as the error.
+    pub fn into_result(self) -> Result<(), Report> {
+        if self.is_ok() { Ok(()) } else { Err(self) }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let failed = self.failures().count();
+        let skipped = self.checks.iter().filter(|(_, r, _)| matches!(r, CheckResult::Skipped(_))).count();
+        let total: Duration = self.checks.iter().map(|(_, _, d)| *d).sum();
+        writeln!(
+            f,
+            "{} checks: {} passed, {failed} failed, {skipped} skipped, in {:.2?}",
+            self.checks.len(),
+            self.checks.len() - failed - skipped,
+            total
+        )?;
+        for (name, result, took) in &self.checks {
+            match result {
+                CheckResult::Passed => writeln!(f, "  ok      {name} ({took:.2?})")?,
+                CheckResult::Skipped(why) => writeln!(f, "  skipped {name}: {why}")?,
+                CheckResult::Failed(_) => writeln!(f, "  FAILED  {name}")?,
+            }
+        }
+        for failure in self.failures() {
+            writeln!(f)?;
+            write!(f, "{failure}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Report {}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __run_all_list {
+    ($h:ident, $report:ident ; $($name:ident => $check:ident),* $(,)?) => {
+        $(
+            let started = ::std::time::Instant::now();
+            let result = if stringify!($check) == "durable" && !$crate::Harness::capabilities($h).durable {
+                $crate::CheckResult::Skipped("the store does not declare the `durable` capability")
+            } else {
+                match $crate::checks::$check($h) {
+                    Ok(()) => $crate::CheckResult::Passed,
+                    Err(f) => $crate::CheckResult::Failed(f),
+                }
+            };
+            $report.checks.push((stringify!($name), result, started.elapsed()));
+        )*
+    };
+}
+
+/// Runs every check against `harness`, one after another, and reports each.
+pub fn run_all<H: Harness>(harness: &H) -> Report {
+    let mut report = Report::default();
+    crate::__for_each_check!(__run_all_list { harness, report });
+    report
+}

@@ -1,0 +1,413 @@
+//! The suite's teeth: stores with one deliberate bug each, built on the spec functions, which
+//! the suite must fail with a message naming the broken rule.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use reservation_conformance::{Capabilities, CheckResult, Harness, Report, Settings, run_all};
+use reservation_store::{
+    AbandonOutcome, AggregateRef, AggregateType, Clock, ConfirmOutcome, HoldId, Instant, InvalidArgument, Key,
+    ManualClock, ReleaseOutcome, ReleaseVersion, Reservation, ReservationScope, ReservationStore, ReserveOutcome, Step,
+    StoreError, StoreResult, StoredReservation, Ttl, Version, spec,
+};
+
+/// One bug each.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Bug {
+    /// None: the store is correct (so the harness itself is shown to pass).
+    None,
+    /// reserve: a join sets the expiry to now+ttl, shortening it (R3 keeps the later one).
+    JoinShortensExpiry,
+    /// confirm: a confirm by the owner at or below its version overwrites it (C7).
+    ConfirmOverwritesVersion,
+    /// release: a release below the confirmed version frees the key (L5).
+    ReleaseIgnoresVersion,
+    /// abandon: abandoning any hold frees the key, other holds or not (A3).
+    AbandonDropsAllHolds,
+    /// expiry boundary: a pending reservation is still live at its expiry instant (`<=` for `<`).
+    ExpiryInclusive,
+    /// versions: a release at UNVERSIONED is taken as ANY_VERSION (D3).
+    UnversionedReleaseIsAny,
+    /// holds: hold ids compared ignoring ASCII case (D5).
+    HoldsIgnoreCase,
+    /// owner comparison: only the owner's id is compared (D5).
+    OwnerIdOnly,
+    /// tenant checks: the scope's tenant is never checked against the owner's (D6).
+    NoTenantCheck,
+    /// keys: trailing spaces trimmed, as a padded SQL column would (D5).
+    KeysTrimmed,
+    /// scopes: the aggregate type is left out of the row's key.
+    ScopeWithoutType,
+    /// lookup: an expired pending reservation is still shown (D7).
+    LookupShowsExpired,
+    /// atomicity: read, then write, without holding the lock in between.
+    ReadThenWrite,
+    /// durability: confirmed reservations are lost on reopen.
+    ForgetsConfirmed,
+}
+
+type Rows = HashMap<(ReservationScope, Key), StoredReservation>;
+
+struct BrokenStore {
+    clock: ManualClock,
+    rows: Arc<Mutex<Rows>>,
+    bug: Bug,
+}
+
+type SpecStep<Out> = Step<AggregateRef, BTreeSet<HoldId>, Out>;
+
+impl BrokenStore {
+    fn row_key(&self, scope: &ReservationScope, key: &Key) -> (ReservationScope, Key) {
+        let mut scope = scope.clone();
+        let mut key = key.clone();
+        if self.bug == Bug::ScopeWithoutType {
+            scope.aggregate_type = AggregateType::new("any").expect("valid");
+        }
+        if self.bug == Bug::KeysTrimmed {
+            key = Key::new(key.as_str().trim_end()).unwrap_or(key);
+        }
+        (scope, key)
+    }
+
+    fn validate(&self, scope: &ReservationScope, owner: &AggregateRef) -> StoreResult<()> {
+        match scope.admits(owner) {
+            Err(InvalidArgument::TenantMismatch) if self.bug == Bug::NoTenantCheck => Ok(()),
+            other => other.map_err(StoreError::from),
+        }
+    }
+
+    /// The state the spec functions see: the row, with the boundary bug applied.
+    fn seen(&self, row: Option<StoredReservation>, now: Instant) -> (Option<StoredReservation>, Instant) {
+        match &row {
+            Some(Reservation::Pending(p)) if self.bug == Bug::ExpiryInclusive && p.expires_at() == now => {
+                (row, now.saturating_sub_millis(1))
+            }
+            _ => (row, now),
+        }
+    }
+
+    fn apply<Out>(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        f: impl FnOnce(Option<StoredReservation>, Instant) -> SpecStep<Out>,
+    ) -> Out {
+        let slot = self.row_key(scope, key);
+        let lock = || self.rows.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.bug == Bug::ReadThenWrite {
+            let current = lock().get(&slot).cloned();
+            std::thread::yield_now();
+            let (current, now) = self.seen(current, self.clock.now());
+            let step = f(current, now);
+            let mut rows = lock();
+            match step.next {
+                Some(next) => rows.insert(slot, next),
+                None => rows.remove(&slot),
+            };
+            return step.outcome;
+        }
+        let mut rows = lock();
+        let (current, now) = self.seen(rows.get(&slot).cloned(), self.clock.now());
+        let step = f(current, now);
+        match step.next {
+            Some(next) => rows.insert(slot, next),
+            None => rows.remove(&slot),
+        };
+        step.outcome
+    }
+
+    /// The owner the spec functions see: with the owner bug, the stored owner when the ids match.
+    fn owner(&self, current: &Option<StoredReservation>, owner: &AggregateRef) -> AggregateRef {
+        match current {
+            Some(r) if self.bug == Bug::OwnerIdOnly && r.owner().id == owner.id => r.owner().clone(),
+            _ => owner.clone(),
+        }
+    }
+
+    /// The hold the spec functions see: with the hold bug, a held one equal but for case.
+    fn hold(&self, current: &Option<StoredReservation>, hold: &HoldId) -> HoldId {
+        match current.as_ref().and_then(Reservation::as_pending) {
+            Some(p) if self.bug == Bug::HoldsIgnoreCase => {
+                p.holds().iter().find(|h| h.as_str().eq_ignore_ascii_case(hold.as_str())).unwrap_or(hold).clone()
+            }
+            _ => hold.clone(),
+        }
+    }
+}
+
+impl ReservationStore for BrokenStore {
+    async fn reserve(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        hold: &HoldId,
+        ttl: Ttl,
+    ) -> StoreResult<ReserveOutcome> {
+        self.validate(scope, owner)?;
+        Ok(self.apply(scope, key, |current, now| {
+            let (o, h) = (self.owner(&current, owner), self.hold(&current, hold));
+            let mut step = spec::reserve(current, now, &o, &h, ttl);
+            if self.bug == Bug::JoinShortensExpiry
+                && step.outcome == ReserveOutcome::Joined
+                && let Some(Reservation::Pending(p)) = step.next.take()
+            {
+                let (owner, holds, _) = p.into_parts();
+                step.next = Reservation::pending(owner, holds, now.saturating_add(ttl));
+            }
+            step
+        }))
+    }
+
+    async fn confirm(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        version: Version,
+    ) -> StoreResult<ConfirmOutcome> {
+        self.validate(scope, owner)?;
+        Ok(self.apply(scope, key, |current, now| {
+            let o = self.owner(&current, owner);
+            let current = match current {
+                Some(Reservation::Confirmed(c)) if self.bug == Bug::ConfirmOverwritesVersion && c.owner == o => None,
+                other => other,
+            };
+            spec::confirm(current, now, &o, version)
+        }))
+    }
+
+    async fn release(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        version: ReleaseVersion,
+    ) -> StoreResult<ReleaseOutcome> {
+        self.validate(scope, owner)?;
+        let version = match version {
+            ReleaseVersion::At(_) if self.bug == Bug::ReleaseIgnoresVersion => ReleaseVersion::Any,
+            ReleaseVersion::At(v) if self.bug == Bug::UnversionedReleaseIsAny && v.is_unversioned() => {
+                ReleaseVersion::Any
+            }
+            other => other,
+        };
+        Ok(self.apply(scope, key, |current, now| {
+            let o = self.owner(&current, owner);
+            spec::release(current, now, &o, version)
+        }))
+    }
+
+    async fn abandon(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        hold: &HoldId,
+    ) -> StoreResult<AbandonOutcome> {
+        self.validate(scope, owner)?;
+        Ok(self.apply(scope, key, |current, now| {
+            let (o, h) = (self.owner(&current, owner), self.hold(&current, hold));
+            let mut step = spec::abandon(current, now, &o, &h);
+            if self.bug == Bug::AbandonDropsAllHolds && step.outcome == AbandonOutcome::StillReserved {
+                step.next = None;
+                step.outcome = AbandonOutcome::Abandoned;
+            }
+            step
+        }))
+    }
+
+    async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
+        let slot = self.row_key(scope, key);
+        let rows = self.rows.lock().unwrap_or_else(PoisonError::into_inner);
+        let row = rows.get(&slot);
+        if self.bug == Bug::LookupShowsExpired {
+            return Ok(row.cloned());
+        }
+        let (row, now) = self.seen(row.cloned(), self.clock.now());
+        Ok(spec::lookup(row.as_ref(), now).cloned())
+    }
+}
+
+/// Builds broken stores that share their rows across reopens (a durable store, unless the bug
+/// loses them).
+struct BrokenHarness(Bug);
+
+impl Harness for BrokenHarness {
+    type Store = BrokenStore;
+
+    fn store(&self, clock: ManualClock) -> BrokenStore {
+        BrokenStore { clock, rows: Arc::default(), bug: self.0 }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default().with_durable(true)
+    }
+
+    fn reopen(&self, store: BrokenStore, clock: ManualClock) -> BrokenStore {
+        if self.0 == Bug::ForgetsConfirmed {
+            let mut rows = store.rows.lock().unwrap_or_else(PoisonError::into_inner);
+            rows.retain(|_, r| r.as_confirmed().is_none());
+        }
+        BrokenStore { clock, rows: store.rows, bug: self.0 }
+    }
+
+    fn settings(&self) -> Settings {
+        Settings::default().with_seed(7)
+    }
+}
+
+fn failure_of(report: &Report, check: &str) -> Option<String> {
+    report.checks.iter().find(|(name, _, _)| *name == check).and_then(|(_, r, _)| match r {
+        CheckResult::Failed(f) => Some(f.to_string()),
+        _ => None,
+    })
+}
+
+/// Runs the whole suite against `bug` and asserts that each `(check, text)` failed with a
+/// message containing the text.
+fn caught(bug: Bug, expected: &[(&str, &str)]) {
+    let report = run_all(&BrokenHarness(bug));
+    for (check, text) in expected {
+        let message =
+            failure_of(&report, check).unwrap_or_else(|| panic!("{bug:?}: check {check} did not fail\n{report}"));
+        assert!(message.contains(text), "{bug:?}: the failure of {check} does not say {text:?}:\n{message}");
+        eprintln!("--- {bug:?} caught by {check}:\n{message}");
+    }
+}
+
+#[test]
+fn the_correct_spec_store_passes_everything() {
+    let report = run_all(&BrokenHarness(Bug::None));
+    assert!(report.is_ok(), "{report}");
+    assert!(report.checks.iter().all(|(_, r, _)| *r == CheckResult::Passed), "{report}");
+}
+
+#[test]
+fn reserve_join_that_shortens_the_expiry() {
+    caught(
+        Bug::JoinShortensExpiry,
+        &[("r3_reserve_joins_with_a_new_hold", "rule R3 broken"), ("differential_against_the_specification", "R")],
+    );
+}
+
+#[test]
+fn confirm_that_overwrites_a_later_version() {
+    caught(
+        Bug::ConfirmOverwritesVersion,
+        &[
+            ("c7_confirm_at_or_below_is_already_confirmed", "rule C7 broken"),
+            ("differential_against_the_specification", "rule C7 broken"),
+        ],
+    );
+}
+
+#[test]
+fn release_that_ignores_the_version() {
+    caught(
+        Bug::ReleaseIgnoresVersion,
+        &[
+            ("l5_release_below_the_version_is_kept", "rule L5 broken"),
+            ("differential_against_the_specification", "rule L5 broken"),
+        ],
+    );
+}
+
+#[test]
+fn abandon_that_drops_every_hold() {
+    caught(
+        Bug::AbandonDropsAllHolds,
+        &[
+            ("a3_abandon_of_one_hold_keeps_the_others", "rule A3 broken"),
+            ("differential_against_the_specification", "rule A3 broken"),
+        ],
+    );
+}
+
+#[test]
+fn expiry_boundary_inclusive() {
+    caught(
+        Bug::ExpiryInclusive,
+        &[("d1_expiry_boundary_and_saturation", "rule D1 broken"), ("differential_against_the_specification", "D1")],
+    );
+}
+
+#[test]
+fn unversioned_release_taken_as_any_version() {
+    caught(
+        Bug::UnversionedReleaseIsAny,
+        &[
+            ("d3_versions_order_unversioned_first", "rule D3 broken"),
+            ("l5_release_below_the_version_is_kept", "rule L5 broken"),
+            ("differential_against_the_specification", "rule L5 broken"),
+        ],
+    );
+}
+
+#[test]
+fn holds_compared_ignoring_case() {
+    caught(
+        Bug::HoldsIgnoreCase,
+        &[
+            ("d5_owners_keys_holds_compared_exactly", "rule D5 broken"),
+            ("a4_abandon_of_a_hold_it_lacks_is_not_held", "rule A4 broken"),
+            ("differential_against_the_specification", "broken"),
+        ],
+    );
+}
+
+#[test]
+fn owners_compared_by_id_only() {
+    caught(
+        Bug::OwnerIdOnly,
+        &[
+            ("owner_differing_only_in_tenant_is_another", "rule D5 broken"),
+            ("differential_against_the_specification", "broken"),
+        ],
+    );
+}
+
+#[test]
+fn tenant_never_checked() {
+    caught(
+        Bug::NoTenantCheck,
+        &[
+            ("d6_invalid_arguments_are_typed_and_change_nothing", "rule D6 broken"),
+            ("differential_against_the_specification", "rule D6 broken"),
+        ],
+    );
+}
+
+#[test]
+fn keys_with_trailing_spaces_trimmed() {
+    caught(
+        Bug::KeysTrimmed,
+        &[
+            ("d5_owners_keys_holds_compared_exactly", "rule D5 broken"),
+            ("differential_against_the_specification", "broken"),
+        ],
+    );
+}
+
+#[test]
+fn scope_without_its_aggregate_type() {
+    caught(Bug::ScopeWithoutType, &[("scope_aggregate_types_are_independent", "rule R1 broken")]);
+}
+
+#[test]
+fn lookup_that_shows_expired_reservations() {
+    caught(
+        Bug::LookupShowsExpired,
+        &[("d7_expired_pending_is_a_free_key", "rule D7 broken"), ("differential_against_the_specification", "broken")],
+    );
+}
+
+#[test]
+fn read_then_write_without_a_lock() {
+    caught(Bug::ReadThenWrite, &[("linearizability_under_threads", "atomicity (H1) broken")]);
+}
+
+#[test]
+fn confirmed_reservations_lost_on_reopen() {
+    caught(Bug::ForgetsConfirmed, &[("durable_reopen_keeps_every_reservation", "rule C1 broken")]);
+}
