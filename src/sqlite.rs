@@ -168,7 +168,7 @@ pub struct SqliteStore<C = SystemClock> {
     inserted: AtomicU64,
 }
 
-impl std::fmt::Debug for SqliteStore<SystemClock> {
+impl<C> std::fmt::Debug for SqliteStore<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteStore").field("path", &self.path).field("options", &self.options).finish()
     }
