@@ -1,2 +1,106 @@
-//! A stateright model of the reservation protocol around a `ReservationStore`.
+//! A stateright model of the reservation protocol: owners with event logs, attempts that reserve,
+//! append, confirm, abandon or crash, renames and deletions, a subscription that replays committed
+//! facts, a store clock with a horizon and node clocks within a skew of it.
+//!
+//! The store's transitions are the functions of `reservation_store::spec`, called on small types
+//! (owners as `u8`, holds as [`reservation_store::BitHolds`]); the model only decides which
+//! operations the protocol enables, under the assumptions of [`Assumption`], and checks the
+//! end-to-end guarantee and the store's safety properties ([`ALWAYS`]).
+//!
+//! ```
+//! use reservation_model::{ModelConfig, walk};
+//!
+//! // A random walk through the model, as a fuzzer drives it.
+//! let report = walk(&ModelConfig::default(), &[3, 1, 4, 1, 5, 9, 2, 6]).expect("no property fails");
+//! assert!(report.steps <= 8);
+//! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod check;
+mod config;
+mod model;
+mod state;
+mod trace;
+
+pub use config::{
+    Assumption, Assumptions, ConfigError, Fault, MAX_ATTEMPTS, MAX_HORIZON, MAX_KEYS, MAX_OWNERS, MAX_TTL, ModelConfig,
+};
+pub use model::{
+    ALWAYS, Action, Op, OpReport, P_CONFIRMED_MOVES, P_CRASHED_FREE, P_NEVER_ABANDONED, P_NO_LEAK, P_OLD_RELEASE,
+    P_ONE_OWNER, P_OTHERS, P_UNIQUE, ReservationModel, S_HANDOVER, S_RENAME, S_REPLAY, S_TAKEOVER, always_holds,
+    rule_of_property,
+};
+pub use state::{Attempt, MAX_FACTS, Owner, Phase, Slot, State};
+pub use trace::{action_text, store_text, trace_text};
+
+use reservation_store::{Rule, RuleSet};
+use stateright::Model;
+
+/// What a [`walk`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalkReport {
+    /// Steps taken.
+    pub steps: usize,
+    /// The rules the store operations reported.
+    pub rules: RuleSet,
+    /// The state reached.
+    pub last: State,
+}
+
+/// An always-property that failed, with the trace that breaks it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The property's name.
+    pub property: &'static str,
+    /// The numbered steps from the initial state to the state that breaks it.
+    pub trace: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "property failed: {}\n{}", self.property, self.trace)
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// Walks the model of `config` from its initial state: at step `i` it takes the enabled action
+/// `choices[i] % (number of enabled actions)`, and stops when no action is enabled or the choices
+/// run out. Every always-property is checked after every step; the first that fails is returned
+/// with its trace. An invalid configuration is reported as a violation of "the configuration is
+/// valid".
+pub fn walk(config: &ModelConfig, choices: &[u8]) -> Result<WalkReport, Violation> {
+    if let Err(e) = config.validate() {
+        return Err(Violation { property: "the configuration is valid", trace: e.to_string() });
+    }
+    let model = ReservationModel::new(*config);
+    let start = model.initial_state();
+    let mut state = start;
+    let mut taken = Vec::new();
+    let mut rules = RuleSet::EMPTY;
+    let mut actions = Vec::new();
+    for &choice in choices {
+        actions.clear();
+        model.actions(&state, &mut actions);
+        if actions.is_empty() {
+            break;
+        }
+        let Some(&action) = actions.get(usize::from(choice) % actions.len()) else { break };
+        let Some(next) = model.next_state(&state, action) else { break };
+        taken.push(action);
+        state = next;
+        if let Some(rule) = last_rule(&state) {
+            rules.insert(rule);
+        }
+        if let Some(property) = ALWAYS.into_iter().find(|p| !always_holds(&model, &state, p)) {
+            return Err(Violation { property, trace: trace_text(&model, &start, &taken) });
+        }
+    }
+    Ok(WalkReport { steps: taken.len(), rules, last: state })
+}
+
+/// The rule that the step into `s` reported, if it was a store operation.
+pub fn last_rule(s: &State) -> Option<Rule> {
+    s.last.checked_sub(1).and_then(|i| Rule::TRANSITIONS.get(usize::from(i)).copied())
+}

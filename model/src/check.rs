@@ -1,0 +1,335 @@
+//! Running the checker: strategies, progress, completeness and the report.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use reservation_store::Rule;
+use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
+
+use crate::config::ModelConfig;
+use crate::model::{ALWAYS, ReservationModel, rule_of_property};
+use crate::trace::trace_text;
+
+/// How the state space is searched.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Strategy {
+    /// Depth first, on several threads, with symmetry reduction: the exhaustive check.
+    Dfs,
+    /// Breadth first: shortest counterexamples (single-threaded), no symmetry reduction.
+    Bfs,
+    /// Random walks until the timeout: never exhaustive.
+    Simulate,
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "dfs" => Ok(Strategy::Dfs),
+            "bfs" => Ok(Strategy::Bfs),
+            "simulate" => Ok(Strategy::Simulate),
+            _ => Err(format!("unknown strategy {s:?}: expected dfs, bfs or simulate")),
+        }
+    }
+}
+
+/// How to run a check.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckOptions {
+    /// The search strategy.
+    pub strategy: Strategy,
+    /// Checker threads.
+    pub threads: usize,
+    /// Symmetry reduction over owners (depth-first and simulation only; breadth first ignores it).
+    pub symmetry: bool,
+    /// The simulation's seed.
+    pub seed: u64,
+    /// Stop after this long; a run stopped so is reported incomplete.
+    pub timeout: Option<Duration>,
+    /// Stop at the first failing always-property (the counterexample searches).
+    pub stop_at_failure: bool,
+    /// Print a progress line to stderr every this often.
+    pub progress: Option<Duration>,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            strategy: Strategy::Dfs,
+            threads: 2,
+            symmetry: true,
+            seed: 0,
+            timeout: None,
+            stop_at_failure: false,
+            progress: None,
+        }
+    }
+}
+
+/// The verdict on one property.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// The property's name.
+    pub name: &'static str,
+    /// `true` for always-properties, `false` for sometimes (coverage) ones.
+    pub always: bool,
+    /// Whether a discovery was made: a counterexample for an always-property, an example for a
+    /// sometimes-property.
+    pub discovered: bool,
+    /// The discovery's numbered trace.
+    pub trace: Option<String>,
+    /// The discovery's length in steps.
+    pub steps: Option<usize>,
+}
+
+/// What a check found.
+#[derive(Clone, Debug)]
+pub struct CheckReport {
+    /// The configuration checked.
+    pub config: ModelConfig,
+    /// How it was checked.
+    pub options: CheckOptions,
+    /// Unique states (representatives, with symmetry reduction).
+    pub unique_states: usize,
+    /// States generated, repeats included.
+    pub total_states: usize,
+    /// The deepest path explored.
+    pub max_depth: usize,
+    /// Wall time.
+    pub seconds: f64,
+    /// Whether every reachable state was visited, or the run stopped at a failure it was asked
+    /// to stop at: a run cut short by the timeout is never complete.
+    pub complete: bool,
+    /// One verdict per property, always-properties first.
+    pub verdicts: Vec<Verdict>,
+}
+
+impl CheckReport {
+    /// Unique states per second.
+    pub fn states_per_second(&self) -> f64 {
+        if self.seconds > 0.0 { self.unique_states as f64 / self.seconds } else { 0.0 }
+    }
+
+    /// The always-properties that failed.
+    pub fn failures(&self) -> Vec<&Verdict> {
+        self.verdicts.iter().filter(|v| v.always && v.discovered).collect()
+    }
+
+    /// The verdict on the property `name`.
+    pub fn verdict(&self, name: &str) -> Option<&Verdict> {
+        self.verdicts.iter().find(|v| v.name == name)
+    }
+
+    /// The rules of the tables whose coverage property found no example.
+    pub fn unreached_rules(&self) -> Vec<Rule> {
+        self.verdicts.iter().filter(|v| !v.always && !v.discovered).filter_map(|v| rule_of_property(v.name)).collect()
+    }
+
+    /// The coverage properties with no example.
+    pub fn unreached(&self) -> Vec<&'static str> {
+        self.verdicts.iter().filter(|v| !v.always && !v.discovered).map(|v| v.name).collect()
+    }
+
+    /// Whether every always-property holds on a complete run.
+    pub fn holds(&self) -> bool {
+        self.complete && self.failures().is_empty()
+    }
+
+    /// The report as text.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let o = &self.options;
+        let _ = writeln!(out, "configuration: {}", self.config);
+        let _ = writeln!(
+            out,
+            "strategy: {:?}, threads {}, symmetry {}",
+            o.strategy,
+            o.threads,
+            if o.symmetry && o.strategy != Strategy::Bfs { "on" } else { "off" }
+        );
+        let _ = writeln!(out, "unique states: {}", self.unique_states);
+        let _ = writeln!(out, "total states: {}", self.total_states);
+        let _ = writeln!(out, "depth: {}", self.max_depth);
+        let _ = writeln!(out, "seconds: {:.2}", self.seconds);
+        let _ = writeln!(out, "states per second: {:.0}", self.states_per_second());
+        let _ = writeln!(out, "complete: {}", if self.complete { "yes" } else { "NO (stopped early)" });
+        let _ = writeln!(out, "properties:");
+        for v in self.verdicts.iter().filter(|v| v.always) {
+            let verdict = match (v.discovered, self.complete) {
+                (true, _) => "FAILS",
+                (false, true) => "holds",
+                (false, false) => "unknown (run incomplete)",
+            };
+            let _ = writeln!(out, "  always {}: {verdict}", v.name);
+        }
+        let reached = self.verdicts.iter().filter(|v| !v.always && v.discovered).count();
+        let coverage = self.verdicts.iter().filter(|v| !v.always).count();
+        let _ = writeln!(out, "coverage: {reached} of {coverage} sometimes-properties reached");
+        let unreached: Vec<&str> = self.unreached_rules().iter().map(|r| r.id()).collect();
+        let _ = writeln!(
+            out,
+            "unreached rule ids: {}",
+            if unreached.is_empty() { "none".to_string() } else { unreached.join(" ") }
+        );
+        for name in self.unreached().into_iter().filter(|n| rule_of_property(n).is_none()) {
+            let _ = writeln!(out, "unreached: {name}");
+        }
+        for v in self.failures() {
+            let _ = writeln!(
+                out,
+                "\ncounterexample to \"{}\" ({} steps):\n{}",
+                v.name,
+                v.steps.unwrap_or(0),
+                v.trace.as_deref().unwrap_or("")
+            );
+        }
+        out
+    }
+
+    /// The final figures as one JSON object.
+    pub fn json(&self) -> String {
+        let failed: Vec<String> = self.failures().iter().map(|v| json_string(v.name)).collect();
+        let unreached: Vec<String> = self.unreached_rules().iter().map(|r| json_string(r.id())).collect();
+        let c = &self.config;
+        let dropped: Vec<String> = c.assumptions.dropped().iter().map(|a| json_string(a.id())).collect();
+        format!(
+            concat!(
+                "{{\"owners\":{},\"attempts\":{},\"keys\":{},\"horizon\":{},\"ttl\":{},\"skew\":{},",
+                "\"dropped_assumptions\":[{}],\"strategy\":\"{:?}\",\"threads\":{},\"symmetry\":{},",
+                "\"unique_states\":{},\"total_states\":{},\"depth\":{},\"seconds\":{:.3},",
+                "\"states_per_second\":{:.0},\"complete\":{},\"holds\":{},\"failed\":[{}],\"unreached_rules\":[{}]}}"
+            ),
+            c.owners,
+            c.attempts,
+            c.keys,
+            c.horizon,
+            c.ttl,
+            c.skew,
+            dropped.join(","),
+            self.options.strategy,
+            self.options.threads,
+            self.options.symmetry && self.options.strategy != Strategy::Bfs,
+            self.unique_states,
+            self.total_states,
+            self.max_depth,
+            self.seconds,
+            self.states_per_second(),
+            self.complete,
+            self.holds(),
+            failed.join(","),
+            unreached.join(",")
+        )
+    }
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Checks the model of `config`. The configuration must be valid ([`ModelConfig::validate`]).
+pub fn check(config: ModelConfig, options: CheckOptions) -> CheckReport {
+    let model = ReservationModel::new(config);
+    let mut builder = model.checker().threads(options.threads.max(1));
+    if options.symmetry && options.strategy != Strategy::Bfs {
+        builder = builder.symmetry();
+    }
+    if options.stop_at_failure {
+        builder = builder.finish_when(HasDiscoveries::AnyFailures);
+    }
+    // Simulation never ends by itself.
+    let timeout = match (options.strategy, options.timeout) {
+        (Strategy::Simulate, None) => Some(Duration::from_secs(10)),
+        (_, t) => t,
+    };
+    if let Some(t) = timeout {
+        builder = builder.timeout(t);
+    }
+    let start = Instant::now();
+    match options.strategy {
+        Strategy::Dfs => finish(builder.spawn_dfs(), config, options, timeout, start),
+        Strategy::Bfs => finish(builder.spawn_bfs(), config, options, timeout, start),
+        Strategy::Simulate => {
+            finish(builder.spawn_simulation(options.seed, UniformChooser), config, options, timeout, start)
+        }
+    }
+}
+
+fn finish<C: Checker<ReservationModel>>(
+    checker: C,
+    config: ModelConfig,
+    options: CheckOptions,
+    timeout: Option<Duration>,
+    start: Instant,
+) -> CheckReport {
+    if let Some(every) = options.progress {
+        let mut last = Instant::now();
+        let mut last_states = 0usize;
+        while !checker.is_done() {
+            std::thread::sleep(Duration::from_millis(50));
+            if last.elapsed() >= every {
+                let states = checker.unique_state_count();
+                let rate = (states.saturating_sub(last_states)) as f64 / last.elapsed().as_secs_f64();
+                eprintln!(
+                    "progress: {states} unique states, {} total, {rate:.0} states/s, depth {}, {:.0} s",
+                    checker.state_count(),
+                    checker.max_depth(),
+                    start.elapsed().as_secs_f64()
+                );
+                last = Instant::now();
+                last_states = states;
+            }
+        }
+    }
+    let checker = checker.join();
+    let elapsed = start.elapsed();
+    let model = checker.model();
+    let discoveries = checker.discoveries();
+    let failed = ALWAYS.iter().any(|p| discoveries.contains_key(p));
+    // stateright marks a run stopped by its timeout as done: judge completeness here. A run that
+    // may have hit its timeout is incomplete, and so is every simulation (never exhaustive),
+    // unless it stopped at a failure it was asked to stop at.
+    let timed_out = timeout.is_some_and(|t| elapsed + Duration::from_millis(100) >= t);
+    let complete = match options.strategy {
+        Strategy::Simulate => options.stop_at_failure && failed,
+        _ => !timed_out || (options.stop_at_failure && failed),
+    };
+    let start_state = model.initial_state();
+    let verdicts = model
+        .properties()
+        .into_iter()
+        .map(|p| {
+            let always = ALWAYS.contains(&p.name);
+            let path = discoveries.get(p.name);
+            let actions = path.map(|path| path.clone().into_actions());
+            Verdict {
+                name: p.name,
+                always,
+                discovered: path.is_some(),
+                steps: actions.as_ref().map(Vec::len),
+                trace: actions.map(|a| trace_text(model, &start_state, &a)),
+            }
+        })
+        .collect();
+    CheckReport {
+        config,
+        options,
+        unique_states: checker.unique_state_count(),
+        total_states: checker.state_count(),
+        max_depth: checker.max_depth(),
+        seconds: elapsed.as_secs_f64(),
+        complete,
+        verdicts,
+    }
+}

@@ -1,0 +1,877 @@
+//! The protocol as a stateright model: actions, transitions and properties.
+//!
+//! Every change to the store is one call of a function of `reservation_store::spec`; the model
+//! decides only which operations are enabled (the protocol and its timing assumptions) and
+//! observes what they did (the step properties).
+
+use reservation_store::spec::{self, Rule, Step};
+use reservation_store::{BitHolds, HoldBit, Instant, ReleaseVersion, Reservation, Ttl, Version};
+use stateright::{Model, Property, Representative};
+
+use crate::config::{Assumption, Fault, MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS, ModelConfig};
+use crate::state::*;
+
+/// A step of the model.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Action {
+    /// The store's clock ticks.
+    Tick,
+    /// An attempt starts a decision that takes `key` and reserves it under its hold.
+    Reserve {
+        /// The owner.
+        owner: u8,
+        /// The attempt.
+        attempt: u8,
+        /// The key.
+        key: u8,
+    },
+    /// A reserved attempt reserves again under the same hold (a retry that timed out).
+    Retry {
+        /// The owner.
+        owner: u8,
+        /// The attempt.
+        attempt: u8,
+    },
+    /// A reserved attempt appends its fact, having judged its reservation live by its own clock.
+    Append {
+        /// The owner.
+        owner: u8,
+        /// The attempt.
+        attempt: u8,
+    },
+    /// An attempt confirms its key with its fact's version.
+    Confirm {
+        /// The owner.
+        owner: u8,
+        /// The attempt.
+        attempt: u8,
+    },
+    /// An attempt whose fact renamed the owner's key releases the old key at its fact's version.
+    Release {
+        /// The owner.
+        owner: u8,
+        /// The attempt.
+        attempt: u8,
+    },
+    /// A reserved attempt, whose events are surely not appended, abandons its hold.
+    Abandon {
+        /// The owner.
+        owner: u8,
+        /// The attempt.
+        attempt: u8,
+    },
+    /// An attempt crashes.
+    Crash {
+        /// The owner.
+        owner: u8,
+        /// The attempt.
+        attempt: u8,
+    },
+    /// The owner appends a fact that gives its key up; the subscription releases it. A deletion
+    /// (`delete`) is final and releases with `ANY_VERSION`.
+    GiveUp {
+        /// The owner.
+        owner: u8,
+        /// Whether it is a deletion.
+        delete: bool,
+    },
+    /// The subscription applies the owner's next confirm or release.
+    Apply {
+        /// The owner.
+        owner: u8,
+    },
+    /// The subscription restarts from an earlier fact of the owner.
+    Restart {
+        /// The owner.
+        owner: u8,
+        /// The fact's index (its version less one).
+        fact: u8,
+    },
+    /// The subscription delivers an already applied operation again, out of order (H8 dropped).
+    Replay {
+        /// The owner.
+        owner: u8,
+        /// The fact's index (its version less one).
+        fact: u8,
+        /// The operation's index within the fact.
+        op: u8,
+    },
+}
+
+/// A store operation of the protocol.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Op {
+    /// Reserve under a hold.
+    Reserve(u8),
+    /// Confirm at a version.
+    Confirm(u8),
+    /// Release for the fact of this version, naming the version or `ANY_VERSION`.
+    Release {
+        /// The fact that gave the key up.
+        fact: u8,
+        /// Whether the release names `ANY_VERSION`.
+        any: bool,
+    },
+    /// Abandon a hold.
+    Abandon(u8),
+}
+
+/// What one store operation did, for traces.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct OpReport {
+    /// The key.
+    pub key: u8,
+    /// The operation.
+    pub op: Op,
+    /// The outcome, as the specification names it.
+    pub outcome: &'static str,
+    /// The rule that decided it.
+    pub rule: Rule,
+}
+
+/// The subscription's operation `op` of fact index `fact`: the confirm of the key the fact holds,
+/// then the release of the key it gave up.
+pub(crate) fn fact_op(owner: &Owner, fact: u8, op: u8, any_for_give_ups: bool) -> Option<(u8, Op)> {
+    if fact >= owner.log_len {
+        return None;
+    }
+    let v = fact + 1;
+    let cur = owner.held_after(v);
+    let prev = owner.held_after(fact);
+    let takes = usize::from(cur) < MAX_KEYS;
+    let gives_up = usize::from(prev) < MAX_KEYS && prev != cur;
+    let release = Op::Release { fact: v, any: cur == DELETED || (!takes && any_for_give_ups) };
+    match (op, takes, gives_up) {
+        (0, true, _) => Some((cur, Op::Confirm(v))),
+        (0, false, true) => Some((prev, release)),
+        (1, true, true) => Some((prev, release)),
+        _ => None,
+    }
+}
+
+/// The cursor position after operation `op` of fact index `fact`.
+fn cursor_after(owner: &Owner, fact: u8, op: u8) -> u8 {
+    if op == 0 && fact_op(owner, fact, 1, false).is_some() { 2 * fact + 1 } else { 2 * (fact + 1) }
+}
+
+/// The reservation protocol's model for one configuration.
+#[derive(Clone, Debug)]
+pub struct ReservationModel {
+    /// The configuration.
+    pub config: ModelConfig,
+}
+
+impl ReservationModel {
+    /// The model of `config`.
+    pub fn new(config: ModelConfig) -> Self {
+        ReservationModel { config }
+    }
+
+    fn owners(&self) -> u8 {
+        self.config.owners.min(MAX_OWNERS as u8)
+    }
+
+    fn attempts(&self) -> u8 {
+        self.config.attempts.min(MAX_ATTEMPTS as u8)
+    }
+
+    fn keys(&self) -> u8 {
+        self.config.keys.min(MAX_KEYS as u8)
+    }
+
+    fn holds(&self, a: Assumption) -> bool {
+        self.config.holds(a)
+    }
+
+    /// Whether a give-up that is not a deletion releases with `ANY_VERSION` (H7 dropped).
+    fn any_for_give_ups(&self) -> bool {
+        !self.holds(Assumption::H7)
+    }
+
+    /// The state where nothing has happened.
+    pub fn initial_state(&self) -> State {
+        State::default()
+    }
+
+    /// Calls the specification (or, under a test fault, a deliberately wrong substitute) for
+    /// `op` of `owner` on `key`, updates the store, and records the rule and the step's flags.
+    pub(crate) fn store_op(&self, s: &mut State, owner: u8, key: u8, op: Op) -> Option<OpReport> {
+        let before = *s.store.get(usize::from(key))?;
+        let current = before.to_reservation();
+        let now = Instant::from_millis(u64::from(s.now));
+        let ttl = Ttl::from_millis(u64::from(self.config.ttl)).ok()?;
+        let fault = self.config.fault;
+        let (next, outcome, rule): (Option<Reservation<u8, BitHolds>>, &'static str, Rule) = match op {
+            Op::Reserve(bit) => {
+                let hold = HoldBit::new(bit)?;
+                let (as_owner, at) = match (fault, &current) {
+                    (Some(Fault::ReserveIgnoresOwner), Some(r)) if r.is_live(now) => (*r.owner(), now),
+                    (Some(Fault::ReserveIgnoresExpiry), Some(Reservation::Pending(p))) => {
+                        (owner, now.min(Instant::from_millis(p.expires_at().as_millis().saturating_sub(1))))
+                    }
+                    _ => (owner, now),
+                };
+                let Step { next, outcome, rule } = spec::reserve(current, at, &as_owner, &hold, ttl);
+                (next, reserve_outcome(outcome), rule)
+            }
+            Op::Confirm(v) => {
+                let at = if fault == Some(Fault::ConfirmIgnoresOwner) { Instant::MAX } else { now };
+                let Step { next, outcome, rule } = spec::confirm(current, at, &owner, version(v));
+                (next, confirm_outcome(outcome), rule)
+            }
+            Op::Release { fact, any } => {
+                let named = if any { ReleaseVersion::ANY_VERSION } else { ReleaseVersion::At(version(fact)) };
+                let named = match fault {
+                    Some(Fault::ReleaseIgnoresVersion) => ReleaseVersion::ANY_VERSION,
+                    Some(Fault::ReleaseKeepsConfirmed) => ReleaseVersion::At(Version::UNVERSIONED),
+                    _ => named,
+                };
+                let Step { next, outcome, rule } = spec::release(current, now, &owner, named);
+                (next, release_outcome(outcome), rule)
+            }
+            Op::Abandon(bit) => {
+                let hold = HoldBit::new(bit)?;
+                match (fault, &current) {
+                    (Some(Fault::AbandonFreesConfirmed), Some(Reservation::Confirmed(c))) if c.owner == owner => {
+                        let Step { next, rule, .. } = spec::release(current, now, &owner, ReleaseVersion::ANY_VERSION);
+                        (next, "Abandoned", rule)
+                    }
+                    _ => {
+                        let Step { next, outcome, rule } = spec::abandon(current, now, &owner, &hold);
+                        (next, abandon_outcome(outcome), rule)
+                    }
+                }
+            }
+        };
+        let after = Slot::from_reservation(next.as_ref());
+        *s.store.get_mut(usize::from(key))? = after;
+        s.last = rule as u8 + 1;
+        s.flags |= self.step_flags(s, owner, op, before, after, rule);
+        Some(OpReport { key, op, outcome, rule })
+    }
+
+    /// The step properties, observed on one operation's before and after.
+    fn step_flags(&self, s: &State, owner: u8, op: Op, before: Slot, after: Slot, rule: Rule) -> u8 {
+        let mut flags = 0;
+        if before.tag == CONFIRMED {
+            let kept = after.tag == CONFIRMED && after.owner == before.owner;
+            let own_release = matches!(op, Op::Release { .. }) && owner == before.owner;
+            if !kept && !own_release {
+                flags |= STEP_CONFIRMED_MOVED;
+            }
+        }
+        if after != before {
+            let other_live = before.tag != FREE && before.owner != owner && before.is_live(s.now);
+            let other_made = after.tag != FREE && after.owner != owner;
+            let foreign_hold = after.tag == PENDING && after.holds & !owner_holds(after.owner) != 0;
+            if other_live || other_made || foreign_hold {
+                flags |= STEP_TOUCHED_OTHER;
+            }
+        }
+        if matches!(op, Op::Abandon(_)) && before.tag == CONFIRMED && after != before {
+            flags |= STEP_ABANDONED_CONFIRMED;
+        }
+        if let Op::Release { fact, .. } = op
+            && before.tag == CONFIRMED
+            && before.owner == owner
+            && before.at > fact
+            && after != before
+        {
+            flags |= STEP_OLD_RELEASE_FREED;
+        }
+        if rule == Rule::R2 && before.owner != owner && self.all_crashed_before(s, before) {
+            flags |= EVENT_TAKEOVER_AFTER_CRASH;
+        }
+        flags
+    }
+
+    /// Whether every hold of the pending reservation `slot` is an attempt that crashed before
+    /// appending.
+    pub(crate) fn all_crashed_before(&self, s: &State, slot: Slot) -> bool {
+        slot.tag == PENDING
+            && slot.holds != 0
+            && (0..16u8).filter(|b| slot.holds & (1 << b) != 0).all(|b| {
+                let (o, a) = (b / MAX_ATTEMPTS as u8, b % MAX_ATTEMPTS as u8);
+                attempt(s, o, a).is_some_and(|at| at.phase == Phase::CrashedBefore)
+            })
+    }
+
+    /// H5: whether a release of `owner`'s fact `fact` on `key` must wait, because a newer attempt
+    /// of the owner is between reserve and confirm on that key.
+    fn release_blocked(&self, s: &State, owner: u8, key: u8, fact: u8) -> bool {
+        if !self.holds(Assumption::H5) {
+            return false;
+        }
+        let Some(o) = s.owners.get(usize::from(owner)) else { return false };
+        o.attempts.iter().any(|a| {
+            a.key == key
+                && match a.phase {
+                    Phase::Reserved => true,
+                    Phase::Appended => a.version > fact,
+                    Phase::CrashedAfter => a.version > fact && o.cursor <= 2 * a.version.saturating_sub(1),
+                    _ => false,
+                }
+        })
+    }
+
+    /// H5: whether an attempt of `owner` must wait before reserving `key`, because the
+    /// subscription has not yet applied an earlier fact's release of it.
+    fn reserve_blocked(&self, o: &Owner, key: u8) -> bool {
+        if !self.holds(Assumption::H5) {
+            return false;
+        }
+        let any = self.any_for_give_ups();
+        (o.cursor..2 * o.log_len)
+            .any(|c| matches!(fact_op(o, c / 2, c % 2, any), Some((k, Op::Release { .. })) if k == key))
+    }
+
+    /// H5: whether the subscription must not restart, because an attempt of `owner` is between
+    /// reserve and confirm (a replayed older release would reach the store meanwhile).
+    fn restart_blocked(&self, o: &Owner) -> bool {
+        self.holds(Assumption::H5)
+            && o.attempts.iter().any(|a| match a.phase {
+                Phase::Reserved | Phase::Appended => true,
+                Phase::CrashedAfter => usize::from(a.key) < MAX_KEYS && o.cursor <= 2 * a.version.saturating_sub(1),
+                _ => false,
+            })
+    }
+
+    /// H2: whether the store's clock must not tick, because a fact appended under a pending
+    /// reservation that expires at the next tick is still unconfirmed.
+    fn tick_blocked(&self, s: &State) -> bool {
+        if !self.holds(Assumption::H2) {
+            return false;
+        }
+        s.owners.iter().enumerate().take(usize::from(self.owners())).any(|(i, o)| {
+            o.attempts.iter().any(|a| {
+                let unconfirmed = match a.phase {
+                    Phase::Appended => true,
+                    Phase::CrashedAfter => usize::from(a.key) < MAX_KEYS && o.cursor <= 2 * a.version.saturating_sub(1),
+                    _ => false,
+                };
+                unconfirmed
+                    && s.store.get(usize::from(a.key)).is_some_and(|slot| {
+                        slot.tag == PENDING && usize::from(slot.owner) == i && slot.at == s.now.saturating_add(1)
+                    })
+            })
+        })
+    }
+
+    /// Whether an attempt may append at store time `now`, judging by a node clock that may lag by
+    /// the skew, less its margin (the skew under H3, none without).
+    fn clock_allows_append(&self, now: u8, deadline: u8) -> bool {
+        let skew = i32::from(self.config.skew);
+        let margin = if self.holds(Assumption::H3) { skew } else { 0 };
+        i32::from(now) - skew + margin < i32::from(deadline)
+    }
+
+    /// The node clock reading that the append of the trace uses: the store's less the skew.
+    pub fn node_clock(&self, now: u8) -> i32 {
+        i32::from(now) - i32::from(self.config.skew)
+    }
+
+    fn attempt_actions(&self, s: &State, o: u8, a: u8, out: &mut Vec<Action>) {
+        let Some(owner) = s.owners.get(usize::from(o)) else { return };
+        let Some(at) = owner.attempts.get(usize::from(a)) else { return };
+        match at.phase {
+            Phase::Idle => {
+                if self.holds(Assumption::H7) && owner.deleted() {
+                    return;
+                }
+                for key in 0..self.keys() {
+                    if !self.reserve_blocked(owner, key) {
+                        out.push(Action::Reserve { owner: o, attempt: a, key });
+                    }
+                }
+            }
+            Phase::Reserved => {
+                if owner.log_len == at.version
+                    && usize::from(owner.log_len) < MAX_FACTS
+                    && self.clock_allows_append(s.now, at.deadline)
+                {
+                    out.push(Action::Append { owner: o, attempt: a });
+                }
+                out.push(Action::Retry { owner: o, attempt: a });
+                out.push(Action::Abandon { owner: o, attempt: a });
+                out.push(Action::Crash { owner: o, attempt: a });
+            }
+            Phase::Appended => {
+                let in_time = !self.holds(Assumption::H2)
+                    || s.store.get(usize::from(at.key)).is_some_and(|slot| {
+                        slot.owner == o && (slot.tag == CONFIRMED || (slot.tag == PENDING && s.now < slot.at))
+                    });
+                if in_time {
+                    out.push(Action::Confirm { owner: o, attempt: a });
+                }
+                out.push(Action::Crash { owner: o, attempt: a });
+            }
+            Phase::Releasing => {
+                let old = owner.held_after(at.version.saturating_sub(1));
+                if !self.release_blocked(s, o, old, at.version) {
+                    out.push(Action::Release { owner: o, attempt: a });
+                }
+                out.push(Action::Crash { owner: o, attempt: a });
+            }
+            _ => {}
+        }
+    }
+
+    fn subscription_actions(&self, s: &State, o: u8, out: &mut Vec<Action>) {
+        let Some(owner) = s.owners.get(usize::from(o)) else { return };
+        let any = self.any_for_give_ups();
+        let enabled = |fact: u8, op: u8| match fact_op(owner, fact, op, any) {
+            Some((key, Op::Release { fact: v, .. })) => !self.release_blocked(s, o, key, v),
+            Some(_) => true,
+            None => false,
+        };
+        if !owner.caught_up() && enabled(owner.cursor / 2, owner.cursor % 2) {
+            out.push(Action::Apply { owner: o });
+        }
+        if !self.restart_blocked(owner) {
+            for fact in 0..owner.log_len {
+                if 2 * fact < owner.cursor {
+                    out.push(Action::Restart { owner: o, fact });
+                }
+            }
+        }
+        if !self.holds(Assumption::H8) {
+            for c in 0..owner.cursor.min(2 * owner.log_len) {
+                if enabled(c / 2, c % 2) {
+                    out.push(Action::Replay { owner: o, fact: c / 2, op: c % 2 });
+                }
+            }
+        }
+    }
+
+    /// Applies `action` to `s`, returning the next state and what the store operation did.
+    pub fn step(&self, s: &State, action: Action) -> Option<(State, Option<OpReport>)> {
+        let mut n = *s;
+        n.last = 0;
+        n.flags = 0;
+        let ttl = self.config.ttl;
+        let report = match action {
+            Action::Tick => {
+                n.now = n.now.checked_add(1)?;
+                None
+            }
+            Action::Reserve { owner, attempt: a, key } => {
+                let log_len = n.owners.get(usize::from(owner))?.log_len;
+                let r = self.store_op(&mut n, owner, key, Op::Reserve(hold_bit(owner, a)))?;
+                let at = attempt_mut(&mut n, owner, a)?;
+                *at = if r.outcome == "Conflict" {
+                    Attempt { phase: Phase::Failed, ..Attempt::default() }
+                } else {
+                    Attempt { phase: Phase::Reserved, key, deadline: s.now.saturating_add(ttl), version: log_len }
+                };
+                Some(r)
+            }
+            Action::Retry { owner, attempt: a } => {
+                let key = attempt(s, owner, a)?.key;
+                let r = self.store_op(&mut n, owner, key, Op::Reserve(hold_bit(owner, a)))?;
+                let at = attempt_mut(&mut n, owner, a)?;
+                if r.outcome == "Conflict" {
+                    *at = Attempt { phase: Phase::Failed, ..Attempt::default() };
+                } else {
+                    at.deadline = s.now.saturating_add(ttl);
+                }
+                Some(r)
+            }
+            Action::Append { owner, attempt: a } => {
+                let key = attempt(s, owner, a)?.key;
+                let o = n.owners.get_mut(usize::from(owner))?;
+                *o.log.get_mut(usize::from(o.log_len))? = key;
+                o.log_len += 1;
+                let v = o.log_len;
+                let at = attempt_mut(&mut n, owner, a)?;
+                at.phase = Phase::Appended;
+                at.version = v;
+                at.deadline = 0;
+                None
+            }
+            Action::Confirm { owner, attempt: a } => {
+                let at = *attempt(s, owner, a)?;
+                let r = self.store_op(&mut n, owner, at.key, Op::Confirm(at.version))?;
+                let o = n.owners.get(usize::from(owner))?;
+                let prev = o.held_after(at.version.saturating_sub(1));
+                let renames = usize::from(prev) < MAX_KEYS && prev != at.key;
+                let slot = attempt_mut(&mut n, owner, a)?;
+                *slot = if renames {
+                    Attempt { phase: Phase::Releasing, ..at }
+                } else {
+                    Attempt { phase: Phase::Done, ..Attempt::default() }
+                };
+                Some(r)
+            }
+            Action::Release { owner, attempt: a } => {
+                let at = *attempt(s, owner, a)?;
+                let old = s.owners.get(usize::from(owner))?.held_after(at.version.saturating_sub(1));
+                let r = self.store_op(&mut n, owner, old, Op::Release { fact: at.version, any: false })?;
+                if matches!(r.rule, Rule::L2 | Rule::L4) {
+                    n.flags |= EVENT_RENAME;
+                }
+                *attempt_mut(&mut n, owner, a)? = Attempt { phase: Phase::Done, ..Attempt::default() };
+                Some(r)
+            }
+            Action::Abandon { owner, attempt: a } => {
+                let key = attempt(s, owner, a)?.key;
+                let r = self.store_op(&mut n, owner, key, Op::Abandon(hold_bit(owner, a)))?;
+                *attempt_mut(&mut n, owner, a)? = Attempt { phase: Phase::Abandoned, ..Attempt::default() };
+                Some(r)
+            }
+            Action::Crash { owner, attempt: a } => {
+                let at = attempt_mut(&mut n, owner, a)?;
+                *at = match at.phase {
+                    Phase::Reserved => Attempt { phase: Phase::CrashedBefore, ..Attempt::default() },
+                    Phase::Appended => Attempt { phase: Phase::CrashedAfter, deadline: 0, ..*at },
+                    _ => Attempt { phase: Phase::CrashedAfter, key: NO_KEY, ..Attempt::default() },
+                };
+                None
+            }
+            Action::GiveUp { owner, delete } => {
+                let o = n.owners.get_mut(usize::from(owner))?;
+                *o.log.get_mut(usize::from(o.log_len))? = if delete { DELETED } else { NO_KEY };
+                o.log_len += 1;
+                None
+            }
+            Action::Apply { owner } => {
+                let o = *n.owners.get(usize::from(owner))?;
+                let (fact, op) = (o.cursor / 2, o.cursor % 2);
+                let r = self.subscription_op(&mut n, owner, fact, op)?;
+                n.owners.get_mut(usize::from(owner))?.cursor = cursor_after(&o, fact, op);
+                Some(r)
+            }
+            Action::Restart { owner, fact } => {
+                n.owners.get_mut(usize::from(owner))?.cursor = 2 * fact;
+                None
+            }
+            Action::Replay { owner, fact, op } => Some(self.subscription_op(&mut n, owner, fact, op)?),
+        };
+        Some((n, report))
+    }
+
+    fn subscription_op(&self, n: &mut State, owner: u8, fact: u8, op: u8) -> Option<OpReport> {
+        let o = *n.owners.get(usize::from(owner))?;
+        let (key, store_op) = fact_op(&o, fact, op, self.any_for_give_ups())?;
+        let before = *n.store.get(usize::from(key))?;
+        let r = self.store_op(n, owner, key, store_op)?;
+        if before.tag == CONFIRMED && before.owner == owner && before.at > fact + 1 {
+            n.flags |= EVENT_OLD_FACT_REPLAYED;
+        }
+        if op == 1 && matches!(r.rule, Rule::L2 | Rule::L4) {
+            n.flags |= EVENT_RENAME;
+        }
+        Some(r)
+    }
+}
+
+fn version(v: u8) -> Version {
+    Version::from_u64(u64::from(v))
+}
+
+/// The hold bits of `owner`'s attempts.
+fn owner_holds(owner: u8) -> u16 {
+    let width = MAX_ATTEMPTS as u32;
+    (((1u32 << width) - 1) << (u32::from(owner) * width)) as u16
+}
+
+pub(crate) fn attempt(s: &State, owner: u8, a: u8) -> Option<&Attempt> {
+    s.owners.get(usize::from(owner))?.attempts.get(usize::from(a))
+}
+
+fn attempt_mut(s: &mut State, owner: u8, a: u8) -> Option<&mut Attempt> {
+    s.owners.get_mut(usize::from(owner))?.attempts.get_mut(usize::from(a))
+}
+
+fn reserve_outcome(o: reservation_store::ReserveOutcome) -> &'static str {
+    use reservation_store::ReserveOutcome::*;
+    match o {
+        Taken => "Taken",
+        Joined => "Joined",
+        AlreadyConfirmed => "AlreadyConfirmed",
+        Conflict => "Conflict",
+    }
+}
+
+fn confirm_outcome(o: reservation_store::ConfirmOutcome) -> &'static str {
+    use reservation_store::ConfirmOutcome::*;
+    match o {
+        Confirmed => "Confirmed",
+        AlreadyConfirmed => "AlreadyConfirmed",
+        Conflict => "Conflict",
+    }
+}
+
+fn release_outcome(o: reservation_store::ReleaseOutcome) -> &'static str {
+    use reservation_store::ReleaseOutcome::*;
+    match o {
+        Released => "Released",
+        Kept => "Kept",
+        NotHeld => "NotHeld",
+    }
+}
+
+fn abandon_outcome(o: reservation_store::AbandonOutcome) -> &'static str {
+    use reservation_store::AbandonOutcome::*;
+    match o {
+        Abandoned => "Abandoned",
+        StillReserved => "StillReserved",
+        NotHeld => "NotHeld",
+        AlreadyConfirmed => "AlreadyConfirmed",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Properties.
+
+/// The always-properties, by name, in the order `check` reports them.
+pub const ALWAYS: [&str; 8] =
+    [P_UNIQUE, P_ONE_OWNER, P_CONFIRMED_MOVES, P_OTHERS, P_NEVER_ABANDONED, P_OLD_RELEASE, P_CRASHED_FREE, P_NO_LEAK];
+
+/// G: no two owners' latest committed facts hold the same key.
+pub const P_UNIQUE: &str = "no two owners' latest committed facts hold the same key";
+/// The store never has two owners for one key.
+pub const P_ONE_OWNER: &str = "the store never has two owners for one key";
+/// Confirmed reservations move only by their owner's release.
+pub const P_CONFIRMED_MOVES: &str =
+    "a confirmed reservation changes owner or becomes free only through a release by its owner";
+/// No operation touches another owner's live reservation.
+pub const P_OTHERS: &str =
+    "an operation by one owner never creates, extends, confirms, releases or abandons another owner's live reservation";
+/// Confirmed keys are never abandoned.
+pub const P_NEVER_ABANDONED: &str = "a confirmed key is never abandoned";
+/// Old releases keep later confirms.
+pub const P_OLD_RELEASE: &str = "a release of an older fact never frees a key that a later fact of the owner confirmed";
+/// Crashed attempts' pending reservations expire.
+pub const P_CRASHED_FREE: &str =
+    "a pending reservation all of whose attempts crashed before appending is free once its TTL passes";
+/// No key leaks once the subscription caught up.
+pub const P_NO_LEAK: &str = "no key leaks: once the subscription has applied every committed fact, every confirmed key is held by its owner's latest fact, and every key held by a latest fact is confirmed to its owner";
+
+/// Whether state `s` satisfies the always-property named `name`.
+pub fn always_holds(m: &ReservationModel, s: &State, name: &str) -> bool {
+    match name {
+        P_UNIQUE => unique(m, s),
+        P_ONE_OWNER => one_owner(m, s),
+        P_CONFIRMED_MOVES => s.flags & STEP_CONFIRMED_MOVED == 0,
+        P_OTHERS => s.flags & STEP_TOUCHED_OTHER == 0,
+        P_NEVER_ABANDONED => s.flags & STEP_ABANDONED_CONFIRMED == 0,
+        P_OLD_RELEASE => s.flags & STEP_OLD_RELEASE_FREED == 0,
+        P_CRASHED_FREE => crashed_free(m, s),
+        P_NO_LEAK => no_leak(m, s),
+        _ => true,
+    }
+}
+
+fn unique(m: &ReservationModel, s: &State) -> bool {
+    let mut seen = 0u8;
+    for o in s.owners.iter().take(usize::from(m.owners())) {
+        if let Some(k) = o.latest_key() {
+            if seen & (1 << k) != 0 {
+                return false;
+            }
+            seen |= 1 << k;
+        }
+    }
+    true
+}
+
+fn one_owner(m: &ReservationModel, s: &State) -> bool {
+    s.store
+        .iter()
+        .take(usize::from(m.keys()))
+        .all(|slot| slot.tag != PENDING || slot.holds & !owner_holds(slot.owner) == 0)
+}
+
+fn crashed_free(m: &ReservationModel, s: &State) -> bool {
+    let now = Instant::from_millis(u64::from(s.now));
+    s.store.iter().take(usize::from(m.keys())).enumerate().all(|(k, slot)| {
+        if slot.tag != PENDING || s.now < slot.at || !m.all_crashed_before(s, *slot) {
+            return true;
+        }
+        // Free means: lookup sees nothing, and another owner's reserve takes it.
+        let other = (slot.owner + 1) % m.owners().max(1);
+        let mut probe = *s;
+        let taken = m
+            .store_op(&mut probe, other, k as u8, Op::Reserve(hold_bit(other, 0)))
+            .is_some_and(|r| r.outcome == "Taken")
+            || m.owners() == 1;
+        spec::lookup(slot.to_reservation().as_ref(), now).is_none() && taken
+    })
+}
+
+fn no_leak(m: &ReservationModel, s: &State) -> bool {
+    let owners = usize::from(m.owners());
+    if !s.owners.iter().take(owners).all(Owner::caught_up) {
+        return true;
+    }
+    let confirmed_held = s.store.iter().take(usize::from(m.keys())).enumerate().all(|(k, slot)| {
+        slot.tag != CONFIRMED || s.owners.get(usize::from(slot.owner)).and_then(Owner::latest_key) == Some(k as u8)
+    });
+    let held_confirmed = s.owners.iter().take(owners).enumerate().all(|(i, o)| match o.latest_key() {
+        Some(k) => {
+            s.store.get(usize::from(k)).is_some_and(|slot| slot.tag == CONFIRMED && usize::from(slot.owner) == i)
+        }
+        None => true,
+    });
+    confirmed_held && held_confirmed
+}
+
+macro_rules! always_fns {
+    ($($f:ident => $name:ident),* $(,)?) => {
+        $(fn $f(m: &ReservationModel, s: &State) -> bool { always_holds(m, s, $name) })*
+    };
+}
+always_fns!(
+    a_unique => P_UNIQUE,
+    a_one_owner => P_ONE_OWNER,
+    a_confirmed_moves => P_CONFIRMED_MOVES,
+    a_others => P_OTHERS,
+    a_never_abandoned => P_NEVER_ABANDONED,
+    a_old_release => P_OLD_RELEASE,
+    a_crashed_free => P_CRASHED_FREE,
+    a_no_leak => P_NO_LEAK,
+);
+
+macro_rules! rule_fns {
+    ($($rule:ident => $f:ident),* $(,)?) => {
+        $(fn $f(_: &ReservationModel, s: &State) -> bool { s.last == Rule::$rule as u8 + 1 })*
+        /// The coverage properties of the rules, in table order, with their names.
+        const RULE_PROPERTIES: [(Rule, &str, fn(&ReservationModel, &State) -> bool); 27] =
+            [$((Rule::$rule, concat!("rule ", stringify!($rule), " is reached"), $f)),*];
+    };
+}
+rule_fns!(
+    R1 => r_r1, R2 => r_r2, R3 => r_r3, R4 => r_r4, R5 => r_r5, R6 => r_r6, R7 => r_r7,
+    C1 => r_c1, C2 => r_c2, C3 => r_c3, C4 => r_c4, C5 => r_c5, C6 => r_c6, C7 => r_c7, C8 => r_c8,
+    L1 => r_l1, L2 => r_l2, L3 => r_l3, L4 => r_l4, L5 => r_l5, L6 => r_l6,
+    A1 => r_a1, A2 => r_a2, A3 => r_a3, A4 => r_a4, A5 => r_a5, A6 => r_a6,
+);
+
+/// A takeover after a crash is reached.
+pub const S_TAKEOVER: &str = "a takeover after a crash is reached";
+/// A handover with two holds is reached.
+pub const S_HANDOVER: &str = "a handover with two holds is reached";
+/// A rename is reached.
+pub const S_RENAME: &str = "a rename is reached";
+/// A replayed old fact is reached.
+pub const S_REPLAY: &str = "a replayed old fact is reached";
+
+fn s_takeover(_: &ReservationModel, s: &State) -> bool {
+    s.flags & EVENT_TAKEOVER_AFTER_CRASH != 0
+}
+fn s_handover(m: &ReservationModel, s: &State) -> bool {
+    s.store.iter().take(usize::from(m.keys())).any(|slot| slot.tag == PENDING && slot.holds.count_ones() >= 2)
+}
+fn s_rename(_: &ReservationModel, s: &State) -> bool {
+    s.flags & EVENT_RENAME != 0
+}
+fn s_replay(_: &ReservationModel, s: &State) -> bool {
+    s.flags & EVENT_OLD_FACT_REPLAYED != 0
+}
+
+/// The rule whose coverage property is named `name`.
+pub fn rule_of_property(name: &str) -> Option<Rule> {
+    RULE_PROPERTIES.iter().find(|(_, n, _)| *n == name).map(|(r, _, _)| *r)
+}
+
+impl Model for ReservationModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![self.initial_state()]
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        if s.now < self.config.horizon && !self.tick_blocked(s) {
+            out.push(Action::Tick);
+        }
+        for o in 0..self.owners() {
+            for a in 0..self.attempts() {
+                self.attempt_actions(s, o, a, out);
+            }
+            if let Some(owner) = s.owners.get(usize::from(o))
+                && owner.latest_key().is_some()
+                && usize::from(owner.log_len) < MAX_FACTS
+                && usize::from(owner.log_len) <= usize::from(self.attempts())
+            {
+                out.push(Action::GiveUp { owner: o, delete: false });
+                out.push(Action::GiveUp { owner: o, delete: true });
+            }
+            self.subscription_actions(s, o, out);
+        }
+    }
+
+    fn next_state(&self, s: &State, action: Action) -> Option<State> {
+        self.step(s, action).map(|(n, _)| n)
+    }
+
+    fn format_action(&self, action: &Action) -> String {
+        crate::trace::action_text(action)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        let mut ps = vec![
+            Property::always(P_UNIQUE, a_unique),
+            Property::always(P_ONE_OWNER, a_one_owner),
+            Property::always(P_CONFIRMED_MOVES, a_confirmed_moves),
+            Property::always(P_OTHERS, a_others),
+            Property::always(P_NEVER_ABANDONED, a_never_abandoned),
+            Property::always(P_OLD_RELEASE, a_old_release),
+            Property::always(P_CRASHED_FREE, a_crashed_free),
+            Property::always(P_NO_LEAK, a_no_leak),
+        ];
+        for (_, name, f) in RULE_PROPERTIES {
+            ps.push(Property::sometimes(name, f));
+        }
+        ps.push(Property::sometimes(S_TAKEOVER, s_takeover));
+        ps.push(Property::sometimes(S_HANDOVER, s_handover));
+        ps.push(Property::sometimes(S_RENAME, s_rename));
+        ps.push(Property::sometimes(S_REPLAY, s_replay));
+        ps
+    }
+}
+
+impl Representative for State {
+    /// Owners are interchangeable: sort them by their own state and their part in the store, and
+    /// rename them (in the store's owners and hold bits) accordingly.
+    fn representative(&self) -> Self {
+        let role = |o: usize| -> [u32; MAX_KEYS] {
+            let mut r = [0u32; MAX_KEYS];
+            for (slot, out) in self.store.iter().zip(r.iter_mut()) {
+                let mine = if slot.tag != FREE && usize::from(slot.owner) == o { 1u32 << 31 } else { 0 };
+                let holds = u32::from((slot.holds >> (o * MAX_ATTEMPTS)) & owner_holds(0));
+                *out = mine | u32::from(slot.tag) << 24 | u32::from(slot.at) << 8 | holds;
+            }
+            r
+        };
+        // Descending, so that owners that did nothing (and unused owner slots, equal to them)
+        // come last and the used owners keep the first indices.
+        let mut order = [0usize, 1, 2, 3];
+        order.sort_by(|&a, &b| (self.owners[b], role(b)).cmp(&(self.owners[a], role(a))));
+        if order == [0, 1, 2, 3] {
+            return *self;
+        }
+        // new index i holds old owner order[i]; old owner j becomes new[j].
+        let mut new_of = [0u8; MAX_OWNERS];
+        for (i, &old) in order.iter().enumerate() {
+            new_of[old] = i as u8;
+        }
+        let mut r = *self;
+        for (i, &old) in order.iter().enumerate() {
+            r.owners[i] = self.owners[old];
+        }
+        for slot in r.store.iter_mut() {
+            if slot.tag != FREE {
+                slot.owner = new_of[usize::from(slot.owner) % MAX_OWNERS];
+            }
+            let mut holds = 0u16;
+            for (old, &new) in new_of.iter().enumerate() {
+                let part = (slot.holds >> (old * MAX_ATTEMPTS)) & owner_holds(0);
+                holds |= part << (usize::from(new) * MAX_ATTEMPTS);
+            }
+            slot.holds = holds;
+        }
+        r
+    }
+}

@@ -1,0 +1,201 @@
+//! The model's state: the store's reservations, each owner's log, attempts and subscription, the
+//! store clock, and what the last step did. Every field is a small integer in a fixed-size array,
+//! so a state is cheap to copy and to hash.
+
+use reservation_store::{BitHolds, HoldBit, HoldSet, Instant, Reservation, Version};
+
+use crate::config::{MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS};
+
+/// Most facts in one owner's log: one per attempt, plus give-ups.
+pub const MAX_FACTS: usize = MAX_ATTEMPTS + 1;
+
+/// A log entry or attempt field that names no key.
+pub const NO_KEY: u8 = u8::MAX;
+/// A log entry for a fact that gives the owner's key up for good (a deletion).
+pub const DELETED: u8 = u8::MAX - 1;
+
+/// A key's name in traces: `A`, `B`, `C`.
+pub fn key_name(key: u8) -> char {
+    char::from(b'A'.saturating_add(key))
+}
+
+/// The reservation of one key, packed: free, pending (owner, holds, expiry) or confirmed (owner,
+/// version). It is converted to and from the specification's [`Reservation`] around each
+/// operation.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct Slot {
+    /// 0 free, 1 pending, 2 confirmed.
+    pub tag: u8,
+    /// The owner, when not free.
+    pub owner: u8,
+    /// The holds of a pending reservation: bit `owner * MAX_ATTEMPTS + attempt`.
+    pub holds: u16,
+    /// The expiry of a pending reservation, or the version of a confirmed one.
+    pub at: u8,
+}
+
+/// The packed tag of a free key.
+pub const FREE: u8 = 0;
+/// The packed tag of a pending reservation.
+pub const PENDING: u8 = 1;
+/// The packed tag of a confirmed reservation.
+pub const CONFIRMED: u8 = 2;
+
+/// The hold id of attempt `attempt` of `owner`: unique per attempt (assumption H6).
+pub fn hold_bit(owner: u8, attempt: u8) -> u8 {
+    owner * MAX_ATTEMPTS as u8 + attempt
+}
+
+impl Slot {
+    /// The reservation the specification's functions take.
+    pub fn to_reservation(self) -> Option<Reservation<u8, BitHolds>> {
+        match self.tag {
+            PENDING => {
+                let mut holds: Option<BitHolds> = None;
+                for bit in 0..16u8 {
+                    if self.holds & (1 << bit) != 0
+                        && let Some(h) = HoldBit::new(bit)
+                    {
+                        match holds.as_mut() {
+                            Some(set) => set.insert(h),
+                            None => holds = Some(BitHolds::single(h)),
+                        }
+                    }
+                }
+                Reservation::pending(self.owner, holds?, Instant::from_millis(u64::from(self.at)))
+            }
+            CONFIRMED => Some(Reservation::confirmed(self.owner, Version::from_u64(u64::from(self.at)))),
+            _ => None,
+        }
+    }
+
+    /// Packs a reservation. Instants and versions of a valid configuration fit in a byte.
+    pub fn from_reservation(r: Option<&Reservation<u8, BitHolds>>) -> Slot {
+        let byte = |n: u64| u8::try_from(n).unwrap_or(u8::MAX);
+        match r {
+            None => Slot::default(),
+            Some(Reservation::Pending(p)) => Slot {
+                tag: PENDING,
+                owner: *p.owner(),
+                holds: u16::try_from(p.holds().bits() & 0xFFFF).unwrap_or(0),
+                at: byte(p.expires_at().as_millis()),
+            },
+            Some(Reservation::Confirmed(c)) => {
+                Slot { tag: CONFIRMED, owner: c.owner, holds: 0, at: byte(c.version.as_u64()) }
+            }
+        }
+    }
+
+    /// Whether the key is held at `now`: confirmed, or pending and live.
+    pub fn is_live(self, now: u8) -> bool {
+        self.tag == CONFIRMED || (self.tag == PENDING && now < self.at)
+    }
+}
+
+/// Where an attempt is.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+#[repr(u8)]
+pub enum Phase {
+    /// Not started.
+    #[default]
+    Idle,
+    /// Reserved its key (Taken, Joined or AlreadyConfirmed); not appended yet.
+    Reserved,
+    /// Its reserve met a conflict; it gave up.
+    Failed,
+    /// Appended its fact; its confirm is due.
+    Appended,
+    /// Confirmed its new key; the release of the key its fact gave up (a rename) is due.
+    Releasing,
+    /// Finished.
+    Done,
+    /// Abandoned its hold: its events are surely not appended.
+    Abandoned,
+    /// Crashed before appending.
+    CrashedBefore,
+    /// Crashed after appending (its fact committed); `key` is set while its confirm was due.
+    CrashedAfter,
+}
+
+/// One attempt (a decision) of an owner.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct Attempt {
+    /// Where it is.
+    pub phase: Phase,
+    /// The key it takes.
+    pub key: u8,
+    /// The store instant from which it must not append: its reserve's instant plus the TTL.
+    pub deadline: u8,
+    /// Before appending: the log length it read (its expected version); after: its fact's version.
+    pub version: u8,
+}
+
+/// One owner: its log of facts, its attempts, and its subscription's position.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct Owner {
+    /// How many facts the log has; fact `v` (from 1) is `log[v - 1]`.
+    pub log_len: u8,
+    /// Per fact: the key the owner holds after it, [`NO_KEY`] or [`DELETED`].
+    pub log: [u8; MAX_FACTS],
+    /// The subscription's next operation: `2 * fact index + operation index`.
+    pub cursor: u8,
+    /// The attempts.
+    pub attempts: [Attempt; MAX_ATTEMPTS],
+}
+
+impl Owner {
+    /// The key held after fact `v` (from 1); [`NO_KEY`] before the first fact.
+    pub fn held_after(&self, v: u8) -> u8 {
+        match v.checked_sub(1) {
+            Some(i) => self.log.get(usize::from(i)).copied().unwrap_or(NO_KEY),
+            None => NO_KEY,
+        }
+    }
+
+    /// The key its latest fact holds, if any.
+    pub fn latest_key(&self) -> Option<u8> {
+        let k = self.held_after(self.log_len);
+        (usize::from(k) < MAX_KEYS).then_some(k)
+    }
+
+    /// Whether its latest fact deleted it.
+    pub fn deleted(&self) -> bool {
+        self.held_after(self.log_len) == DELETED
+    }
+
+    /// Whether the subscription has applied every committed fact.
+    pub fn caught_up(&self) -> bool {
+        self.cursor >= 2 * self.log_len
+    }
+}
+
+/// A state of the model.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct State {
+    /// The store's clock.
+    pub now: u8,
+    /// The store: one reservation per key.
+    pub store: [Slot; MAX_KEYS],
+    /// The owners.
+    pub owners: [Owner; MAX_OWNERS],
+    /// The rule the last store operation reported, as `rule as u8 + 1`; 0 when the last step
+    /// was no store operation.
+    pub last: u8,
+    /// What the last step did: the `STEP_*` and `EVENT_*` bits.
+    pub flags: u8,
+}
+
+/// The last step changed or freed a confirmed reservation other than by its owner's release.
+pub const STEP_CONFIRMED_MOVED: u8 = 1;
+/// The last step, an operation of one owner, changed or created another owner's reservation.
+pub const STEP_TOUCHED_OTHER: u8 = 1 << 1;
+/// The last step abandoned a confirmed key.
+pub const STEP_ABANDONED_CONFIRMED: u8 = 1 << 2;
+/// The last step, a release of an older fact, freed or changed a key a later fact confirmed.
+pub const STEP_OLD_RELEASE_FREED: u8 = 1 << 3;
+/// The last step took over a key whose pending reservation's attempts had crashed.
+pub const EVENT_TAKEOVER_AFTER_CRASH: u8 = 1 << 4;
+/// The last step released the old key of a rename.
+pub const EVENT_RENAME: u8 = 1 << 5;
+/// The last step applied an old fact after a later one had confirmed the key.
+pub const EVENT_OLD_FACT_REPLAYED: u8 = 1 << 6;

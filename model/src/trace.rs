@@ -1,0 +1,152 @@
+//! Readable traces: numbered steps with the owner, attempt, operation, outcome, rule and clocks.
+
+use std::fmt::Write as _;
+
+use crate::model::{Action, Op, OpReport, ReservationModel, attempt};
+use crate::state::*;
+
+/// One action in a few words, without its outcome (for the Explorer).
+pub fn action_text(action: &Action) -> String {
+    match *action {
+        Action::Tick => "the store clock ticks".into(),
+        Action::Reserve { owner, attempt, key } => {
+            format!("owner {owner} attempt {attempt}: reserve {}", key_name(key))
+        }
+        Action::Retry { owner, attempt } => format!("owner {owner} attempt {attempt}: reserve again"),
+        Action::Append { owner, attempt } => format!("owner {owner} attempt {attempt}: append its fact"),
+        Action::Confirm { owner, attempt } => format!("owner {owner} attempt {attempt}: confirm"),
+        Action::Release { owner, attempt } => format!("owner {owner} attempt {attempt}: release the renamed key"),
+        Action::Abandon { owner, attempt } => format!("owner {owner} attempt {attempt}: abandon"),
+        Action::Crash { owner, attempt } => format!("owner {owner} attempt {attempt}: crash"),
+        Action::GiveUp { owner, delete: true } => format!("owner {owner}: append a deletion fact"),
+        Action::GiveUp { owner, delete: false } => format!("owner {owner}: append a fact giving its key up"),
+        Action::Apply { owner } => format!("subscription of owner {owner}: apply the next operation"),
+        Action::Restart { owner, fact } => format!("subscription of owner {owner}: restart from fact v{}", fact + 1),
+        Action::Replay { owner, fact, op } => {
+            format!("subscription of owner {owner}: deliver operation {op} of fact v{} again", fact + 1)
+        }
+    }
+}
+
+fn op_text(r: &OpReport) -> String {
+    let k = key_name(r.key);
+    let op = match r.op {
+        Op::Reserve(bit) => format!("reserve({k}, hold h{bit})"),
+        Op::Confirm(v) => format!("confirm({k}, v{v})"),
+        Op::Release { any: true, .. } => format!("release({k}, ANY_VERSION)"),
+        Op::Release { fact, any: false } => format!("release({k}, v{fact})"),
+        Op::Abandon(bit) => format!("abandon({k}, hold h{bit})"),
+    };
+    format!("{op} -> {} ({})", r.outcome, r.rule)
+}
+
+/// The store in a few words: `A=pending(o0 {h0,h1} until t=3) B=confirmed(o1 v2)`.
+pub fn store_text(m: &ReservationModel, s: &State) -> String {
+    let mut out = String::new();
+    for (k, slot) in s.store.iter().enumerate().take(usize::from(m.config.keys)) {
+        let name = key_name(k as u8);
+        let _ = match slot.tag {
+            PENDING => {
+                let holds: Vec<String> =
+                    (0..16).filter(|b| slot.holds & (1 << b) != 0).map(|b| format!("h{b}")).collect();
+                let state = if s.now < slot.at { "" } else { ", expired" };
+                write!(out, " {name}=pending(o{} {{{}}} until t={}{state})", slot.owner, holds.join(","), slot.at)
+            }
+            CONFIRMED => write!(out, " {name}=confirmed(o{} v{})", slot.owner, slot.at),
+            _ => write!(out, " {name}=free"),
+        };
+    }
+    out.trim_start().to_string()
+}
+
+/// The latest fact of each owner: `o0: v2 holds B; o1: no fact`.
+pub fn facts_text(m: &ReservationModel, s: &State) -> String {
+    let parts: Vec<String> = s
+        .owners
+        .iter()
+        .enumerate()
+        .take(usize::from(m.config.owners))
+        .map(|(i, o)| match o.log_len {
+            0 => format!("o{i}: no fact"),
+            v => match o.held_after(v) {
+                NO_KEY => format!("o{i}: v{v} holds nothing"),
+                DELETED => format!("o{i}: v{v} deleted"),
+                k => format!("o{i}: v{v} holds {}", key_name(k)),
+            },
+        })
+        .collect();
+    parts.join("; ")
+}
+
+/// One step of a trace, from state `s` by `action`, as one or two lines (without the number).
+pub fn step_text(m: &ReservationModel, s: &State, action: Action) -> Option<(State, String)> {
+    let (n, report) = m.step(s, action)?;
+    let what = match (action, report) {
+        (Action::Tick, _) => format!("the store clock ticks to t={}", n.now),
+        (Action::Append { owner, attempt: a }, _) => {
+            let at = attempt(s, owner, a)?;
+            let v = n.owners.get(usize::from(owner))?.log_len;
+            format!(
+                "owner {owner} attempt {a}: its node clock reads t={} (store t={}), judges its reservation live until t={}, appends fact v{v} holding {}",
+                m.node_clock(s.now),
+                s.now,
+                at.deadline,
+                key_name(at.key)
+            )
+        }
+        (Action::Crash { owner, attempt: a }, _) => {
+            let when = match attempt(s, owner, a)?.phase {
+                Phase::Reserved => "before appending",
+                Phase::Appended => "after appending, before confirming",
+                _ => "after confirming, before releasing",
+            };
+            format!("owner {owner} attempt {a}: crashes {when}")
+        }
+        (Action::GiveUp { owner, delete }, _) => {
+            let o = n.owners.get(usize::from(owner))?;
+            let prev = o.held_after(o.log_len.saturating_sub(1));
+            let kind = if delete { "deletes itself: fact" } else { "gives its key up: fact" };
+            format!("owner {owner} {kind} v{} drops {}", o.log_len, key_name(prev))
+        }
+        (Action::Restart { owner, fact }, _) => {
+            format!("subscription of owner {owner}: restarts from fact v{}", fact + 1)
+        }
+        (Action::Apply { owner }, Some(r)) => {
+            let c = s.owners.get(usize::from(owner))?.cursor;
+            format!("subscription of owner {owner}: applies fact v{}: {}", c / 2 + 1, op_text(&r))
+        }
+        (Action::Replay { owner, fact, .. }, Some(r)) => {
+            format!("subscription of owner {owner}: replays old fact v{} out of order: {}", fact + 1, op_text(&r))
+        }
+        (Action::Reserve { owner, attempt: a, .. }, Some(r))
+        | (Action::Retry { owner, attempt: a }, Some(r))
+        | (Action::Confirm { owner, attempt: a }, Some(r))
+        | (Action::Release { owner, attempt: a }, Some(r))
+        | (Action::Abandon { owner, attempt: a }, Some(r)) => {
+            let hold = format!("h{}", hold_bit(owner, a));
+            format!("owner {owner} attempt {a} (hold {hold}): {}", op_text(&r))
+        }
+        (other, None) => action_text(&other),
+    };
+    let line = format!("[store t={}] {what}\n       store: {}; facts: {}", s.now, store_text(m, &n), facts_text(m, &n));
+    Some((n, line))
+}
+
+/// A numbered trace of `actions` from `start`.
+pub fn trace_text(m: &ReservationModel, start: &State, actions: &[Action]) -> String {
+    let mut out = String::new();
+    let mut s = *start;
+    for (i, a) in actions.iter().enumerate() {
+        match step_text(m, &s, *a) {
+            Some((n, line)) => {
+                let _ = writeln!(out, "{:>3}. {line}", i + 1);
+                s = n;
+            }
+            None => {
+                let _ = writeln!(out, "{:>3}. {} (not possible here)", i + 1, action_text(a));
+                break;
+            }
+        }
+    }
+    out
+}
