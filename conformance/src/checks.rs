@@ -503,7 +503,8 @@ pub fn d4<H: Harness>(h: &H) -> Result<(), Failure> {
 /// no trimming, no Unicode normalisation.
 pub fn d5<H: Harness>(h: &H) -> Result<(), Failure> {
     let (mut s, f) = start(h, "d5", Rule::D5);
-    let keys = ["alice", "Alice", "alice ", " alice", "ALICE", "e\u{301}", "\u{e9}", "alice\u{200b}"];
+    let keys =
+        ["alice", "Alice", "alice ", " alice", "ALICE", "e\u{301}", "\u{e9}", "alice\u{200b}", " ", "\u{0}", "%", "_"];
     for (i, k) in keys.iter().enumerate() {
         let o = owner(Some("acme"), &format!("owner-{i}"));
         step!(s, Rule::R1, reserve(&f.scope, &key(k), &o, &f.h1, f.ttl));
@@ -518,6 +519,17 @@ pub fn d5<H: Harness>(h: &H) -> Result<(), Failure> {
         step!(s, Rule::R3, reserve(&f.scope, &k3, &f.alice, &hold(hd), f.ttl));
     }
     step!(s, Rule::A3, abandon(&f.scope, &k3, &f.alice, &f.h1));
+    // Holds that a store keeping them as one joined string would confuse.
+    let k4 = key("dave");
+    step!(s, Rule::R1, reserve(&f.scope, &k4, &f.alice, &hold("x,y"), f.ttl));
+    for hd in ["x", "y", "x,", ",y", "[\"x\",\"y\"]"] {
+        step!(s, Rule::A4, abandon(&f.scope, &k4, &f.alice, &hold(hd)));
+    }
+    step!(s, Rule::R3, reserve(&f.scope, &k4, &f.alice, &hold("x"), f.ttl));
+    step!(s, Rule::R3, reserve(&f.scope, &k4, &f.alice, &hold("y"), f.ttl));
+    step!(s, Rule::A3, abandon(&f.scope, &k4, &f.alice, &hold("x,y")));
+    step!(s, Rule::A3, abandon(&f.scope, &k4, &f.alice, &hold("x")));
+    step!(s, Rule::A2, abandon(&f.scope, &k4, &f.alice, &hold("y")));
     Ok(())
 }
 
@@ -646,6 +658,28 @@ pub fn scope_tenant<H: Harness>(h: &H) -> Result<(), Failure> {
     step!(s, Rule::C2, confirm(&globex, &f.k, &bob_globex, v(1)));
     step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.bob, v(2)));
+    // Parts that a store joining type, tenant and namespace with a separator would confuse.
+    let ns = f.scope.namespace.as_str();
+    for sep in ["/", ":", "|", ".", " ", "\u{0}"] {
+        let part =
+            |scope_ty: &str, tenant: &str, namespace: &str| -> Result<(ReservationScope, AggregateRef), Failure> {
+                let scope = ReservationScope::parse(scope_ty, Some(tenant), namespace)
+                    .map_err(|e| s.fail(None, format!("a scope of the check is invalid: {e}")))?;
+                let o = AggregateRef::parse(scope_ty, Some(tenant), "alice")
+                    .map_err(|e| s.fail(None, format!("an owner of the check is invalid: {e}")))?;
+                Ok((scope, o))
+            };
+        let pairs = [
+            part(TYPE, "t", &format!("{ns}{sep}x"))?,
+            part(TYPE, &format!("t{sep}{ns}"), "x")?,
+            part(&format!("{TYPE}{sep}t"), ns, "x")?,
+            part(TYPE, &format!("t{sep}{ns}{sep}x"), "k")?,
+        ];
+        for (scope, o) in &pairs {
+            step!(s, Rule::R1, reserve(scope, &f.k, o, &f.h1, f.ttl));
+        }
+        step!(s, Rule::R1, reserve(&pairs[0].0, &key(&format!("x{sep}alice")), &pairs[0].1, &f.h1, f.ttl));
+    }
     Ok(())
 }
 
@@ -683,6 +717,15 @@ pub fn scope_system_tenant<H: Harness>(h: &H) -> Result<(), Failure> {
     step!(s, Rule::R7, reserve(&f.system, &f.k2, &f.alice, &f.h1, f.ttl));
     step!(s, Rule::D6, reserve(&f.scope, &f.k2, &carol_globex, &f.h1, f.ttl));
     step!(s, Rule::D6, reserve(&f.scope, &f.k2, &sys_owner, &f.h1, f.ttl));
+    // A tenant whose id spells the system tenant's name is still just a tenant.
+    let k3 = key("named");
+    step!(s, Rule::R1, reserve(&f.system, &k3, &f.bob, &f.h1, f.ttl));
+    for name in ["SYSTEM_TENANT", "SYSTEM", "system", "*", "-", "_", "null", "NULL"] {
+        let named = owner(Some(name), "alice");
+        let scope = ReservationScope { tenant: named.tenant.clone(), ..f.system.clone() };
+        step!(s, Rule::R1, reserve(&scope, &k3, &named, &f.h1, f.ttl));
+        step!(s, Rule::R5, reserve(&f.system, &k3, &named, &f.h1, f.ttl));
+    }
     Ok(())
 }
 
@@ -709,7 +752,13 @@ pub fn owner_id<H: Harness>(h: &H) -> Result<(), Failure> {
 /// tenant's id, or `SYSTEM_TENANT` itself) are different owners for every operation.
 pub fn owner_tenant<H: Harness>(h: &H) -> Result<(), Failure> {
     let (mut s, f) = start(h, "owner_tenant", Rule::D5);
-    let twins = [f.alice_globex.clone(), owner(None, "alice"), owner(Some("Acme"), "alice")];
+    let twins = [
+        f.alice_globex.clone(),
+        owner(None, "alice"),
+        owner(Some("Acme"), "alice"),
+        owner(Some("SYSTEM_TENANT"), "alice"),
+        owner(Some("acme/alice"), "alice"),
+    ];
     step!(s, Rule::R1, reserve(&f.system, &f.k, &f.alice, &f.h1, f.ttl));
     step!(s, Rule::C1, confirm(&f.system, &f.k2, &f.alice, v(2)));
     for t in &twins {
@@ -723,6 +772,36 @@ pub fn owner_tenant<H: Harness>(h: &H) -> Result<(), Failure> {
         step!(s, Rule::A5, abandon(&f.system, &f.k2, t, &f.h1));
     }
     Ok(())
+}
+
+/// D7 at volume: thousands of keys, confirmed, pending and expired, and enough insertions after
+/// the expiries to set off any sweeper; every key is then looked up. No answer may depend on
+/// whether a sweeper has deleted a row yet, and a sweeper must never delete a live one.
+pub fn volume<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "volume", Rule::D7);
+    s.set_recording(false);
+    s.set_lookup_all(false);
+    const N: usize = 1_000;
+    let keys = |prefix: &str| (0..N).map(|i| key(&format!("{prefix}-{i}"))).collect::<Vec<_>>();
+    let (confirmed, live, short, late) = (keys("confirmed"), keys("live"), keys("short"), keys("late"));
+    for i in 0..N {
+        let o = if i % 2 == 0 { &f.alice } else { &f.bob };
+        s.confirm(&f.scope, &confirmed[i], o, v(i as u64))?;
+        s.reserve(&f.scope, &live[i], o, &f.h1, ttl(100 * TTL_MS))?;
+        s.reserve(&f.scope, &short[i], o, &f.h1, ttl(1 + (i as u64 % 3)))?;
+    }
+    s.advance(2);
+    for (i, k) in late.iter().enumerate() {
+        s.reserve(&f.scope, k, &f.alice, &f.h2, f.ttl)?;
+        if i % 250 == 0 {
+            s.check_lookups()?;
+        }
+    }
+    s.advance(1);
+    for (i, k) in short.iter().enumerate().step_by(2) {
+        s.reserve(&f.scope, k, if i % 4 == 0 { &f.bob } else { &f.alice }, &f.h2, f.ttl)?;
+    }
+    s.check_lookups()
 }
 
 /// Keys and hold ids at their maximum lengths, in multi-byte characters, are stored and compared

@@ -14,51 +14,101 @@ use crate::failure::Failure;
 use crate::harness::Harness;
 use crate::oracle;
 
-/// A version relative to the key's: at, just below and just above it, UNVERSIONED, or small.
-fn version() -> impl Strategy<Value = VersionPick> {
-    prop_oneof![
-        2 => Just(VersionPick::Unversioned),
-        3 => Just(VersionPick::Below),
-        4 => Just(VersionPick::At),
-        3 => Just(VersionPick::Above),
-        2 => (0u8..4).prop_map(VersionPick::Fixed),
-    ]
+/// Reads weighted choices from the bytes of one random word, top byte first.
+struct Bytes(u64);
+
+impl Bytes {
+    /// The next byte.
+    fn byte(&mut self) -> u64 {
+        let b = self.0 >> 56;
+        self.0 <<= 8;
+        b
+    }
+
+    /// An index into `weights`, chosen with those weights by the next byte.
+    fn pick(&mut self, weights: &[u64]) -> usize {
+        let total: u64 = weights.iter().sum();
+        let mut x = self.byte() * total.max(1) / 256;
+        for (i, w) in weights.iter().enumerate() {
+            if x < *w {
+                return i;
+            }
+            x -= w;
+        }
+        0
+    }
+
+    /// A number in `lo..hi`, from the next byte.
+    fn range(&mut self, lo: u8, hi: u8) -> u8 {
+        let span = u64::from(hi.saturating_sub(lo)).max(1);
+        lo + (self.byte() % span) as u8
+    }
 }
 
 /// A key slot: mostly the first two (which differ only in case), sometimes the others.
-fn key() -> impl Strategy<Value = u8> {
-    prop_oneof![6 => 0u8..2, 3 => 2u8..4]
+fn key(b: &mut Bytes) -> u8 {
+    b.pick(&[2, 2, 1, 1]) as u8
 }
 
 /// An owner: mostly the first two, sometimes the one that differs from the first only in tenant.
-fn owner() -> impl Strategy<Value = u8> {
-    prop_oneof![8 => 0u8..2, 2 => Just(2u8)]
+fn owner(b: &mut Bytes) -> u8 {
+    b.pick(&[4, 4, 2]) as u8
 }
 
 /// A hold: 1–3 per owner, mostly two.
-fn hold() -> impl Strategy<Value = u8> {
-    prop_oneof![8 => 0u8..2, 1 => Just(2u8)]
+fn hold(b: &mut Bytes) -> u8 {
+    b.pick(&[4, 4, 1]) as u8
 }
 
-/// One operation, biased: short ttls (and sometimes zero), clock moves to exactly
-/// `expires_at - 1`, `expires_at` and `expires_at + 1`.
+/// A version relative to the key's: at, just below and just above it, UNVERSIONED, or small.
+fn version(b: &mut Bytes) -> VersionPick {
+    match b.pick(&[4, 3, 3, 2, 2]) {
+        0 => VersionPick::At,
+        1 => VersionPick::Below,
+        2 => VersionPick::Above,
+        3 => VersionPick::Unversioned,
+        _ => VersionPick::Fixed(b.range(0, 4)),
+    }
+}
+
+/// Decodes one operation from a random word, biased to where bugs live: 2–3 owners, 2–4 keys,
+/// 1–3 holds, short ttls (sometimes zero), versions at, just below and just above the stored one,
+/// and clock moves to exactly `expires_at - 1`, `expires_at` and `expires_at + 1`. Smaller words
+/// decode to simpler operations (word 0 is a reserve by owner 0 of key 0), so shrinking a word
+/// simplifies its operation.
+pub fn decode(word: u64) -> Op {
+    let mut b = Bytes(word);
+    match b.pick(&[6, 4, 3, 3, 4, 1]) {
+        0 => {
+            let (owner, key, hold) = (owner(&mut b), key(&mut b), hold(&mut b));
+            let ttl = match b.pick(&[6, 3, 1]) {
+                0 => b.range(4, 40),
+                1 => b.range(1, 4),
+                _ => 0,
+            };
+            Op::Reserve { owner, key, hold, ttl }
+        }
+        1 => Op::Confirm { owner: owner(&mut b), key: key(&mut b), version: version(&mut b) },
+        2 => {
+            let (owner, key) = (owner(&mut b), key(&mut b));
+            let version = if b.pick(&[4, 1]) == 0 { ReleasePick::At(version(&mut b)) } else { ReleasePick::Any };
+            Op::Release { owner, key, version }
+        }
+        3 => Op::Abandon { owner: owner(&mut b), key: key(&mut b), hold: hold(&mut b) },
+        4 => Op::Clock(match b.pick(&[1, 1, 1, 1]) {
+            0 => ClockMove::AtExpiry { key: key(&mut b) },
+            1 => ClockMove::JustBeforeExpiry { key: key(&mut b) },
+            2 => ClockMove::JustAfterExpiry { key: key(&mut b) },
+            _ => ClockMove::By(b.range(0, 30)),
+        }),
+        _ => Op::Lookup { key: key(&mut b) },
+    }
+}
+
+/// One operation: a random word, [`decode`]d. Cheap to generate (one draw per operation), and
+/// shrinks toward simpler operations.
 pub fn op() -> impl Strategy<Value = Op> {
-    let ttl = prop_oneof![1 => Just(0u8), 3 => 1u8..4, 6 => 4u8..40];
-    prop_oneof![
-        6 => (owner(), key(), hold(), ttl).prop_map(|(owner, key, hold, ttl)| Op::Reserve { owner, key, hold, ttl }),
-        4 => (owner(), key(), version()).prop_map(|(owner, key, version)| Op::Confirm { owner, key, version }),
-        3 => (owner(), key(), prop_oneof![1 => Just(ReleasePick::Any), 4 => version().prop_map(ReleasePick::At)])
-            .prop_map(|(owner, key, version)| Op::Release { owner, key, version }),
-        3 => (owner(), key(), hold()).prop_map(|(owner, key, hold)| Op::Abandon { owner, key, hold }),
-        1 => key().prop_map(|key| Op::Lookup { key }),
-        4 => prop_oneof![
-            key().prop_map(|key| ClockMove::JustBeforeExpiry { key }),
-            key().prop_map(|key| ClockMove::AtExpiry { key }),
-            key().prop_map(|key| ClockMove::JustAfterExpiry { key }),
-            (0u8..30).prop_map(ClockMove::By),
-        ]
-        .prop_map(Op::Clock),
-    ]
+    any::<u64>().prop_map(decode)
 }
 
 /// A script of 1 to `max_ops` operations.

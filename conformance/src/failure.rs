@@ -5,10 +5,16 @@ use std::fmt;
 use reservation_store::Rule;
 
 /// A failed check: the rule it found broken, what went wrong, and every operation it ran with the
-/// outcome the specification expects and the one the store gave.
+/// outcome the specification expects and the one the store gave. Its [`Details`] are reached
+/// through it (`failure.rule`, `failure.transcript`); it is one pointer wide, so that results
+/// carrying it stay small.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Failure(Box<Details>);
+
+/// What a [`Failure`] says.
 #[derive(Clone, PartialEq, Eq, Debug)]
 #[non_exhaustive]
-pub struct Failure {
+pub struct Details {
     /// The check that failed, such as `r3_join_adds_a_hold`.
     pub check: String,
     /// The rule the check found broken (for a property beyond one rule, such as atomicity, the
@@ -32,7 +38,7 @@ pub struct Failure {
 impl Failure {
     /// A failure of `check` against `rule` because of `problem`, with no transcript.
     pub fn new(check: impl Into<String>, rule: Rule, problem: impl Into<String>) -> Self {
-        Failure {
+        Failure::from(Details {
             check: check.into(),
             rule,
             property: None,
@@ -41,7 +47,26 @@ impl Failure {
             context: Vec::new(),
             transcript: Vec::new(),
             replay: None,
-        }
+        })
+    }
+}
+
+impl From<Details> for Failure {
+    fn from(details: Details) -> Self {
+        Failure(Box::new(details))
+    }
+}
+
+impl std::ops::Deref for Failure {
+    type Target = Details;
+    fn deref(&self) -> &Details {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Failure {
+    fn deref_mut(&mut self) -> &mut Details {
+        &mut self.0
     }
 }
 

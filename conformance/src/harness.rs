@@ -82,7 +82,7 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { cases: 2_000, max_ops: 48, seed: None, threads: 3, concurrent_ops: 3_000 }
+        Settings { cases: 4_000, max_ops: 48, seed: None, threads: 3, concurrent_ops: 3_000 }
     }
 }
 

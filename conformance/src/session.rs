@@ -1,7 +1,7 @@
 //! A session runs operations on a store and on the specification side by side, and compares
 //! every outcome and, after every step, the lookup of every key it has touched.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt::{self, Debug};
 
 use reservation_store::{
@@ -9,11 +9,18 @@ use reservation_store::{
     ReservationStore, Rule, RuleSet, Step, StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
-use crate::failure::Failure;
+use crate::failure::{Details, Failure};
 use crate::harness::{Harness, START};
 
 type SpecStep<Out> = Step<AggregateRef, BTreeSet<HoldId>, Out>;
-type Slot = (ReservationScope, Key);
+
+/// One key the session touched.
+struct SlotState {
+    scope: ReservationScope,
+    key: Key,
+    state: Option<StoredReservation>,
+    last_rule: Option<Rule>,
+}
 
 /// A store under test beside the specification's state of every key it touched.
 pub(crate) struct Session<'h, H: Harness> {
@@ -23,11 +30,13 @@ pub(crate) struct Session<'h, H: Harness> {
     check: String,
     rule: Option<Rule>,
     scopes: Vec<ReservationScope>,
-    shadow: HashMap<Slot, StoredReservation>,
-    last_rule: HashMap<Slot, Rule>,
-    watched: Vec<Slot>,
+    /// Every key touched so far, with the specification's state of it and the rule that last
+    /// wrote it; a few keys per check, so a vector beats a map.
+    slots: Vec<SlotState>,
     transcript: Vec<String>,
     record: bool,
+    /// Whether every step looks up every watched key (else only its own).
+    lookup_all: bool,
     steps: usize,
     reached: RuleSet,
 }
@@ -45,11 +54,10 @@ impl<'h, H: Harness> Session<'h, H> {
             check: check.to_owned(),
             rule,
             scopes: Vec::new(),
-            shadow: HashMap::new(),
-            last_rule: HashMap::new(),
-            watched: Vec::new(),
+            slots: Vec::new(),
             transcript: Vec::new(),
             record: true,
+            lookup_all: true,
             steps: 0,
             reached: RuleSet::EMPTY,
         }
@@ -58,6 +66,12 @@ impl<'h, H: Harness> Session<'h, H> {
     /// Stops (or resumes) writing the transcript, for speed; failures still say which step.
     pub(crate) fn set_recording(&mut self, on: bool) {
         self.record = on;
+    }
+
+    /// Makes each step look up only its own key, for checks of thousands of keys; they call
+    /// [`Session::check_lookups`] themselves at chosen points.
+    pub(crate) fn set_lookup_all(&mut self, on: bool) {
+        self.lookup_all = on;
     }
 
     /// The rules the specification reported so far.
@@ -73,7 +87,7 @@ impl<'h, H: Harness> Session<'h, H> {
 
     /// The specification's current reservation of (scope, key), expired ones included.
     pub(crate) fn state(&self, scope: &ReservationScope, key: &Key) -> Option<&StoredReservation> {
-        self.shadow.get(&(scope.clone(), key.clone()))
+        self.find(scope, key).and_then(|i| self.slots.get(i)).and_then(|s| s.state.as_ref())
     }
 
     /// Adds a line to the transcript.
@@ -99,19 +113,25 @@ impl<'h, H: Harness> Session<'h, H> {
         format!("s{i}")
     }
 
-    fn watch(&mut self, scope: &ReservationScope, key: &Key) {
-        if !self.watched.iter().any(|(s, k)| s == scope && k == key) {
-            self.watched.push((scope.clone(), key.clone()));
-        }
+    fn find(&self, scope: &ReservationScope, key: &Key) -> Option<usize> {
+        self.slots.iter().position(|s| s.key == *key && s.scope == *scope)
+    }
+
+    /// The index of (scope, key) among the watched keys, added if new.
+    fn watch(&mut self, scope: &ReservationScope, key: &Key) -> usize {
+        self.find(scope, key).unwrap_or_else(|| {
+            self.slots.push(SlotState { scope: scope.clone(), key: key.clone(), state: None, last_rule: None });
+            self.slots.len() - 1
+        })
     }
 
     /// A failure of this session's check at `step_rule` because of `problem`.
     pub(crate) fn fail(&self, step_rule: Option<Rule>, problem: String) -> Failure {
         let rule = self.rule.or(step_rule).unwrap_or(Rule::D7);
         let mut context: Vec<String> =
-            self.scopes.iter().enumerate().map(|(i, s)| format!("scope s{i} = {s}")).collect();
+            self.scopes.iter().enumerate().map(|(i, s)| format!("scope s{i} = {}", ShowScope(s))).collect();
         context.push(format!("clock started at {START} and reads {} now", self.now()));
-        Failure {
+        Failure::from(Details {
             check: self.check.clone(),
             rule,
             property: None,
@@ -120,7 +140,7 @@ impl<'h, H: Harness> Session<'h, H> {
             context,
             transcript: self.transcript.clone(),
             replay: None,
-        }
+        })
     }
 
     /// Sets the clock to `at` (it may go backwards only in checks that say so).
@@ -148,7 +168,7 @@ impl<'h, H: Harness> Session<'h, H> {
     ) -> Result<Rule, Failure> {
         self.steps += 1;
         let now = self.now();
-        self.watch(scope, key);
+        let i = self.watch(scope, key);
         let (rule, ok, exp_text) = match &expected {
             Ok(step) => (step.rule, matches!(&actual, Ok(o) if *o == step.outcome), format!("{:?}", step.outcome)),
             Err(errs) => (
@@ -163,16 +183,12 @@ impl<'h, H: Harness> Session<'h, H> {
         self.reached.insert(rule);
         let label = if self.record { self.scope_label(scope) } else { String::new() };
         let act_text = show_result(&actual);
-        let slot = (scope.clone(), key.clone());
-        if let Ok(step) = expected {
-            match step.next {
-                Some(next) => self.shadow.insert(slot.clone(), next),
-                None => self.shadow.remove(&slot),
-            };
-            self.last_rule.insert(slot.clone(), step.rule);
+        if let (Ok(step), Some(slot)) = (expected, self.slots.get_mut(i)) {
+            slot.state = step.next;
+            slot.last_rule = Some(step.rule);
         }
         if self.record || !ok {
-            let state = show_state(spec::lookup(self.shadow.get(&slot), now));
+            let state = show_state(spec::lookup(self.state(scope, key), now));
             let n = self.steps;
             let line = if ok {
                 format!("{n:>3}   {now} {label} {what} = {act_text} [{rule}]; key now {state}")
@@ -190,48 +206,58 @@ impl<'h, H: Harness> Session<'h, H> {
             };
             return Err(self.fail(Some(rule), problem));
         }
-        self.check_lookups()?;
+        if self.lookup_all {
+            self.check_lookups()?
+        } else {
+            self.check_slots(i..i + 1)?
+        }
         Ok(rule)
     }
 
     /// Looks up every watched key and compares it with the specification.
     pub(crate) fn check_lookups(&mut self) -> Result<(), Failure> {
+        self.check_slots(0..self.slots.len())
+    }
+
+    /// Looks up the watched keys in `range` and compares them with the specification.
+    fn check_slots(&mut self, range: std::ops::Range<usize>) -> Result<(), Failure> {
         let now = self.now();
-        for i in 0..self.watched.len() {
-            let Some((scope, key)) = self.watched.get(i).cloned() else { break };
-            let store = self.store()?;
-            let actual = self.h.block_on(store.lookup(&scope, &key));
-            let slot = (scope.clone(), key.clone());
-            let expected = spec::lookup(self.shadow.get(&slot), now).cloned();
-            if !matches!(&actual, Ok(a) if *a == expected) {
-                let rule = self.lookup_rule(&slot, now);
-                let label = self.scope_label(&scope);
-                let act = match &actual {
-                    Ok(a) => show_state(a.as_ref()),
-                    Err(e) => show_error(e),
-                };
-                let exp = show_state(expected.as_ref());
-                self.transcript.push(format!(
-                    "    ✗ {now} lookup({label}, {key:?}) after step {}: expected {exp}, actual {act}   <-- differs",
-                    self.steps
-                ));
-                let problem = format!(
-                    "after step {}, lookup of {key:?} in {label} returned {act}; the specification says {exp}",
-                    self.steps
-                );
-                return Err(self.fail(Some(rule), problem));
-            }
-        }
-        Ok(())
+        let store = self.store()?;
+        let slots = self.slots.get(range.clone()).unwrap_or_default();
+        let mismatch = slots.iter().zip(range).find_map(|(slot, i)| {
+            let actual = self.h.block_on(store.lookup(&slot.scope, &slot.key));
+            let expected = spec::lookup(slot.state.as_ref(), now);
+            let same = matches!(&actual, Ok(a) if a.as_ref() == expected);
+            (!same).then(|| (i, actual, expected.cloned()))
+        });
+        let Some((i, actual, expected)) = mismatch else { return Ok(()) };
+        let Some(slot) = self.slots.get(i) else { return Ok(()) };
+        let (scope, key) = (slot.scope.clone(), slot.key.clone());
+        let rule = self.lookup_rule(slot, now);
+        let label = self.scope_label(&scope);
+        let act = match &actual {
+            Ok(a) => show_state(a.as_ref()),
+            Err(e) => show_error(e),
+        };
+        let exp = show_state(expected.as_ref());
+        self.transcript.push(format!(
+            "    ✗ {now} lookup({label}, {key:?}) after step {}: expected {exp}, actual {act}   <-- differs",
+            self.steps
+        ));
+        let problem = format!(
+            "after step {}, lookup of {key:?} in {label} returned {act}; the specification says {exp}",
+            self.steps
+        );
+        Err(self.fail(Some(rule), problem))
     }
 
     /// The rule a wrong lookup of `slot` breaks: the expiry boundary or D7 for a pending
     /// reservation at or past its expiry, otherwise the rule that last wrote the key.
-    fn lookup_rule(&self, slot: &Slot, now: Instant) -> Rule {
-        match self.shadow.get(slot).and_then(Reservation::as_pending) {
+    fn lookup_rule(&self, slot: &SlotState, now: Instant) -> Rule {
+        match slot.state.as_ref().and_then(Reservation::as_pending) {
             Some(p) if now.saturating_add_millis(1) >= p.expires_at() && now <= p.expires_at() => Rule::D1,
             Some(p) if !p.is_live(now) => Rule::D7,
-            _ => self.last_rule.get(slot).copied().unwrap_or(Rule::D7),
+            _ => slot.last_rule.unwrap_or(Rule::D7),
         }
     }
 
@@ -255,8 +281,8 @@ impl<'h, H: Harness> Session<'h, H> {
         ttl: Ttl,
     ) -> Result<Rule, Failure> {
         let now = self.now();
-        let expected = admitted(scope, owner)
-            .map(|()| spec::reserve(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, hold, ttl));
+        let expected =
+            admitted(scope, owner).map(|()| spec::reserve(self.state(scope, key).cloned(), now, owner, hold, ttl));
         let actual = self.h.block_on(self.store()?.reserve(scope, key, owner, hold, ttl));
         let ms = ttl.as_millis();
         let owner_ = ShowOwner(owner);
@@ -272,8 +298,8 @@ impl<'h, H: Harness> Session<'h, H> {
         version: Version,
     ) -> Result<Rule, Failure> {
         let now = self.now();
-        let expected = admitted(scope, owner)
-            .map(|()| spec::confirm(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, version));
+        let expected =
+            admitted(scope, owner).map(|()| spec::confirm(self.state(scope, key).cloned(), now, owner, version));
         let actual = self.h.block_on(self.store()?.confirm(scope, key, owner, version));
         let owner_ = ShowOwner(owner);
         self.exec(format_args!("confirm({key:?}, {owner_}, {version})"), scope, key, expected, actual)
@@ -288,8 +314,8 @@ impl<'h, H: Harness> Session<'h, H> {
         version: ReleaseVersion,
     ) -> Result<Rule, Failure> {
         let now = self.now();
-        let expected = admitted(scope, owner)
-            .map(|()| spec::release(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, version));
+        let expected =
+            admitted(scope, owner).map(|()| spec::release(self.state(scope, key).cloned(), now, owner, version));
         let actual = self.h.block_on(self.store()?.release(scope, key, owner, version));
         let owner_ = ShowOwner(owner);
         self.exec(format_args!("release({key:?}, {owner_}, {version})"), scope, key, expected, actual)
@@ -304,8 +330,8 @@ impl<'h, H: Harness> Session<'h, H> {
         hold: &HoldId,
     ) -> Result<Rule, Failure> {
         let now = self.now();
-        let expected = admitted(scope, owner)
-            .map(|()| spec::abandon(self.shadow.get(&(scope.clone(), key.clone())).cloned(), now, owner, hold));
+        let expected =
+            admitted(scope, owner).map(|()| spec::abandon(self.state(scope, key).cloned(), now, owner, hold));
         let actual = self.h.block_on(self.store()?.abandon(scope, key, owner, hold));
         let owner_ = ShowOwner(owner);
         self.exec(format_args!("abandon({key:?}, {owner_}, hold {hold:?})"), scope, key, expected, actual)
@@ -365,6 +391,22 @@ impl fmt::Display for ShowOwner<'_> {
         match &o.tenant {
             Tenant::System => write!(f, "{}/SYSTEM_TENANT/{:?}", o.aggregate_type, o.id.as_str()),
             Tenant::Id(t) => write!(f, "{}/{:?}/{:?}", o.aggregate_type, t.as_str(), o.id.as_str()),
+        }
+    }
+}
+
+/// A scope in one short line, its parts quoted so that `SYSTEM_TENANT` stands out from a tenant
+/// of that name.
+pub(crate) struct ShowScope<'a>(pub(crate) &'a ReservationScope);
+
+impl fmt::Display for ShowScope<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0;
+        match &s.tenant {
+            Tenant::System => write!(f, "{:?}/SYSTEM_TENANT/{:?}", s.aggregate_type.as_str(), s.namespace.as_str()),
+            Tenant::Id(t) => {
+                write!(f, "{:?}/{:?}/{:?}", s.aggregate_type.as_str(), t.as_str(), s.namespace.as_str())
+            }
         }
     }
 }
