@@ -23,7 +23,7 @@ pub struct Details {
     /// A property beyond one rule that the check found broken, such as `"H1 atomicity: ..."`.
     pub property: Option<&'static str>,
     /// The rule by which the specification decided the step that went wrong, when it differs
-    /// from [`Failure::rule`].
+    /// from [`Details::rule`].
     pub step_rule: Option<Rule>,
     /// What went wrong, in one sentence.
     pub problem: String,

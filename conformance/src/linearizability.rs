@@ -118,8 +118,16 @@ pub struct Names {
     pub holds: Vec<HoldId>,
 }
 
+impl Default for Names {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Names {
-    fn new() -> Self {
+    /// The names of a fresh history: a tenant scope in a namespace of its own, keys `k0`..,
+    /// owners `alice`, `Alice` and `bob`, holds `h0`, `h1`.
+    pub fn new() -> Self {
         let ty = reservation_store::AggregateType::new("rc-user").expect("valid");
         let tenant = Tenant::id("acme").expect("valid");
         let o = |id: &str| {

@@ -74,6 +74,11 @@ impl<'h, H: Harness> Session<'h, H> {
         self.lookup_all = on;
     }
 
+    /// Counts `rule` as reached by a step that never got to a store (a constructor's error).
+    pub(crate) fn reach(&mut self, rule: Rule) {
+        self.reached.insert(rule);
+    }
+
     /// The rules the specification reported so far.
     pub(crate) fn reached(&self) -> RuleSet {
         self.reached

@@ -21,7 +21,7 @@ fn a_script_reaches_the_rules_it_walks_through() {
     ];
     let rules = oracle::ops(&MemoryHarness, &script).unwrap_or_else(|f| panic!("{f}"));
     let got: Vec<Rule> = rules.iter().collect();
-    assert_eq!(got, [Rule::R1, Rule::R3, Rule::R5, Rule::C2, Rule::L5, Rule::A3, Rule::D6]);
+    assert_eq!(got, [Rule::R1, Rule::R3, Rule::R5, Rule::C2, Rule::L5, Rule::A3, Rule::D2, Rule::D6]);
 }
 
 #[test]
@@ -65,4 +65,35 @@ fn bad_raw_inputs_are_typed_errors_and_good_ones_follow_the_specification() {
             }
         }
     }
+}
+
+/// The in-memory store with a chosen number of differential scripts.
+struct Cases(u32);
+
+impl reservation_conformance::Harness for Cases {
+    type Store = <MemoryHarness as reservation_conformance::Harness>::Store;
+
+    fn store(&self, clock: reservation_store::ManualClock) -> Self::Store {
+        reservation_conformance::Harness::store(&MemoryHarness, clock)
+    }
+
+    fn settings(&self) -> reservation_conformance::Settings {
+        reservation_conformance::Settings::default().with_cases(self.0).with_seed(11)
+    }
+}
+
+#[test]
+fn the_default_differential_run_reaches_every_transition_rule() {
+    let stats = reservation_conformance::differential::run(&MemoryHarness).unwrap_or_else(|f| panic!("{f}"));
+    assert_eq!(stats.reached.missing_transitions(), [], "{stats:?}");
+    assert!(stats.reached.contains(Rule::D2) && stats.reached.contains(Rule::D6), "{stats:?}");
+    println!("{stats:?}: {:.0} operations/s", stats.ops_per_second());
+}
+
+#[test]
+fn a_run_too_short_to_reach_every_rule_fails_and_names_the_missing_ones() {
+    let failure = reservation_conformance::differential::run(&Cases(1)).expect_err("one script cannot reach 27 rules");
+    let message = failure.to_string();
+    assert!(message.contains("never reached"), "{message}");
+    assert!(message.contains("RESERVATION_CONFORMANCE_SEED=11"), "{message}");
 }
