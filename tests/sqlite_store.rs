@@ -378,25 +378,46 @@ fn an_unknown_schema_version_is_refused() {
     assert!(msg.contains("reservation table"), "{msg}");
 }
 
+fn writable(path: &Path) -> bool {
+    std::fs::OpenOptions::new().write(true).open(path).is_ok()
+}
+
+/// Clears the immutable attribute it set, so that the temporary directory can be removed.
+struct Immutable<'a>(&'a Path);
+
+impl Drop for Immutable<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr").arg("-i").arg(self.0).status();
+    }
+}
+
 #[test]
 fn a_read_only_file_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = db(&dir);
-    drop(SqliteStore::open(&path).unwrap());
+    let store = SqliteStore::open(&path).unwrap();
+    block_on(store.confirm(&scope(None), &key("k"), &owner(None, "a"), v(1))).unwrap();
+    drop(store);
     let mut perms = std::fs::metadata(&path).unwrap().permissions();
     perms.set_readonly(true);
     std::fs::set_permissions(&path, perms).unwrap();
-    if std::fs::OpenOptions::new().write(true).open(&path).is_ok() {
-        // A privileged user writes through the permission bits; so does SQLite, and the store
-        // works as on a writable file.
-        let store = SqliteStore::open(&path).unwrap();
-        block_on(store.confirm(&scope(None), &key("k"), &owner(None, "a"), v(1))).unwrap();
-        assert_eq!(store.len().unwrap(), 1);
-        eprintln!("the file is writable despite its permissions (privileged user): checked that it works instead");
-    } else {
-        let msg = storage_error(SqliteStore::open(&path));
-        assert!(msg.contains("read-only") || msg.contains("readonly"), "{msg}");
+    // A privileged user writes through the permission bits; the immutable attribute stops it.
+    let mut _immutable = None;
+    if writable(&path) && std::process::Command::new("chattr").arg("+i").arg(&path).status().is_ok_and(|s| s.success())
+    {
+        _immutable = Some(Immutable(&path));
     }
+    if writable(&path) {
+        // Neither worked (a privileged user without chattr): the store must at least work.
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.len().unwrap(), 1);
+        eprintln!("could not make the file read-only for this user: checked that the store works instead");
+        return;
+    }
+    let before = std::fs::read(&path).unwrap();
+    let msg = storage_error(SqliteStore::open(&path));
+    assert!(msg.contains("read-only"), "{msg}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
 #[test]
