@@ -97,6 +97,10 @@
 //! | lookup | an expired pending reservation still shown | `d7_…` (D7), differential |
 //! | atomicity under threads | read, then write, without the lock in between | `linearizability_…` (atomicity, H1) |
 //! | durability | confirmed reservations lost on reopen | `durable_…` (C1) |
+//! | robustness | a panic on a key with a NUL byte | `d5_…` (D5; the step, its rule and the panic message) |
+//!
+//! A store call that panics is reported as that step's failure, with the panic's message; the
+//! remaining checks still run.
 //!
 //! # Speed
 //!

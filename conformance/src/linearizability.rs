@@ -17,7 +17,7 @@ use reservation_store::{
 
 use crate::failure::Failure;
 use crate::harness::{Harness, START, unique_namespace};
-use crate::session::{show_error, show_state};
+use crate::session::{panic_message, show_error, show_state};
 
 /// The property this check decides, as its failures state it.
 pub const ATOMICITY: &str =
@@ -257,7 +257,10 @@ pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) ->
                         for _ in 0..ROUND {
                             let (key, call) = random_call(&mut r);
                             let called = stamp.fetch_add(1, Ordering::SeqCst);
-                            let ret = harness.block_on(invoke(store, names, key, call));
+                            let ret = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                harness.block_on(invoke(store, names, key, call))
+                            }))
+                            .unwrap_or_else(|p| Return::Error(format!("the store panicked: {}", panic_message(&*p))));
                             let returned = stamp.fetch_add(1, Ordering::SeqCst);
                             out.push(Event { thread: t, round, now, key, call, ret, called, returned });
                         }
@@ -266,7 +269,25 @@ pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) ->
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        handles
+            .into_iter()
+            .enumerate()
+            .flat_map(|(t, h)| {
+                h.join().unwrap_or_else(|p| {
+                    let ret = Return::Error(format!("thread {t} panicked: {}", panic_message(&*p)));
+                    vec![Event {
+                        thread: t,
+                        round: 0,
+                        now: START,
+                        key: 0,
+                        call: Call::Lookup,
+                        ret,
+                        called: 0,
+                        returned: 0,
+                    }]
+                })
+            })
+            .collect()
     });
     events.sort_by_key(|e| e.called);
     (names, events)
@@ -395,7 +416,12 @@ pub struct Stats {
 /// failing key's operations that cannot be linearized.
 pub fn check_history(names: &Names, events: &[Event]) -> Result<u64, Failure> {
     if let Some(e) = events.iter().find(|e| matches!(e.ret, Return::Error(_))) {
-        let mut f = Failure::new("linearizability", Rule::D6, format!("an operation failed: {}", names.show(e)));
+        let mut f = Failure::new(
+            "linearizability",
+            expected_rule(names, &None, e),
+            format!("an operation failed: {}", names.show(e)),
+        );
+        f.property = Some("every operation of a concurrent run must complete; one failed or panicked");
         f.context.push(format!("scope s0 = {}", names.scope));
         return Err(f);
     }

@@ -1,18 +1,24 @@
 //! A session runs operations on a store and on the specification side by side, and compares
 //! every outcome and, after every step, the lookup of every key it has touched.
 
-use std::collections::BTreeSet;
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::{self, Debug};
+use std::hash::BuildHasher;
 
 use reservation_store::{
     AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, ReleaseVersion, Reservation, ReservationScope,
-    ReservationStore, Rule, RuleSet, Step, StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, spec,
+    ReservationStore, Rule, RuleSet, Step, StorageError, StoreError, StoreResult, StoredReservation, Tenant, Ttl,
+    Version, spec,
 };
 
 use crate::failure::{Details, Failure};
 use crate::harness::{Harness, START};
 
 type SpecStep<Out> = Step<AggregateRef, BTreeSet<HoldId>, Out>;
+
+/// Beyond this many keys, a session finds them by hash rather than by a linear search.
+const INDEX_ABOVE: usize = 16;
 
 /// One key the session touched.
 struct SlotState {
@@ -33,6 +39,9 @@ pub(crate) struct Session<'h, H: Harness> {
     /// Every key touched so far, with the specification's state of it and the rule that last
     /// wrote it; a few keys per check, so a vector beats a map.
     slots: Vec<SlotState>,
+    /// Positions in `slots` by hash of (scope, key), used once there are many.
+    index: HashMap<u64, Vec<usize>>,
+    hasher: RandomState,
     transcript: Vec<String>,
     record: bool,
     /// Whether every step looks up every watched key (else only its own).
@@ -55,6 +64,8 @@ impl<'h, H: Harness> Session<'h, H> {
             rule,
             scopes: Vec::new(),
             slots: Vec::new(),
+            index: HashMap::new(),
+            hasher: RandomState::new(),
             transcript: Vec::new(),
             record: true,
             lookup_all: true,
@@ -119,14 +130,28 @@ impl<'h, H: Harness> Session<'h, H> {
     }
 
     fn find(&self, scope: &ReservationScope, key: &Key) -> Option<usize> {
-        self.slots.iter().position(|s| s.key == *key && s.scope == *scope)
+        let same = |s: &SlotState| s.key == *key && s.scope == *scope;
+        if self.slots.len() <= INDEX_ABOVE {
+            return self.slots.iter().position(same);
+        }
+        let positions = self.index.get(&self.hasher.hash_one((scope, key)))?;
+        positions.iter().copied().find(|&i| self.slots.get(i).is_some_and(same))
     }
 
     /// The index of (scope, key) among the watched keys, added if new.
     fn watch(&mut self, scope: &ReservationScope, key: &Key) -> usize {
         self.find(scope, key).unwrap_or_else(|| {
+            let i = self.slots.len();
             self.slots.push(SlotState { scope: scope.clone(), key: key.clone(), state: None, last_rule: None });
-            self.slots.len() - 1
+            if i == INDEX_ABOVE {
+                // From now on, keys are found by hash.
+                for (j, slot) in self.slots.iter().enumerate() {
+                    self.index.entry(self.hasher.hash_one((&slot.scope, &slot.key))).or_default().push(j);
+                }
+            } else if i > INDEX_ABOVE {
+                self.index.entry(self.hasher.hash_one((scope, key))).or_default().push(i);
+            }
+            i
         })
     }
 
@@ -230,7 +255,7 @@ impl<'h, H: Harness> Session<'h, H> {
         let store = self.store()?;
         let slots = self.slots.get(range.clone()).unwrap_or_default();
         let mismatch = slots.iter().zip(range).find_map(|(slot, i)| {
-            let actual = self.h.block_on(store.lookup(&slot.scope, &slot.key));
+            let actual = guarded(|| self.h.block_on(store.lookup(&slot.scope, &slot.key)));
             let expected = spec::lookup(slot.state.as_ref(), now);
             let same = matches!(&actual, Ok(a) if a.as_ref() == expected);
             (!same).then(|| (i, actual, expected.cloned()))
@@ -288,7 +313,8 @@ impl<'h, H: Harness> Session<'h, H> {
         let now = self.now();
         let expected =
             admitted(scope, owner).map(|()| spec::reserve(self.state(scope, key).cloned(), now, owner, hold, ttl));
-        let actual = self.h.block_on(self.store()?.reserve(scope, key, owner, hold, ttl));
+        let store = self.store()?;
+        let actual = guarded(|| self.h.block_on(store.reserve(scope, key, owner, hold, ttl)));
         let ms = ttl.as_millis();
         let owner_ = ShowOwner(owner);
         self.exec(format_args!("reserve({key:?}, {owner_}, hold {hold:?}, ttl {ms}ms)"), scope, key, expected, actual)
@@ -305,7 +331,8 @@ impl<'h, H: Harness> Session<'h, H> {
         let now = self.now();
         let expected =
             admitted(scope, owner).map(|()| spec::confirm(self.state(scope, key).cloned(), now, owner, version));
-        let actual = self.h.block_on(self.store()?.confirm(scope, key, owner, version));
+        let store = self.store()?;
+        let actual = guarded(|| self.h.block_on(store.confirm(scope, key, owner, version)));
         let owner_ = ShowOwner(owner);
         self.exec(format_args!("confirm({key:?}, {owner_}, {version})"), scope, key, expected, actual)
     }
@@ -321,7 +348,8 @@ impl<'h, H: Harness> Session<'h, H> {
         let now = self.now();
         let expected =
             admitted(scope, owner).map(|()| spec::release(self.state(scope, key).cloned(), now, owner, version));
-        let actual = self.h.block_on(self.store()?.release(scope, key, owner, version));
+        let store = self.store()?;
+        let actual = guarded(|| self.h.block_on(store.release(scope, key, owner, version)));
         let owner_ = ShowOwner(owner);
         self.exec(format_args!("release({key:?}, {owner_}, {version})"), scope, key, expected, actual)
     }
@@ -337,7 +365,8 @@ impl<'h, H: Harness> Session<'h, H> {
         let now = self.now();
         let expected =
             admitted(scope, owner).map(|()| spec::abandon(self.state(scope, key).cloned(), now, owner, hold));
-        let actual = self.h.block_on(self.store()?.abandon(scope, key, owner, hold));
+        let store = self.store()?;
+        let actual = guarded(|| self.h.block_on(store.abandon(scope, key, owner, hold)));
         let owner_ = ShowOwner(owner);
         self.exec(format_args!("abandon({key:?}, {owner_}, hold {hold:?})"), scope, key, expected, actual)
     }
@@ -366,6 +395,23 @@ impl<'h, H: Harness> Session<'h, H> {
         self.note(|| format!("{n:>3}   store closed and reopened"));
         self.check_lookups()
     }
+}
+
+/// Runs one call of the store, turning a panic into a storage error that names it, so that the
+/// failure still shows the step and the rule.
+pub(crate) fn guarded<T>(call: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|panic| {
+        Err(StoreError::Storage(StorageError::new(format!("the store panicked: {}", panic_message(&*panic)))))
+    })
+}
+
+/// The message of a panic's payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// Whether `scope` admits `owner`; if not, every invalid-argument error a store may report for

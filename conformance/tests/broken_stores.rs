@@ -44,6 +44,8 @@ enum Bug {
     ReadThenWrite,
     /// durability: confirmed reservations are lost on reopen.
     ForgetsConfirmed,
+    /// robustness: a key with a NUL byte makes the store panic.
+    PanicsOnNul,
 }
 
 type Rows = HashMap<(ReservationScope, Key), StoredReservation>;
@@ -145,6 +147,7 @@ impl ReservationStore for BrokenStore {
         ttl: Ttl,
     ) -> StoreResult<ReserveOutcome> {
         self.validate(scope, owner)?;
+        assert!(!(self.bug == Bug::PanicsOnNul && key.as_str().contains('\0')), "NUL in a key");
         Ok(self.apply(scope, key, |current, now| {
             let (o, h) = (self.owner(&current, owner), self.hold(&current, hold));
             let mut step = spec::reserve(current, now, &o, &h, ttl);
@@ -410,4 +413,9 @@ fn read_then_write_without_a_lock() {
 #[test]
 fn confirmed_reservations_lost_on_reopen() {
     caught(Bug::ForgetsConfirmed, &[("durable_reopen_keeps_every_reservation", "rule C1 broken")]);
+}
+
+#[test]
+fn a_panic_on_an_unusual_key() {
+    caught(Bug::PanicsOnNul, &[("d5_owners_keys_holds_compared_exactly", "the store panicked: NUL in a key")]);
 }
