@@ -76,13 +76,25 @@ pub struct Settings {
     pub seed: Option<u64>,
     /// Threads of the linearizability check.
     pub threads: usize,
-    /// Operations of the linearizability check, over all threads and rounds.
+    /// Operations of one history of the linearizability check, over all threads and rounds.
     pub concurrent_ops: usize,
+    /// Most histories the linearizability check records (a race shows in some only).
+    pub histories: usize,
+    /// Wall time after which the linearizability check records no further history.
+    pub concurrency_budget: std::time::Duration,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { cases: 4_000, max_ops: 48, seed: None, threads: 3, concurrent_ops: 3_000 }
+        Settings {
+            cases: 4_000,
+            max_ops: 48,
+            seed: None,
+            threads: 3,
+            concurrent_ops: 3_000,
+            histories: 10,
+            concurrency_budget: std::time::Duration::from_secs(1),
+        }
     }
 }
 
@@ -99,10 +111,12 @@ impl Settings {
         self
     }
 
-    /// These settings with `ops` operations in the linearizability check, on `threads` threads.
-    pub const fn with_concurrency(mut self, threads: usize, ops: usize) -> Self {
+    /// These settings with linearizability histories of `ops` operations on `threads` threads,
+    /// up to `histories` of them.
+    pub const fn with_concurrency(mut self, threads: usize, ops: usize, histories: usize) -> Self {
         self.threads = threads;
         self.concurrent_ops = ops;
+        self.histories = histories;
         self
     }
 

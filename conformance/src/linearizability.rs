@@ -28,7 +28,7 @@ pub const KEYS: usize = 3;
 const OWNERS: usize = 3;
 const HOLDS: usize = 2;
 /// Operations each thread runs in one round before the clock moves.
-const ROUND: usize = 8;
+const ROUND: usize = 16;
 
 /// One operation of a history, on key `key`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -188,17 +188,18 @@ impl XorShift {
     }
 }
 
-fn random_call(r: &mut XorShift) -> (usize, Call) {
-    let key = r.below(KEYS as u64) as usize;
+/// A call on the round's hot key three times in four, so that threads collide on one key.
+fn random_call(r: &mut XorShift, hot: usize) -> (usize, Call) {
+    let key = if r.below(4) == 0 { r.below(KEYS as u64) as usize } else { hot };
     let owner = r.below(OWNERS as u64) as u8;
     let hold = r.below(HOLDS as u64) as u8;
     let version = Version::from_u64(r.below(4));
-    let call = match r.below(12) {
-        0..=3 => Call::Reserve { owner, hold, ttl: 1 + r.below(30) },
-        4..=6 => Call::Confirm { owner, version },
-        7 => Call::Release { owner, version: ReleaseVersion::Any },
-        8 => Call::Release { owner, version: ReleaseVersion::At(version) },
-        9 | 10 => Call::Abandon { owner, hold },
+    let call = match r.below(14) {
+        0..=4 => Call::Reserve { owner, hold, ttl: 1 + r.below(30) },
+        5..=7 => Call::Confirm { owner, version },
+        8 | 9 => Call::Release { owner, version: ReleaseVersion::Any },
+        10 => Call::Release { owner, version: ReleaseVersion::At(version) },
+        11 | 12 => Call::Abandon { owner, hold },
         _ => Call::Lookup,
     };
     (key, call)
@@ -248,14 +249,15 @@ pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) ->
                     for round in 0..rounds {
                         // Every thread draws the same move; the leader applies it while the
                         // others wait, so the clock is frozen during the round.
-                        let step = mover.below(25);
+                        let step = if mover.below(2) == 0 { 0 } else { mover.below(25) };
+                        let hot = mover.below(KEYS as u64) as usize;
                         if barrier.wait().is_leader() && round > 0 {
                             clock.advance(step);
                         }
                         barrier.wait();
                         let now = clock.now();
                         for _ in 0..ROUND {
-                            let (key, call) = random_call(&mut r);
+                            let (key, call) = random_call(&mut r, hot);
                             let called = stamp.fetch_add(1, Ordering::SeqCst);
                             let ret = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                                 harness.block_on(invoke(store, names, key, call))
@@ -401,7 +403,7 @@ fn linearizable(names: &Names, ops: &[&Event]) -> Result<u64, Rule> {
 /// What a linearizability run did.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Stats {
-    /// Operations in the history.
+    /// Operations in the histories.
     pub ops: usize,
     /// Search nodes visited, over all keys.
     pub nodes: u64,
@@ -464,14 +466,27 @@ fn report(names: &Names, key: usize, ops: &[&Event]) -> Failure {
     f
 }
 
-/// Records a history with `harness`'s [`crate::Settings`] and decides it.
+/// Records histories with `harness`'s [`crate::Settings`] and decides each: up to
+/// [`crate::Settings::histories`] of them, within [`crate::Settings::concurrency_budget`].
 pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
     let settings = harness.settings().with_env();
     let seed = settings.seed.unwrap_or(0x5eed_1234_abcd_0001);
-    let started = WallInstant::now();
-    let (names, events) = record(harness, settings.threads, settings.concurrent_ops, seed);
-    let record_time = started.elapsed();
-    let started = WallInstant::now();
-    let nodes = check_history(&names, &events)?;
-    Ok(Stats { ops: events.len(), nodes, record: record_time, check: started.elapsed() })
+    let mut stats = Stats { ops: 0, nodes: 0, record: Duration::ZERO, check: Duration::ZERO };
+    // A race shows in some histories only: record several, each on a fresh store, until the
+    // count or the time budget runs out (at least one).
+    let budget = WallInstant::now();
+    for attempt in 0..settings.histories.max(1) {
+        if attempt > 0 && budget.elapsed() >= settings.concurrency_budget {
+            break;
+        }
+        let started = WallInstant::now();
+        let seed = seed.wrapping_add(attempt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let (names, events) = record(harness, settings.threads, settings.concurrent_ops, seed);
+        stats.record += started.elapsed();
+        let started = WallInstant::now();
+        stats.nodes += check_history(&names, &events)?;
+        stats.check += started.elapsed();
+        stats.ops += events.len();
+    }
+    Ok(stats)
 }

@@ -46,6 +46,8 @@ enum Bug {
     ForgetsConfirmed,
     /// robustness: a key with a NUL byte makes the store panic.
     PanicsOnNul,
+    /// atomicity: read, then write, without the lock in between, and no pause either.
+    ReadThenWriteTight,
 }
 
 type Rows = HashMap<(ReservationScope, Key), StoredReservation>;
@@ -96,9 +98,11 @@ impl BrokenStore {
     ) -> Out {
         let slot = self.row_key(scope, key);
         let lock = || self.rows.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.bug == Bug::ReadThenWrite {
+        if matches!(self.bug, Bug::ReadThenWrite | Bug::ReadThenWriteTight) {
             let current = lock().get(&slot).cloned();
-            std::thread::yield_now();
+            if self.bug == Bug::ReadThenWrite {
+                std::thread::yield_now();
+            }
             let (current, now) = self.seen(current, self.clock.now());
             let step = f(current, now);
             let mut rows = lock();
@@ -408,6 +412,11 @@ fn lookup_that_shows_expired_reservations() {
 #[test]
 fn read_then_write_without_a_lock() {
     caught(Bug::ReadThenWrite, &[("linearizability_under_threads", "atomicity (H1) broken")]);
+}
+
+#[test]
+fn read_then_write_without_a_lock_or_a_pause() {
+    caught(Bug::ReadThenWriteTight, &[("linearizability_under_threads", "atomicity (H1) broken")]);
 }
 
 #[test]
