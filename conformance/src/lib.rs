@@ -53,8 +53,9 @@
 //! - [`linearizability`]: threads run operations on three keys, the clock frozen within a round
 //!   and moved between rounds; the history of call and return stamps is decided key by key by a
 //!   Wing–Gong–Lowe search with a memo of (linearized set, state), the spec functions as the
-//!   sequential model. A failure prints each thread's timeline of the shortest prefix that no
-//!   order explains.
+//!   sequential model. Up to ten histories are recorded, each on a fresh store, within a second
+//!   ([`Settings`]), since a race shows in some histories only. A failure prints each thread's
+//!   timeline of the shortest prefix that no order explains.
 //!
 //! Expected outcomes always come from the spec functions; no check restates a rule.
 //!
@@ -95,7 +96,7 @@
 //! | keys | trailing spaces trimmed, as a padded SQL column does | `d5_…` (D5), differential |
 //! | scopes | the aggregate type left out of the row's key | `scope_aggregate_types_…` (R1) |
 //! | lookup | an expired pending reservation still shown | `d7_…` (D7), differential |
-//! | atomicity under threads | read, then write, without the lock in between | `linearizability_…` (atomicity, H1) |
+//! | atomicity under threads | read, then write, without the lock in between (with a yield, and without) | `linearizability_…` (atomicity, H1) |
 //! | durability | confirmed reservations lost on reopen | `durable_…` (C1) |
 //! | robustness | a panic on a key with a NUL byte | `d5_…` (D5; the step, its rule and the panic message) |
 //!
