@@ -1,47 +1,4 @@
 //! [`SqliteStore`]: a durable store in one SQLite file, built on the functions of [`crate::spec`].
-//!
-//! # Layout
-//!
-//! One table, `reservation`, holds one row per (scope, key); its primary key is the scope's three
-//! parts and the key, so the database itself makes two owners of one key impossible. Every text
-//! is stored as a BLOB of its exact UTF-8 bytes (rule D5: keys and hold ids compare as bytes,
-//! whatever characters they hold). [`SYSTEM_TENANT`](crate::SYSTEM_TENANT) is stored as the empty
-//! BLOB, which no tenant id can be (tenant ids are never empty), so the two never collide.
-//!
-//! | column | pending | confirmed |
-//! |---|---|---|
-//! | `aggregate_type`, `tenant`, `namespace`, `key` | the scope and key | the scope and key |
-//! | `owner_tenant`, `owner_id` | the owner (its type is the scope's, rule D6) | the owner |
-//! | `state` | 0 | 1 |
-//! | `holds` | the hold ids, each as a 2-byte big-endian length and its bytes, in ascending order | NULL |
-//! | `expires_at` | the expiry | NULL |
-//! | `version` | NULL | the confirmed version |
-//!
-//! Instants and versions are `u64`; SQLite integers are `i64`. They are stored offset by 2⁶³
-//! (`x - 2⁶³`, computed as a bit flip), a bijection that keeps their order, so every value,
-//! [`Instant::MAX`] included, round-trips and SQL compares expiries correctly. `CHECK`
-//! constraints reject a row whose columns do not fit its state. The schema is identified by
-//! `PRAGMA application_id` and versioned by `PRAGMA user_version` ([`SCHEMA_VERSION`]); a file
-//! with another application id, other tables, or another schema version is refused at open.
-//!
-//! # Transactions and durability
-//!
-//! Every operation validates its arguments (rule D6), then runs one `BEGIN IMMEDIATE`
-//! transaction that reads the row, reads the clock, calls the spec function and writes its result
-//! (deleting the row when the key becomes free), then commits. The outcome is returned only
-//! after the commit succeeded. The file is in WAL mode. With [`Synchronous::Full`] (the default)
-//! each commit is synced to disk before it is acknowledged: an acknowledged operation survives a
-//! process kill and a power loss. With [`Synchronous::Normal`] it survives a process kill (the
-//! commit is in the operating system's cache), but the last commits before a power loss or an
-//! operating-system crash may be lost; the file stays consistent either way.
-//!
-//! # Concurrency
-//!
-//! Threads and processes may share one file. The store keeps a small pool of connections;
-//! writers of one process take turns on a mutex, writers of several processes on SQLite's write
-//! lock, waiting up to [`SqliteOptions::busy_timeout`] for it and retrying a busy transaction
-//! [`SqliteOptions::busy_retries`] more times. A transaction that still finds the database busy
-//! is rolled back and reported as a [`StorageError`], never as an outcome.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -152,11 +109,74 @@ impl Default for SqliteOptions {
 /// processes that share the file, and built on the spec functions, which it calls inside one
 /// `BEGIN IMMEDIATE` transaction per operation.
 ///
-/// See the [module documentation](self) for the table layout, durability and concurrency.
 /// Expired pending reservations are deleted when an operation touches them, by
 /// [`SqliteStore::sweep`], and automatically after every [`SqliteOptions::sweep_every`] new
 /// rows, so the file holds at most the live reservations, those that expired since the last
 /// sweep, and the rows inserted since it.
+///
+/// # Layout
+///
+/// One table, `reservation`, holds one row per (scope, key); its primary key is the scope's three
+/// parts and the key, so the database itself makes two owners of one key impossible. Every text
+/// is stored as a BLOB of its exact UTF-8 bytes (rule D5: keys and hold ids compare as bytes,
+/// whatever characters they hold). [`SYSTEM_TENANT`](crate::SYSTEM_TENANT) is stored as the empty
+/// BLOB, which no tenant id can be (tenant ids are never empty), so the two never collide.
+///
+/// | column | pending | confirmed |
+/// |---|---|---|
+/// | `aggregate_type`, `tenant`, `namespace`, `key` | the scope and key | the scope and key |
+/// | `owner_tenant`, `owner_id` | the owner (its type is the scope's, rule D6) | the owner |
+/// | `state` | 0 | 1 |
+/// | `holds` | the hold ids, each as a 2-byte big-endian length and its bytes, in ascending order | NULL |
+/// | `expires_at` | the expiry | NULL |
+/// | `version` | NULL | the confirmed version |
+///
+/// Instants and versions are `u64`; SQLite integers are `i64`. They are stored offset by 2⁶³
+/// (`x - 2⁶³`, computed as a bit flip), a bijection that keeps their order, so every value,
+/// [`Instant::MAX`] included, round-trips and SQL compares expiries correctly. `CHECK`
+/// constraints reject a row whose columns do not fit its state. The schema is identified by
+/// `PRAGMA application_id` and versioned by `PRAGMA user_version` ([`SCHEMA_VERSION`]); a file
+/// with another application id, other tables, or another schema version is refused at open.
+///
+/// # Transactions and durability
+///
+/// Every operation validates its arguments (rule D6), then runs one `BEGIN IMMEDIATE`
+/// transaction that reads the row, reads the clock, calls the spec function and writes its result
+/// (deleting the row when the key becomes free), then commits. The outcome is returned only
+/// after the commit succeeded. The file is in WAL mode. With [`Synchronous::Full`] (the default)
+/// each commit is synced to disk before it is acknowledged: an acknowledged operation survives a
+/// process kill and a power loss. With [`Synchronous::Normal`] it survives a process kill (the
+/// commit is in the operating system's cache), but the last commits before a power loss or an
+/// operating-system crash may be lost; the file stays consistent either way.
+///
+/// # Concurrency
+///
+/// Threads and processes may share one file. The store keeps a small pool of connections;
+/// writers of one process take turns on a mutex, writers of several processes on SQLite's write
+/// lock, waiting up to [`SqliteOptions::busy_timeout`] for it and retrying a busy transaction
+/// [`SqliteOptions::busy_retries`] more times. A transaction that still finds the database busy
+/// is rolled back and reported as a [`StorageError`], never as an outcome. Dropping the last open
+/// handle on a file checkpoints the write-ahead log into the database, which costs a disk sync.
+///
+/// # Example
+///
+/// ```
+/// use reservation_store::*;
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("reservations.db");
+/// let scope = ReservationScope::parse("user", Some("acme"), "user-name")?;
+/// let alice = AggregateRef::parse("user", Some("acme"), "alice-id")?;
+/// let key = Key::new("alice")?;
+/// {
+///     let store = SqliteStore::open(&path)?;
+///     block_on(store.confirm(&scope, &key, &alice, Version::stream(1)?))?;
+/// }
+/// // A restart finds the confirmed reservation.
+/// let store = SqliteStore::open(&path)?;
+/// assert_eq!(block_on(store.lookup(&scope, &key))?.map(|r| r.owner().clone()), Some(alice));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct SqliteStore<C = SystemClock> {
     path: PathBuf,
     clock: C,
