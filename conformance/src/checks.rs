@@ -156,6 +156,9 @@ pub fn r4<H: Harness>(h: &H) -> Result<(), Failure> {
     s.advance(10);
     step!(s, Rule::R4, reserve(&f.scope, &f.k, &f.alice, &f.h2, ttl(2)));
     step!(s, Rule::R4, reserve(&f.scope, &f.k, &f.alice, &f.h1, ttl(5_000)));
+    // The hold was not added twice: one abandon of each frees the key.
+    step!(s, Rule::A3, abandon(&f.scope, &f.k, &f.alice, &f.h1));
+    step!(s, Rule::A2, abandon(&f.scope, &f.k, &f.alice, &f.h2));
     Ok(())
 }
 
