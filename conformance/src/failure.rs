@@ -51,6 +51,16 @@ impl Failure {
     }
 }
 
+impl Failure {
+    /// A failure of `check`, which panicked with `payload` outside any store call.
+    pub fn panicked(check: &str, payload: &(dyn std::any::Any + Send)) -> Self {
+        let message = crate::session::panic_message(payload);
+        let mut f = Failure::new(check, Rule::D7, format!("the check panicked outside a store call: {message}"));
+        f.property = Some("a check must run to its end; this one panicked");
+        f
+    }
+}
+
 impl From<Details> for Failure {
     fn from(details: Details) -> Self {
         Failure(Box::new(details))
@@ -75,14 +85,16 @@ impl fmt::Display for Failure {
         match self.property {
             Some(property) => {
                 writeln!(f, "conformance check `{}` failed: {property}", self.check)?;
-                writeln!(f, "  the step no order could place is decided by {}: {}", self.rule, self.rule.text())?;
+                if let Some(step) = self.step_rule {
+                    writeln!(f, "  the step that could not be placed is decided by {step}: {}", step.text())?;
+                }
             }
             None => {
                 writeln!(f, "conformance check `{}` failed: rule {} broken", self.check, self.rule)?;
                 writeln!(f, "  {}: {}", self.rule, self.rule.text())?;
             }
         }
-        if let Some(step) = self.step_rule.filter(|r| *r != self.rule) {
+        if let Some(step) = self.step_rule.filter(|r| *r != self.rule && self.property.is_none()) {
             writeln!(f, "  the failing step is decided by {}: {}", step, step.text())?;
         }
         writeln!(f, "problem: {}", self.problem)?;

@@ -453,6 +453,7 @@ fn report(names: &Names, key: usize, ops: &[&Event]) -> Failure {
         ),
     );
     f.property = Some(ATOMICITY);
+    f.step_rule = Some(rule);
     f.context.push(format!("scope s0 = {}; keys k0..k{}; clock started at {START}", names.scope, KEYS - 1));
     f.context.push("[call .. return] stamps of one shared counter; an operation precedes another when its return stamp is below the other's call stamp".into());
     let threads = prefix.iter().map(|e| e.thread).max().map_or(0, |t| t + 1);

@@ -82,9 +82,10 @@ macro_rules! __run_all_list {
             let result = if stringify!($check) == "durable" && !$crate::Harness::capabilities($h).durable {
                 $crate::CheckResult::Skipped("the store does not declare the `durable` capability")
             } else {
-                match $crate::checks::$check($h) {
-                    Ok(()) => $crate::CheckResult::Passed,
-                    Err(f) => $crate::CheckResult::Failed(f),
+                match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $crate::checks::$check($h))) {
+                    Ok(Ok(())) => $crate::CheckResult::Passed,
+                    Ok(Err(f)) => $crate::CheckResult::Failed(f),
+                    Err(panic) => $crate::CheckResult::Failed($crate::Failure::panicked(stringify!($check), &*panic)),
                 }
             };
             $report.checks.push((stringify!($name), result, started.elapsed()));
@@ -92,7 +93,8 @@ macro_rules! __run_all_list {
     };
 }
 
-/// Runs every check against `harness`, one after another, and reports each.
+/// Runs every check against `harness`, one after another, and reports each. A check that panics
+/// (a harness that cannot build a store, say) is reported as failed, and the others still run.
 pub fn run_all<H: Harness>(harness: &H) -> Report {
     let mut report = Report::default();
     crate::__for_each_check!(__run_all_list { harness, report });

@@ -428,3 +428,22 @@ fn confirmed_reservations_lost_on_reopen() {
 fn a_panic_on_an_unusual_key() {
     caught(Bug::PanicsOnNul, &[("d5_owners_keys_holds_compared_exactly", "the store panicked: NUL in a key")]);
 }
+
+/// A harness that cannot build a store.
+struct Unreachable;
+
+impl Harness for Unreachable {
+    type Store = BrokenStore;
+
+    fn store(&self, _: ManualClock) -> BrokenStore {
+        panic!("cannot connect to the database")
+    }
+}
+
+#[test]
+fn a_harness_that_panics_fails_every_check_and_run_all_goes_on() {
+    let report = run_all(&Unreachable);
+    let failed = report.failures().count();
+    assert_eq!(failed, report.checks.len() - 1, "all but the skipped durable check fail:\n{report}");
+    assert!(report.failures().all(|f| f.to_string().contains("cannot connect to the database")), "{report}");
+}
