@@ -12,7 +12,9 @@
 //! criterion groups, `cargo bench --bench sqlite` prints a summary with cycles and operations per
 //! second and the ratio to the baseline, measured by interleaved timed runs. With `FULL` every
 //! commit waits for the disk to sync, so those figures measure the disk (and whatever else is
-//! writing to it) more than the code.
+//! writing to it) more than the code. The files live in a temporary directory, which honours
+//! `TMPDIR`: `TMPDIR=/dev/shm` (a memory file system) takes the disk out and leaves the cost of
+//! the code alone.
 
 use std::hint::black_box;
 use std::path::Path;
