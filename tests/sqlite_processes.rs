@@ -63,8 +63,7 @@ fn sqlite_processes_sharing_a_file_give_each_key_one_owner() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
-    // The file and its schema exist before the children race on it.
-    drop(SqliteStore::open(&path).unwrap());
+    // No file yet: the children race to create it and its schema, too.
     let mut children: Vec<_> = (0..CHILDREN)
         .map(|n| {
             Command::new(std::env::current_exe().unwrap())
