@@ -7,7 +7,7 @@ use reservation_store::Rule;
 use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
 
 use crate::config::ModelConfig;
-use crate::model::{ALWAYS, ReservationModel, rule_of_property};
+use crate::model::{ALWAYS, Coverage, ReservationModel, Scenario};
 use crate::trace::trace_text;
 
 /// How the state space is searched.
@@ -48,6 +48,8 @@ pub struct CheckOptions {
     pub timeout: Option<Duration>,
     /// Stop at the first failing always-property (the counterexample searches).
     pub stop_at_failure: bool,
+    /// Stop once this property has a counterexample (the tests that show a property can fail).
+    pub target: Option<&'static str>,
     /// Print a progress line to stderr every this often.
     pub progress: Option<Duration>,
 }
@@ -61,24 +63,22 @@ impl Default for CheckOptions {
             seed: 0,
             timeout: None,
             stop_at_failure: false,
+            target: None,
             progress: None,
         }
     }
 }
 
-/// The verdict on one property.
+/// The verdict on one always-property.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     /// The property's name.
     pub name: &'static str,
-    /// `true` for always-properties, `false` for sometimes (coverage) ones.
-    pub always: bool,
-    /// Whether a discovery was made: a counterexample for an always-property, an example for a
-    /// sometimes-property.
-    pub discovered: bool,
-    /// The discovery's numbered trace.
+    /// Whether a counterexample was found.
+    pub fails: bool,
+    /// The counterexample's numbered trace.
     pub trace: Option<String>,
-    /// The discovery's length in steps.
+    /// The counterexample's length in steps.
     pub steps: Option<usize>,
 }
 
@@ -97,11 +97,14 @@ pub struct CheckReport {
     pub max_depth: usize,
     /// Wall time.
     pub seconds: f64,
-    /// Whether every reachable state was visited, or the run stopped at a failure it was asked
-    /// to stop at: a run cut short by the timeout is never complete.
+    /// Whether every reachable state was visited, or the run stopped at the failure it was asked
+    /// to stop at: a run cut short by the timeout is never complete, nor is a simulation that
+    /// found no failure.
     pub complete: bool,
-    /// One verdict per property, always-properties first.
+    /// One verdict per always-property.
     pub verdicts: Vec<Verdict>,
+    /// The rules and scenarios the run reached.
+    pub coverage: Coverage,
 }
 
 impl CheckReport {
@@ -112,7 +115,7 @@ impl CheckReport {
 
     /// The always-properties that failed.
     pub fn failures(&self) -> Vec<&Verdict> {
-        self.verdicts.iter().filter(|v| v.always && v.discovered).collect()
+        self.verdicts.iter().filter(|v| v.fails).collect()
     }
 
     /// The verdict on the property `name`.
@@ -120,14 +123,14 @@ impl CheckReport {
         self.verdicts.iter().find(|v| v.name == name)
     }
 
-    /// The rules of the tables whose coverage property found no example.
+    /// The rules of the tables never reached.
     pub fn unreached_rules(&self) -> Vec<Rule> {
-        self.verdicts.iter().filter(|v| !v.always && !v.discovered).filter_map(|v| rule_of_property(v.name)).collect()
+        self.coverage.unreached_rules()
     }
 
-    /// The coverage properties with no example.
-    pub fn unreached(&self) -> Vec<&'static str> {
-        self.verdicts.iter().filter(|v| !v.always && !v.discovered).map(|v| v.name).collect()
+    /// The scenarios never reached.
+    pub fn unreached_scenarios(&self) -> Vec<Scenario> {
+        self.coverage.unreached_scenarios()
     }
 
     /// Whether every always-property holds on a complete run.
@@ -154,26 +157,26 @@ impl CheckReport {
         let _ = writeln!(out, "states per second: {:.0}", self.states_per_second());
         let _ = writeln!(out, "complete: {}", if self.complete { "yes" } else { "NO (stopped early)" });
         let _ = writeln!(out, "properties:");
-        for v in self.verdicts.iter().filter(|v| v.always) {
-            let verdict = match (v.discovered, self.complete) {
+        for v in &self.verdicts {
+            let verdict = match (v.fails, self.complete) {
                 (true, _) => "FAILS",
                 (false, true) => "holds",
                 (false, false) => "unknown (run incomplete)",
             };
             let _ = writeln!(out, "  always {}: {verdict}", v.name);
         }
-        let reached = self.verdicts.iter().filter(|v| !v.always && v.discovered).count();
-        let coverage = self.verdicts.iter().filter(|v| !v.always).count();
-        let _ = writeln!(out, "coverage: {reached} of {coverage} sometimes-properties reached");
+        let rules = self.coverage.rules().len();
+        let _ = writeln!(out, "coverage: {rules} of {} rules reached", Rule::TRANSITIONS.len());
+        for s in Scenario::ALL {
+            let reached = if self.coverage.reached(s) { "reached" } else { "NOT reached" };
+            let _ = writeln!(out, "  sometimes {}: {reached}", s.text());
+        }
         let unreached: Vec<&str> = self.unreached_rules().iter().map(|r| r.id()).collect();
         let _ = writeln!(
             out,
             "unreached rule ids: {}",
             if unreached.is_empty() { "none".to_string() } else { unreached.join(" ") }
         );
-        for name in self.unreached().into_iter().filter(|n| rule_of_property(n).is_none()) {
-            let _ = writeln!(out, "unreached: {name}");
-        }
         for v in self.failures() {
             let _ = writeln!(
                 out,
@@ -190,6 +193,7 @@ impl CheckReport {
     pub fn json(&self) -> String {
         let failed: Vec<String> = self.failures().iter().map(|v| json_string(v.name)).collect();
         let unreached: Vec<String> = self.unreached_rules().iter().map(|r| json_string(r.id())).collect();
+        let scenarios: Vec<String> = self.unreached_scenarios().iter().map(|s| json_string(s.text())).collect();
         let c = &self.config;
         let dropped: Vec<String> = c.assumptions.dropped().iter().map(|a| json_string(a.id())).collect();
         format!(
@@ -197,7 +201,7 @@ impl CheckReport {
                 "{{\"owners\":{},\"attempts\":{},\"keys\":{},\"horizon\":{},\"ttl\":{},\"skew\":{},",
                 "\"dropped_assumptions\":[{}],\"strategy\":\"{:?}\",\"threads\":{},\"symmetry\":{},",
                 "\"unique_states\":{},\"total_states\":{},\"depth\":{},\"seconds\":{:.3},",
-                "\"states_per_second\":{:.0},\"complete\":{},\"holds\":{},\"failed\":[{}],\"unreached_rules\":[{}]}}"
+                "\"states_per_second\":{:.0},\"complete\":{},\"holds\":{},\"failed\":[{}],\"unreached_rules\":[{}],\"unreached_scenarios\":[{}]}}"
             ),
             c.owners,
             c.attempts,
@@ -217,7 +221,8 @@ impl CheckReport {
             self.complete,
             self.holds(),
             failed.join(","),
-            unreached.join(",")
+            unreached.join(","),
+            scenarios.join(",")
         )
     }
 }
@@ -245,7 +250,9 @@ pub fn check(config: ModelConfig, options: CheckOptions) -> CheckReport {
     if options.symmetry && options.strategy != Strategy::Bfs {
         builder = builder.symmetry();
     }
-    if options.stop_at_failure {
+    if let Some(name) = options.target {
+        builder = builder.finish_when(HasDiscoveries::AnyOf([name].into_iter().collect()));
+    } else if options.stop_at_failure {
         builder = builder.finish_when(HasDiscoveries::AnyFailures);
     }
     // Simulation never ends by itself.
@@ -296,27 +303,27 @@ fn finish<C: Checker<ReservationModel>>(
     let elapsed = start.elapsed();
     let model = checker.model();
     let discoveries = checker.discoveries();
-    let failed = ALWAYS.iter().any(|p| discoveries.contains_key(p));
+    let failed = match options.target {
+        Some(name) => discoveries.contains_key(name),
+        None => options.stop_at_failure && ALWAYS.iter().any(|p| discoveries.contains_key(p)),
+    };
     // stateright marks a run stopped by its timeout as done: judge completeness here. A run that
     // may have hit its timeout is incomplete, and so is every simulation (never exhaustive),
     // unless it stopped at a failure it was asked to stop at.
     let timed_out = timeout.is_some_and(|t| elapsed + Duration::from_millis(100) >= t);
     let complete = match options.strategy {
-        Strategy::Simulate => options.stop_at_failure && failed,
-        _ => !timed_out || (options.stop_at_failure && failed),
+        Strategy::Simulate => failed,
+        _ => !timed_out || failed,
     };
     let start_state = model.initial_state();
-    let verdicts = model
-        .properties()
+    let verdicts = ALWAYS
         .into_iter()
-        .map(|p| {
-            let always = ALWAYS.contains(&p.name);
-            let path = discoveries.get(p.name);
+        .map(|name| {
+            let path = discoveries.get(name);
             let actions = path.map(|path| path.clone().into_actions());
             Verdict {
-                name: p.name,
-                always,
-                discovered: path.is_some(),
+                name,
+                fails: path.is_some(),
                 steps: actions.as_ref().map(Vec::len),
                 trace: actions.map(|a| trace_text(model, &start_state, &a)),
             }
@@ -331,5 +338,6 @@ fn finish<C: Checker<ReservationModel>>(
         seconds: elapsed.as_secs_f64(),
         complete,
         verdicts,
+        coverage: model.coverage(),
     }
 }

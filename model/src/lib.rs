@@ -21,20 +21,20 @@ pub mod check;
 mod config;
 mod model;
 mod state;
+mod symmetry;
 mod trace;
 
 pub use config::{
     Assumption, Assumptions, ConfigError, Fault, MAX_ATTEMPTS, MAX_HORIZON, MAX_KEYS, MAX_OWNERS, MAX_TTL, ModelConfig,
 };
 pub use model::{
-    ALWAYS, Action, Op, OpReport, P_CONFIRMED_MOVES, P_CRASHED_FREE, P_NEVER_ABANDONED, P_NO_LEAK, P_OLD_RELEASE,
-    P_ONE_OWNER, P_OTHERS, P_UNIQUE, ReservationModel, S_HANDOVER, S_RENAME, S_REPLAY, S_TAKEOVER, always_holds,
-    rule_of_property,
+    ALWAYS, Action, Coverage, Op, OpReport, P_CONFIRMED_MOVES, P_CRASHED_FREE, P_NEVER_ABANDONED, P_NO_LEAK,
+    P_OLD_RELEASE, P_ONE_OWNER, P_OTHERS, P_UNIQUE, ReservationModel, Scenario, always_holds,
 };
 pub use state::{Attempt, MAX_FACTS, Owner, Phase, Slot, State};
 pub use trace::{action_text, store_text, trace_text};
 
-use reservation_store::{Rule, RuleSet};
+use reservation_store::RuleSet;
 use stateright::Model;
 
 /// What a [`walk`] did.
@@ -44,6 +44,8 @@ pub struct WalkReport {
     pub steps: usize,
     /// The rules the store operations reported.
     pub rules: RuleSet,
+    /// The rules and scenarios reached.
+    pub coverage: Coverage,
     /// The state reached.
     pub last: State,
 }
@@ -87,20 +89,15 @@ pub fn walk(config: &ModelConfig, choices: &[u8]) -> Result<WalkReport, Violatio
             break;
         }
         let Some(&action) = actions.get(usize::from(choice) % actions.len()) else { break };
-        let Some(next) = model.next_state(&state, action) else { break };
+        let Some((next, report)) = model.step(&state, action) else { break };
         taken.push(action);
         state = next;
-        if let Some(rule) = last_rule(&state) {
-            rules.insert(rule);
+        for r in report.into_iter().flatten() {
+            rules.insert(r.rule);
         }
         if let Some(property) = ALWAYS.into_iter().find(|p| !always_holds(&model, &state, p)) {
             return Err(Violation { property, trace: trace_text(&model, &start, &taken) });
         }
     }
-    Ok(WalkReport { steps: taken.len(), rules, last: state })
-}
-
-/// The rule that the step into `s` reported, if it was a store operation.
-pub fn last_rule(s: &State) -> Option<Rule> {
-    s.last.checked_sub(1).and_then(|i| Rule::TRANSITIONS.get(usize::from(i)).copied())
+    Ok(WalkReport { steps: taken.len(), rules, coverage: model.coverage(), last: state })
 }

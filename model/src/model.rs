@@ -4,9 +4,12 @@
 //! decides only which operations are enabled (the protocol and its timing assumptions) and
 //! observes what they did (the step properties).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use reservation_store::spec::{self, Rule, Step};
-use reservation_store::{BitHolds, HoldBit, Instant, ReleaseVersion, Reservation, Ttl, Version};
-use stateright::{Model, Property, Representative};
+use reservation_store::{BitHolds, HoldBit, Instant, ReleaseVersion, Reservation, RuleSet, Ttl, Version};
+use stateright::{Model, Property};
 
 use crate::config::{Assumption, Fault, MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS, ModelConfig};
 use crate::state::*;
@@ -41,13 +44,6 @@ pub enum Action {
     },
     /// An attempt confirms its key with its fact's version.
     Confirm {
-        /// The owner.
-        owner: u8,
-        /// The attempt.
-        attempt: u8,
-    },
-    /// An attempt whose fact renamed the owner's key releases the old key at its fact's version.
-    Release {
         /// The owner.
         owner: u8,
         /// The attempt.
@@ -116,6 +112,10 @@ pub enum Op {
     Abandon(u8),
 }
 
+/// What a step's store operations did: the subscription applies a fact's confirm and release in
+/// one step; every other step does at most one operation.
+pub type Reports = [Option<OpReport>; 2];
+
 /// What one store operation did, for traces.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct OpReport {
@@ -149,22 +149,101 @@ pub(crate) fn fact_op(owner: &Owner, fact: u8, op: u8, any_for_give_ups: bool) -
     }
 }
 
-/// The cursor position after operation `op` of fact index `fact`.
-fn cursor_after(owner: &Owner, fact: u8, op: u8) -> u8 {
-    if op == 0 && fact_op(owner, fact, 1, false).is_some() { 2 * fact + 1 } else { 2 * (fact + 1) }
+/// A protocol scenario that the coverage counts, beside the rules.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Scenario {
+    /// Another owner takes over a key whose pending reservation's attempts all crashed.
+    TakeoverAfterCrash,
+    /// A pending reservation has the holds of two attempts of its owner at once.
+    HandoverWithTwoHolds,
+    /// The release of the key a rename gave up frees it.
+    Rename,
+    /// An old fact is applied after a later fact of its owner confirmed the key.
+    ReplayedOldFact,
+}
+
+impl Scenario {
+    /// Every scenario.
+    pub const ALL: [Scenario; 4] =
+        [Scenario::TakeoverAfterCrash, Scenario::HandoverWithTwoHolds, Scenario::Rename, Scenario::ReplayedOldFact];
+
+    /// The scenario in a few words.
+    pub const fn text(self) -> &'static str {
+        match self {
+            Scenario::TakeoverAfterCrash => "a takeover after a crash",
+            Scenario::HandoverWithTwoHolds => "a handover with two holds",
+            Scenario::Rename => "a rename",
+            Scenario::ReplayedOldFact => "a replayed old fact",
+        }
+    }
+
+    const fn bit(self) -> u64 {
+        1 << (32 + self as u32)
+    }
+}
+
+/// What a run reached: the rules the store operations reported, and the scenarios.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct Coverage(u64);
+
+impl Coverage {
+    /// The rules reached.
+    pub fn rules(self) -> RuleSet {
+        Rule::TRANSITIONS.into_iter().filter(|r| self.0 & (1 << (*r as u8)) != 0).collect()
+    }
+
+    /// Whether `scenario` was reached.
+    pub const fn reached(self, scenario: Scenario) -> bool {
+        self.0 & scenario.bit() != 0
+    }
+
+    /// The rules of the tables never reached.
+    pub fn unreached_rules(self) -> Vec<Rule> {
+        self.rules().missing_transitions()
+    }
+
+    /// The scenarios never reached.
+    pub fn unreached_scenarios(self) -> Vec<Scenario> {
+        Scenario::ALL.into_iter().filter(|s| !self.reached(*s)).collect()
+    }
+
+    /// Both coverages together.
+    pub const fn union(self, other: Coverage) -> Coverage {
+        Coverage(self.0 | other.0)
+    }
+
+    fn rule(rule: Rule) -> u64 {
+        1 << (rule as u8)
+    }
 }
 
 /// The reservation protocol's model for one configuration.
+///
+/// Coverage is recorded on every transition the model computes, into a set shared by the
+/// model's clones: exact, and far cheaper than a `sometimes` property per rule (each property is
+/// looked up by name at every state, and a field naming the last rule would split states).
 #[derive(Clone, Debug)]
 pub struct ReservationModel {
     /// The configuration.
     pub config: ModelConfig,
+    reached: Arc<AtomicU64>,
 }
 
 impl ReservationModel {
     /// The model of `config`.
     pub fn new(config: ModelConfig) -> Self {
-        ReservationModel { config }
+        ReservationModel { config, reached: Arc::new(AtomicU64::new(0)) }
+    }
+
+    /// The rules and scenarios that the transitions computed so far reached.
+    pub fn coverage(&self) -> Coverage {
+        Coverage(self.reached.load(Ordering::Relaxed))
+    }
+
+    fn record(&self, bits: u64) {
+        if self.reached.load(Ordering::Relaxed) & bits != bits {
+            self.reached.fetch_or(bits, Ordering::Relaxed);
+        }
     }
 
     fn owners(&self) -> u8 {
@@ -190,15 +269,33 @@ impl ReservationModel {
 
     /// The state where nothing has happened.
     pub fn initial_state(&self) -> State {
-        State::default()
+        State { keys: self.keys(), ..State::default() }
     }
 
     /// Calls the specification (or, under a test fault, a deliberately wrong substitute) for
-    /// `op` of `owner` on `key`, updates the store, and records the rule and the step's flags.
+    /// `op` of `owner` on `key`, updates the store, records the rule, and flags the step
+    /// properties it breaks.
     pub(crate) fn store_op(&self, s: &mut State, owner: u8, key: u8, op: Op) -> Option<OpReport> {
         let before = *s.store.get(usize::from(key))?;
+        let (after, outcome, rule) = self.transition(before, s.now, owner, op)?;
+        *s.store.get_mut(usize::from(key))? = after;
+        s.flags |= self.step_flags(s, owner, op, before, after);
+        let mut bits = Coverage::rule(rule);
+        if rule == Rule::R2 && before.owner != owner && self.all_crashed_before(s, before) {
+            bits |= Scenario::TakeoverAfterCrash.bit();
+        }
+        if after.tag == PENDING && after.holds.count_ones() >= 2 {
+            bits |= Scenario::HandoverWithTwoHolds.bit();
+        }
+        self.record(bits);
+        Some(OpReport { key, op, outcome, rule })
+    }
+
+    /// The store transition of `op` of `owner` at store time `now` from `before`: the
+    /// specification's, or the test fault's substitute.
+    fn transition(&self, before: Slot, now: u8, owner: u8, op: Op) -> Option<(Slot, &'static str, Rule)> {
         let current = before.to_reservation();
-        let now = Instant::from_millis(u64::from(s.now));
+        let now = Instant::from_millis(u64::from(now));
         let ttl = Ttl::from_millis(u64::from(self.config.ttl)).ok()?;
         let fault = self.config.fault;
         let (next, outcome, rule): (Option<Reservation<u8, BitHolds>>, &'static str, Rule) = match op {
@@ -243,15 +340,11 @@ impl ReservationModel {
                 }
             }
         };
-        let after = Slot::from_reservation(next.as_ref());
-        *s.store.get_mut(usize::from(key))? = after;
-        s.last = rule as u8 + 1;
-        s.flags |= self.step_flags(s, owner, op, before, after, rule);
-        Some(OpReport { key, op, outcome, rule })
+        Some((Slot::from_reservation(next.as_ref()), outcome, rule))
     }
 
     /// The step properties, observed on one operation's before and after.
-    fn step_flags(&self, s: &State, owner: u8, op: Op, before: Slot, after: Slot, rule: Rule) -> u8 {
+    fn step_flags(&self, s: &State, owner: u8, op: Op, before: Slot, after: Slot) -> u8 {
         let mut flags = 0;
         if before.tag == CONFIRMED {
             let kept = after.tag == CONFIRMED && after.owner == before.owner;
@@ -279,9 +372,6 @@ impl ReservationModel {
         {
             flags |= STEP_OLD_RELEASE_FREED;
         }
-        if rule == Rule::R2 && before.owner != owner && self.all_crashed_before(s, before) {
-            flags |= EVENT_TAKEOVER_AFTER_CRASH;
-        }
         flags
     }
 
@@ -307,8 +397,7 @@ impl ReservationModel {
             a.key == key
                 && match a.phase {
                     Phase::Reserved => true,
-                    Phase::Appended => a.version > fact,
-                    Phase::CrashedAfter => a.version > fact && o.cursor <= 2 * a.version.saturating_sub(1),
+                    Phase::Appended | Phase::CrashedAfter => a.version > fact,
                     _ => false,
                 }
         })
@@ -321,19 +410,15 @@ impl ReservationModel {
             return false;
         }
         let any = self.any_for_give_ups();
-        (o.cursor..2 * o.log_len)
-            .any(|c| matches!(fact_op(o, c / 2, c % 2, any), Some((k, Op::Release { .. })) if k == key))
+        (o.cursor..o.log_len)
+            .any(|f| (0..2).any(|op| matches!(fact_op(o, f, op, any), Some((k, Op::Release { .. })) if k == key)))
     }
 
     /// H5: whether the subscription must not restart, because an attempt of `owner` is between
     /// reserve and confirm (a replayed older release would reach the store meanwhile).
     fn restart_blocked(&self, o: &Owner) -> bool {
         self.holds(Assumption::H5)
-            && o.attempts.iter().any(|a| match a.phase {
-                Phase::Reserved | Phase::Appended => true,
-                Phase::CrashedAfter => usize::from(a.key) < MAX_KEYS && o.cursor <= 2 * a.version.saturating_sub(1),
-                _ => false,
-            })
+            && o.attempts.iter().any(|a| matches!(a.phase, Phase::Reserved | Phase::Appended | Phase::CrashedAfter))
     }
 
     /// H2: whether the store's clock must not tick, because a fact appended under a pending
@@ -344,12 +429,7 @@ impl ReservationModel {
         }
         s.owners.iter().enumerate().take(usize::from(self.owners())).any(|(i, o)| {
             o.attempts.iter().any(|a| {
-                let unconfirmed = match a.phase {
-                    Phase::Appended => true,
-                    Phase::CrashedAfter => usize::from(a.key) < MAX_KEYS && o.cursor <= 2 * a.version.saturating_sub(1),
-                    _ => false,
-                };
-                unconfirmed
+                matches!(a.phase, Phase::Appended | Phase::CrashedAfter)
                     && s.store.get(usize::from(a.key)).is_some_and(|slot| {
                         slot.tag == PENDING && usize::from(slot.owner) == i && slot.at == s.now.saturating_add(1)
                     })
@@ -385,9 +465,7 @@ impl ReservationModel {
                 }
             }
             Phase::Reserved => {
-                if owner.log_len == at.version
-                    && usize::from(owner.log_len) < MAX_FACTS
-                    && self.clock_allows_append(s.now, at.deadline)
+                if at.deadline != 0 && owner.log_len <= self.attempts() && self.clock_allows_append(s.now, at.deadline)
                 {
                     out.push(Action::Append { owner: o, attempt: a });
                 }
@@ -398,17 +476,11 @@ impl ReservationModel {
             Phase::Appended => {
                 let in_time = !self.holds(Assumption::H2)
                     || s.store.get(usize::from(at.key)).is_some_and(|slot| {
-                        slot.owner == o && (slot.tag == CONFIRMED || (slot.tag == PENDING && s.now < slot.at))
+                        let mine = slot.holds & (1 << hold_bit(o, a)) != 0;
+                        slot.owner == o && (slot.tag == CONFIRMED || (slot.tag == PENDING && s.now < slot.at && mine))
                     });
                 if in_time {
                     out.push(Action::Confirm { owner: o, attempt: a });
-                }
-                out.push(Action::Crash { owner: o, attempt: a });
-            }
-            Phase::Releasing => {
-                let old = owner.held_after(at.version.saturating_sub(1));
-                if !self.release_blocked(s, o, old, at.version) {
-                    out.push(Action::Release { owner: o, attempt: a });
                 }
                 out.push(Action::Crash { owner: o, attempt: a });
             }
@@ -424,129 +496,122 @@ impl ReservationModel {
             Some(_) => true,
             None => false,
         };
-        if !owner.caught_up() && enabled(owner.cursor / 2, owner.cursor % 2) {
+        let c = owner.cursor;
+        if !owner.caught_up() && enabled(c, 0) && (fact_op(owner, c, 1, any).is_none() || enabled(c, 1)) {
             out.push(Action::Apply { owner: o });
         }
+        let applied = owner.cursor.min(owner.log_len);
         if !self.restart_blocked(owner) {
-            for fact in 0..owner.log_len {
-                if 2 * fact < owner.cursor {
-                    out.push(Action::Restart { owner: o, fact });
-                }
+            for fact in 0..applied {
+                out.push(Action::Restart { owner: o, fact });
             }
         }
         if !self.holds(Assumption::H8) {
-            for c in 0..owner.cursor.min(2 * owner.log_len) {
-                if enabled(c / 2, c % 2) {
-                    out.push(Action::Replay { owner: o, fact: c / 2, op: c % 2 });
+            for fact in 0..applied {
+                for op in 0..2 {
+                    if enabled(fact, op) {
+                        out.push(Action::Replay { owner: o, fact, op });
+                    }
                 }
             }
         }
     }
 
-    /// Applies `action` to `s`, returning the next state and what the store operation did.
-    pub fn step(&self, s: &State, action: Action) -> Option<(State, Option<OpReport>)> {
+    /// Applies `action` to `s`: the next state and what its store operations did.
+    pub fn step(&self, s: &State, action: Action) -> Option<(State, Reports)> {
         let mut n = *s;
-        n.last = 0;
         n.flags = 0;
         let ttl = self.config.ttl;
-        let report = match action {
+        let mut reports: Reports = [None, None];
+        match action {
             Action::Tick => {
                 n.now = n.now.checked_add(1)?;
-                None
+                // Forget what can no longer matter, so that equivalent states are one state: the
+                // deadline of an attempt too late to append, the expiry of an expired reservation.
+                for o in n.owners.iter_mut() {
+                    for at in o.attempts.iter_mut() {
+                        if at.phase == Phase::Reserved && !self.clock_allows_append(n.now, at.deadline) {
+                            at.deadline = 0;
+                        }
+                    }
+                }
+                for slot in n.store.iter_mut() {
+                    if slot.tag == PENDING && slot.at <= n.now {
+                        slot.at = 0;
+                    }
+                }
             }
             Action::Reserve { owner, attempt: a, key } => {
-                let log_len = n.owners.get(usize::from(owner))?.log_len;
                 let r = self.store_op(&mut n, owner, key, Op::Reserve(hold_bit(owner, a)))?;
-                let at = attempt_mut(&mut n, owner, a)?;
-                *at = if r.outcome == "Conflict" {
-                    Attempt { phase: Phase::Failed, ..Attempt::default() }
+                *attempt_mut(&mut n, owner, a)? = if r.outcome == "Conflict" {
+                    Attempt { phase: Phase::Done, ..Attempt::default() }
                 } else {
-                    Attempt { phase: Phase::Reserved, key, deadline: s.now.saturating_add(ttl), version: log_len }
+                    Attempt { phase: Phase::Reserved, key, deadline: s.now.saturating_add(ttl), version: 0 }
                 };
-                Some(r)
+                reports[0] = Some(r);
             }
             Action::Retry { owner, attempt: a } => {
                 let key = attempt(s, owner, a)?.key;
                 let r = self.store_op(&mut n, owner, key, Op::Reserve(hold_bit(owner, a)))?;
-                let at = attempt_mut(&mut n, owner, a)?;
                 if r.outcome == "Conflict" {
-                    *at = Attempt { phase: Phase::Failed, ..Attempt::default() };
-                } else {
-                    at.deadline = s.now.saturating_add(ttl);
+                    *attempt_mut(&mut n, owner, a)? = Attempt { phase: Phase::Done, ..Attempt::default() };
                 }
-                Some(r)
+                reports[0] = Some(r);
             }
             Action::Append { owner, attempt: a } => {
                 let key = attempt(s, owner, a)?.key;
-                let o = n.owners.get_mut(usize::from(owner))?;
-                *o.log.get_mut(usize::from(o.log_len))? = key;
-                o.log_len += 1;
-                let v = o.log_len;
-                let at = attempt_mut(&mut n, owner, a)?;
-                at.phase = Phase::Appended;
-                at.version = v;
-                at.deadline = 0;
-                None
+                let v = append(&mut n, owner, key)?;
+                *attempt_mut(&mut n, owner, a)? = Attempt { phase: Phase::Appended, key, deadline: 0, version: v };
             }
             Action::Confirm { owner, attempt: a } => {
                 let at = *attempt(s, owner, a)?;
-                let r = self.store_op(&mut n, owner, at.key, Op::Confirm(at.version))?;
-                let o = n.owners.get(usize::from(owner))?;
-                let prev = o.held_after(at.version.saturating_sub(1));
-                let renames = usize::from(prev) < MAX_KEYS && prev != at.key;
-                let slot = attempt_mut(&mut n, owner, a)?;
-                *slot = if renames {
-                    Attempt { phase: Phase::Releasing, ..at }
-                } else {
-                    Attempt { phase: Phase::Done, ..Attempt::default() }
-                };
-                Some(r)
-            }
-            Action::Release { owner, attempt: a } => {
-                let at = *attempt(s, owner, a)?;
-                let old = s.owners.get(usize::from(owner))?.held_after(at.version.saturating_sub(1));
-                let r = self.store_op(&mut n, owner, old, Op::Release { fact: at.version, any: false })?;
-                if matches!(r.rule, Rule::L2 | Rule::L4) {
-                    n.flags |= EVENT_RENAME;
-                }
+                reports[0] = Some(self.store_op(&mut n, owner, at.key, Op::Confirm(at.version))?);
                 *attempt_mut(&mut n, owner, a)? = Attempt { phase: Phase::Done, ..Attempt::default() };
-                Some(r)
             }
             Action::Abandon { owner, attempt: a } => {
                 let key = attempt(s, owner, a)?.key;
-                let r = self.store_op(&mut n, owner, key, Op::Abandon(hold_bit(owner, a)))?;
-                *attempt_mut(&mut n, owner, a)? = Attempt { phase: Phase::Abandoned, ..Attempt::default() };
-                Some(r)
+                reports[0] = Some(self.store_op(&mut n, owner, key, Op::Abandon(hold_bit(owner, a)))?);
+                *attempt_mut(&mut n, owner, a)? = Attempt { phase: Phase::Done, ..Attempt::default() };
             }
             Action::Crash { owner, attempt: a } => {
                 let at = attempt_mut(&mut n, owner, a)?;
                 *at = match at.phase {
                     Phase::Reserved => Attempt { phase: Phase::CrashedBefore, ..Attempt::default() },
-                    Phase::Appended => Attempt { phase: Phase::CrashedAfter, deadline: 0, ..*at },
-                    _ => Attempt { phase: Phase::CrashedAfter, key: NO_KEY, ..Attempt::default() },
+                    Phase::Appended => Attempt { phase: Phase::CrashedAfter, ..*at },
+                    _ => Attempt { phase: Phase::Done, ..Attempt::default() },
                 };
-                None
             }
             Action::GiveUp { owner, delete } => {
-                let o = n.owners.get_mut(usize::from(owner))?;
-                *o.log.get_mut(usize::from(o.log_len))? = if delete { DELETED } else { NO_KEY };
-                o.log_len += 1;
-                None
+                append(&mut n, owner, if delete { DELETED } else { NO_KEY })?;
             }
             Action::Apply { owner } => {
-                let o = *n.owners.get(usize::from(owner))?;
-                let (fact, op) = (o.cursor / 2, o.cursor % 2);
-                let r = self.subscription_op(&mut n, owner, fact, op)?;
-                n.owners.get_mut(usize::from(owner))?.cursor = cursor_after(&o, fact, op);
-                Some(r)
+                let fact = n.owners.get(usize::from(owner))?.cursor;
+                reports[0] = Some(self.subscription_op(&mut n, owner, fact, 0)?);
+                reports[1] = self.subscription_op(&mut n, owner, fact, 1);
+                n.owners.get_mut(usize::from(owner))?.cursor = fact + 1;
             }
             Action::Restart { owner, fact } => {
-                n.owners.get_mut(usize::from(owner))?.cursor = 2 * fact;
-                None
+                n.owners.get_mut(usize::from(owner))?.cursor = fact;
             }
-            Action::Replay { owner, fact, op } => Some(self.subscription_op(&mut n, owner, fact, op)?),
-        };
-        Some((n, report))
+            Action::Replay { owner, fact, op } => reports[0] = Some(self.subscription_op(&mut n, owner, fact, op)?),
+        }
+        // A crashed attempt matters only until the subscription confirms its fact (crashed after
+        // appending) or while its hold is in the store (crashed before): then it is done.
+        let held = n.store.iter().fold(0u16, |acc, slot| acc | slot.holds);
+        for (i, o) in n.owners.iter_mut().enumerate() {
+            let cursor = o.cursor;
+            for (a, at) in o.attempts.iter_mut().enumerate() {
+                let done = match at.phase {
+                    Phase::CrashedAfter => cursor >= at.version,
+                    Phase::CrashedBefore => held & (1 << hold_bit(i as u8, a as u8)) == 0,
+                    _ => false,
+                };
+                if done {
+                    *at = Attempt { phase: Phase::Done, ..Attempt::default() };
+                }
+            }
+        }
+        Some((n, reports))
     }
 
     fn subscription_op(&self, n: &mut State, owner: u8, fact: u8, op: u8) -> Option<OpReport> {
@@ -555,13 +620,28 @@ impl ReservationModel {
         let before = *n.store.get(usize::from(key))?;
         let r = self.store_op(n, owner, key, store_op)?;
         if before.tag == CONFIRMED && before.owner == owner && before.at > fact + 1 {
-            n.flags |= EVENT_OLD_FACT_REPLAYED;
+            self.record(Scenario::ReplayedOldFact.bit());
         }
         if op == 1 && matches!(r.rule, Rule::L2 | Rule::L4) {
-            n.flags |= EVENT_RENAME;
+            self.record(Scenario::Rename.bit());
         }
         Some(r)
     }
+}
+
+/// Appends a fact holding `held` to `owner`'s log; every attempt of the owner still reserved has
+/// now read a stale stream version and can no longer append (its deadline becomes 0). Returns the
+/// fact's version.
+fn append(s: &mut State, owner: u8, held: u8) -> Option<u8> {
+    let o = s.owners.get_mut(usize::from(owner))?;
+    *o.log.get_mut(usize::from(o.log_len))? = held;
+    o.log_len += 1;
+    for at in o.attempts.iter_mut() {
+        if at.phase == Phase::Reserved {
+            at.deadline = 0;
+        }
+    }
+    Some(o.log_len)
 }
 
 fn version(v: u8) -> Version {
@@ -569,7 +649,7 @@ fn version(v: u8) -> Version {
 }
 
 /// The hold bits of `owner`'s attempts.
-fn owner_holds(owner: u8) -> u16 {
+pub(crate) fn owner_holds(owner: u8) -> u16 {
     let width = MAX_ATTEMPTS as u32;
     (((1u32 << width) - 1) << (u32::from(owner) * width)) as u16
 }
@@ -627,25 +707,27 @@ fn abandon_outcome(o: reservation_store::AbandonOutcome) -> &'static str {
 pub const ALWAYS: [&str; 8] =
     [P_UNIQUE, P_ONE_OWNER, P_CONFIRMED_MOVES, P_OTHERS, P_NEVER_ABANDONED, P_OLD_RELEASE, P_CRASHED_FREE, P_NO_LEAK];
 
-/// G: no two owners' latest committed facts hold the same key.
+/// G, uniqueness of committed facts: within the scope, no two different owners each have a
+/// latest committed fact that holds the same key.
 pub const P_UNIQUE: &str = "no two owners' latest committed facts hold the same key";
-/// The store never has two owners for one key.
+/// The store never has two owners for one key: every hold of a pending reservation is an attempt
+/// of its owner.
 pub const P_ONE_OWNER: &str = "the store never has two owners for one key";
-/// Confirmed reservations move only by their owner's release.
-pub const P_CONFIRMED_MOVES: &str =
-    "a confirmed reservation changes owner or becomes free only through a release by its owner";
-/// No operation touches another owner's live reservation.
-pub const P_OTHERS: &str =
-    "an operation by one owner never creates, extends, confirms, releases or abandons another owner's live reservation";
-/// Confirmed keys are never abandoned.
+/// A confirmed reservation changes owner or becomes free only through a release by its owner.
+pub const P_CONFIRMED_MOVES: &str = "a confirmed key changes owner or is freed only by its owner's release";
+/// An operation by one owner never creates, extends, confirms, releases or abandons another
+/// owner's live reservation.
+pub const P_OTHERS: &str = "an owner's operation never changes another owner's live reservation";
+/// A confirmed key is never abandoned.
 pub const P_NEVER_ABANDONED: &str = "a confirmed key is never abandoned";
-/// Old releases keep later confirms.
-pub const P_OLD_RELEASE: &str = "a release of an older fact never frees a key that a later fact of the owner confirmed";
-/// Crashed attempts' pending reservations expire.
-pub const P_CRASHED_FREE: &str =
-    "a pending reservation all of whose attempts crashed before appending is free once its TTL passes";
-/// No key leaks once the subscription caught up.
-pub const P_NO_LEAK: &str = "no key leaks: once the subscription has applied every committed fact, every confirmed key is held by its owner's latest fact, and every key held by a latest fact is confirmed to its owner";
+/// A release of an older fact never frees a key that a later fact of the owner confirmed.
+pub const P_OLD_RELEASE: &str = "an older fact's release never frees a key a later fact confirmed";
+/// A pending reservation all of whose attempts crashed before appending is free once its TTL
+/// passes: lookup sees nothing and another owner's reserve takes it.
+pub const P_CRASHED_FREE: &str = "a pending key whose attempts all crashed before appending is free after its TTL";
+/// No key leaks: once the subscription has applied every committed fact, every confirmed key is
+/// held by its owner's latest fact, and every key held by a latest fact is confirmed to its owner.
+pub const P_NO_LEAK: &str = "no key leaks once the subscription has applied every fact";
 
 /// Whether state `s` satisfies the always-property named `name`.
 pub fn always_holds(m: &ReservationModel, s: &State, name: &str) -> bool {
@@ -684,17 +766,14 @@ fn one_owner(m: &ReservationModel, s: &State) -> bool {
 
 fn crashed_free(m: &ReservationModel, s: &State) -> bool {
     let now = Instant::from_millis(u64::from(s.now));
-    s.store.iter().take(usize::from(m.keys())).enumerate().all(|(k, slot)| {
+    s.store.iter().take(usize::from(m.keys())).all(|slot| {
         if slot.tag != PENDING || s.now < slot.at || !m.all_crashed_before(s, *slot) {
             return true;
         }
         // Free means: lookup sees nothing, and another owner's reserve takes it.
         let other = (slot.owner + 1) % m.owners().max(1);
-        let mut probe = *s;
-        let taken = m
-            .store_op(&mut probe, other, k as u8, Op::Reserve(hold_bit(other, 0)))
-            .is_some_and(|r| r.outcome == "Taken")
-            || m.owners() == 1;
+        let taken = m.owners() == 1
+            || m.transition(*slot, s.now, other, Op::Reserve(hold_bit(other, 0))).is_some_and(|(_, o, _)| o == "Taken");
         spec::lookup(slot.to_reservation().as_ref(), now).is_none() && taken
     })
 }
@@ -732,48 +811,6 @@ always_fns!(
     a_no_leak => P_NO_LEAK,
 );
 
-macro_rules! rule_fns {
-    ($($rule:ident => $f:ident),* $(,)?) => {
-        $(fn $f(_: &ReservationModel, s: &State) -> bool { s.last == Rule::$rule as u8 + 1 })*
-        /// The coverage properties of the rules, in table order, with their names.
-        const RULE_PROPERTIES: [(Rule, &str, fn(&ReservationModel, &State) -> bool); 27] =
-            [$((Rule::$rule, concat!("rule ", stringify!($rule), " is reached"), $f)),*];
-    };
-}
-rule_fns!(
-    R1 => r_r1, R2 => r_r2, R3 => r_r3, R4 => r_r4, R5 => r_r5, R6 => r_r6, R7 => r_r7,
-    C1 => r_c1, C2 => r_c2, C3 => r_c3, C4 => r_c4, C5 => r_c5, C6 => r_c6, C7 => r_c7, C8 => r_c8,
-    L1 => r_l1, L2 => r_l2, L3 => r_l3, L4 => r_l4, L5 => r_l5, L6 => r_l6,
-    A1 => r_a1, A2 => r_a2, A3 => r_a3, A4 => r_a4, A5 => r_a5, A6 => r_a6,
-);
-
-/// A takeover after a crash is reached.
-pub const S_TAKEOVER: &str = "a takeover after a crash is reached";
-/// A handover with two holds is reached.
-pub const S_HANDOVER: &str = "a handover with two holds is reached";
-/// A rename is reached.
-pub const S_RENAME: &str = "a rename is reached";
-/// A replayed old fact is reached.
-pub const S_REPLAY: &str = "a replayed old fact is reached";
-
-fn s_takeover(_: &ReservationModel, s: &State) -> bool {
-    s.flags & EVENT_TAKEOVER_AFTER_CRASH != 0
-}
-fn s_handover(m: &ReservationModel, s: &State) -> bool {
-    s.store.iter().take(usize::from(m.keys())).any(|slot| slot.tag == PENDING && slot.holds.count_ones() >= 2)
-}
-fn s_rename(_: &ReservationModel, s: &State) -> bool {
-    s.flags & EVENT_RENAME != 0
-}
-fn s_replay(_: &ReservationModel, s: &State) -> bool {
-    s.flags & EVENT_OLD_FACT_REPLAYED != 0
-}
-
-/// The rule whose coverage property is named `name`.
-pub fn rule_of_property(name: &str) -> Option<Rule> {
-    RULE_PROPERTIES.iter().find(|(_, n, _)| *n == name).map(|(r, _, _)| *r)
-}
-
 impl Model for ReservationModel {
     type State = State;
     type Action = Action;
@@ -792,9 +829,10 @@ impl Model for ReservationModel {
             }
             if let Some(owner) = s.owners.get(usize::from(o))
                 && owner.latest_key().is_some()
-                && usize::from(owner.log_len) < MAX_FACTS
-                && usize::from(owner.log_len) <= usize::from(self.attempts())
+                && owner.log_len < self.attempts()
             {
+                // A give-up is one fact more than the attempts: the log holds attempts + 1 facts, so
+                // that an owner can take a key, give it up and take it again.
                 out.push(Action::GiveUp { owner: o, delete: false });
                 out.push(Action::GiveUp { owner: o, delete: true });
             }
@@ -811,7 +849,7 @@ impl Model for ReservationModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        let mut ps = vec![
+        vec![
             Property::always(P_UNIQUE, a_unique),
             Property::always(P_ONE_OWNER, a_one_owner),
             Property::always(P_CONFIRMED_MOVES, a_confirmed_moves),
@@ -820,58 +858,6 @@ impl Model for ReservationModel {
             Property::always(P_OLD_RELEASE, a_old_release),
             Property::always(P_CRASHED_FREE, a_crashed_free),
             Property::always(P_NO_LEAK, a_no_leak),
-        ];
-        for (_, name, f) in RULE_PROPERTIES {
-            ps.push(Property::sometimes(name, f));
-        }
-        ps.push(Property::sometimes(S_TAKEOVER, s_takeover));
-        ps.push(Property::sometimes(S_HANDOVER, s_handover));
-        ps.push(Property::sometimes(S_RENAME, s_rename));
-        ps.push(Property::sometimes(S_REPLAY, s_replay));
-        ps
-    }
-}
-
-impl Representative for State {
-    /// Owners are interchangeable: sort them by their own state and their part in the store, and
-    /// rename them (in the store's owners and hold bits) accordingly.
-    fn representative(&self) -> Self {
-        let role = |o: usize| -> [u32; MAX_KEYS] {
-            let mut r = [0u32; MAX_KEYS];
-            for (slot, out) in self.store.iter().zip(r.iter_mut()) {
-                let mine = if slot.tag != FREE && usize::from(slot.owner) == o { 1u32 << 31 } else { 0 };
-                let holds = u32::from((slot.holds >> (o * MAX_ATTEMPTS)) & owner_holds(0));
-                *out = mine | u32::from(slot.tag) << 24 | u32::from(slot.at) << 8 | holds;
-            }
-            r
-        };
-        // Descending, so that owners that did nothing (and unused owner slots, equal to them)
-        // come last and the used owners keep the first indices.
-        let mut order = [0usize, 1, 2, 3];
-        order.sort_by(|&a, &b| (self.owners[b], role(b)).cmp(&(self.owners[a], role(a))));
-        if order == [0, 1, 2, 3] {
-            return *self;
-        }
-        // new index i holds old owner order[i]; old owner j becomes new[j].
-        let mut new_of = [0u8; MAX_OWNERS];
-        for (i, &old) in order.iter().enumerate() {
-            new_of[old] = i as u8;
-        }
-        let mut r = *self;
-        for (i, &old) in order.iter().enumerate() {
-            r.owners[i] = self.owners[old];
-        }
-        for slot in r.store.iter_mut() {
-            if slot.tag != FREE {
-                slot.owner = new_of[usize::from(slot.owner) % MAX_OWNERS];
-            }
-            let mut holds = 0u16;
-            for (old, &new) in new_of.iter().enumerate() {
-                let part = (slot.holds >> (old * MAX_ATTEMPTS)) & owner_holds(0);
-                holds |= part << (usize::from(new) * MAX_ATTEMPTS);
-            }
-            slot.holds = holds;
-        }
-        r
+        ]
     }
 }

@@ -1,12 +1,15 @@
 //! The model's state: the store's reservations, each owner's log, attempts and subscription, the
-//! store clock, and what the last step did. Every field is a small integer in a fixed-size array,
+//! store clock, and the step properties the last step broke. Every field is a small integer in a fixed-size array,
 //! so a state is cheap to copy and to hash.
 
 use reservation_store::{BitHolds, HoldBit, HoldSet, Instant, Reservation, Version};
 
 use crate::config::{MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS};
 
-/// Most facts in one owner's log: one per attempt, plus give-ups.
+/// Most facts in one owner's log: a configuration's owners append at most one fact more than they
+/// have attempts (a give-up), so that an owner can take a key, give it up and take it again. An
+/// attempt may still reserve when the log is full, and then can only abandon or crash (its
+/// decision failed after reserving).
 pub const MAX_FACTS: usize = MAX_ATTEMPTS + 1;
 
 /// A log entry or attempt field that names no key.
@@ -101,19 +104,14 @@ pub enum Phase {
     Idle,
     /// Reserved its key (Taken, Joined or AlreadyConfirmed); not appended yet.
     Reserved,
-    /// Its reserve met a conflict; it gave up.
-    Failed,
     /// Appended its fact; its confirm is due.
     Appended,
-    /// Confirmed its new key; the release of the key its fact gave up (a rename) is due.
-    Releasing,
-    /// Finished.
+    /// Finished: confirmed, abandoned, or met a conflict.
     Done,
-    /// Abandoned its hold: its events are surely not appended.
-    Abandoned,
-    /// Crashed before appending.
+    /// Crashed before appending; once its hold is in no reservation, it is [`Phase::Done`].
     CrashedBefore,
-    /// Crashed after appending (its fact committed); `key` is set while its confirm was due.
+    /// Crashed after appending, before confirming; once the subscription has applied its fact,
+    /// it is [`Phase::Done`].
     CrashedAfter,
 }
 
@@ -124,9 +122,12 @@ pub struct Attempt {
     pub phase: Phase,
     /// The key it takes.
     pub key: u8,
-    /// The store instant from which it must not append: its reserve's instant plus the TTL.
+    /// While reserved, the store instant its reservation expires at by its own reckoning (its
+    /// reserve's instant plus the TTL), or 0 once it can no longer append: too late, or another
+    /// fact of the owner was appended since it read the log (its append would fail on the stream
+    /// version).
     pub deadline: u8,
-    /// Before appending: the log length it read (its expected version); after: its fact's version.
+    /// Its fact's version, once appended.
     pub version: u8,
 }
 
@@ -137,7 +138,7 @@ pub struct Owner {
     pub log_len: u8,
     /// Per fact: the key the owner holds after it, [`NO_KEY`] or [`DELETED`].
     pub log: [u8; MAX_FACTS],
-    /// The subscription's next operation: `2 * fact index + operation index`.
+    /// The subscription's next fact, by index (its version less one).
     pub cursor: u8,
     /// The attempts.
     pub attempts: [Attempt; MAX_ATTEMPTS],
@@ -165,24 +166,72 @@ impl Owner {
 
     /// Whether the subscription has applied every committed fact.
     pub fn caught_up(&self) -> bool {
-        self.cursor >= 2 * self.log_len
+        self.cursor >= self.log_len
     }
 }
 
 /// A state of the model.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Default)]
 pub struct State {
+    /// How many keys the configuration has (constant: symmetry reduction permutes only these).
+    pub keys: u8,
     /// The store's clock.
     pub now: u8,
     /// The store: one reservation per key.
     pub store: [Slot; MAX_KEYS],
     /// The owners.
     pub owners: [Owner; MAX_OWNERS],
-    /// The rule the last store operation reported, as `rule as u8 + 1`; 0 when the last step
-    /// was no store operation.
-    pub last: u8,
-    /// What the last step did: the `STEP_*` and `EVENT_*` bits.
+    /// The step properties that the last step broke: the `STEP_*` bits (always 0 when they hold,
+    /// so they split no states).
     pub flags: u8,
+}
+
+/// Bytes of a packed owner: log length, log, cursor, and four bytes per attempt.
+const OWNER_BYTES: usize = 2 + MAX_FACTS + 4 * MAX_ATTEMPTS;
+/// Bytes of a packed state.
+const STATE_BYTES: usize = 3 + 5 * MAX_KEYS + OWNER_BYTES * MAX_OWNERS;
+
+impl State {
+    /// The state as bytes, one field each: what the checker hashes (one call to the hasher instead
+    /// of one per field).
+    pub fn pack(&self) -> [u8; STATE_BYTES] {
+        let mut b = [0u8; STATE_BYTES];
+        let mut i = 0;
+        let mut put = |v: u8| {
+            if let Some(x) = b.get_mut(i) {
+                *x = v;
+            }
+            i += 1;
+        };
+        put(self.keys);
+        put(self.now);
+        put(self.flags);
+        for slot in &self.store {
+            let [lo, hi] = slot.holds.to_le_bytes();
+            for v in [slot.tag, slot.owner, lo, hi, slot.at] {
+                put(v);
+            }
+        }
+        for o in &self.owners {
+            put(o.log_len);
+            put(o.cursor);
+            for v in o.log {
+                put(v);
+            }
+            for a in &o.attempts {
+                for v in [a.phase as u8, a.key, a.deadline, a.version] {
+                    put(v);
+                }
+            }
+        }
+        b
+    }
+}
+
+impl std::hash::Hash for State {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write(&self.pack());
+    }
 }
 
 /// The last step changed or freed a confirmed reservation other than by its owner's release.
@@ -193,9 +242,3 @@ pub const STEP_TOUCHED_OTHER: u8 = 1 << 1;
 pub const STEP_ABANDONED_CONFIRMED: u8 = 1 << 2;
 /// The last step, a release of an older fact, freed or changed a key a later fact confirmed.
 pub const STEP_OLD_RELEASE_FREED: u8 = 1 << 3;
-/// The last step took over a key whose pending reservation's attempts had crashed.
-pub const EVENT_TAKEOVER_AFTER_CRASH: u8 = 1 << 4;
-/// The last step released the old key of a rename.
-pub const EVENT_RENAME: u8 = 1 << 5;
-/// The last step applied an old fact after a later one had confirmed the key.
-pub const EVENT_OLD_FACT_REPLAYED: u8 = 1 << 6;

@@ -15,7 +15,6 @@ pub fn action_text(action: &Action) -> String {
         Action::Retry { owner, attempt } => format!("owner {owner} attempt {attempt}: reserve again"),
         Action::Append { owner, attempt } => format!("owner {owner} attempt {attempt}: append its fact"),
         Action::Confirm { owner, attempt } => format!("owner {owner} attempt {attempt}: confirm"),
-        Action::Release { owner, attempt } => format!("owner {owner} attempt {attempt}: release the renamed key"),
         Action::Abandon { owner, attempt } => format!("owner {owner} attempt {attempt}: abandon"),
         Action::Crash { owner, attempt } => format!("owner {owner} attempt {attempt}: crash"),
         Action::GiveUp { owner, delete: true } => format!("owner {owner}: append a deletion fact"),
@@ -49,8 +48,8 @@ pub fn store_text(m: &ReservationModel, s: &State) -> String {
             PENDING => {
                 let holds: Vec<String> =
                     (0..16).filter(|b| slot.holds & (1 << b) != 0).map(|b| format!("h{b}")).collect();
-                let state = if s.now < slot.at { "" } else { ", expired" };
-                write!(out, " {name}=pending(o{} {{{}}} until t={}{state})", slot.owner, holds.join(","), slot.at)
+                let until = if s.now < slot.at { format!("until t={}", slot.at) } else { "expired".to_string() };
+                write!(out, " {name}=pending(o{} {{{}}} {until})", slot.owner, holds.join(","))
             }
             CONFIRMED => write!(out, " {name}=confirmed(o{} v{})", slot.owner, slot.at),
             _ => write!(out, " {name}=free"),
@@ -80,7 +79,8 @@ pub fn facts_text(m: &ReservationModel, s: &State) -> String {
 
 /// One step of a trace, from state `s` by `action`, as one or two lines (without the number).
 pub fn step_text(m: &ReservationModel, s: &State, action: Action) -> Option<(State, String)> {
-    let (n, report) = m.step(s, action)?;
+    let (n, [report, second]) = m.step(s, action)?;
+    let then = second.map(|r| format!(", then {}", op_text(&r))).unwrap_or_default();
     let what = match (action, report) {
         (Action::Tick, _) => format!("the store clock ticks to t={}", n.now),
         (Action::Append { owner, attempt: a }, _) => {
@@ -98,7 +98,7 @@ pub fn step_text(m: &ReservationModel, s: &State, action: Action) -> Option<(Sta
             let when = match attempt(s, owner, a)?.phase {
                 Phase::Reserved => "before appending",
                 Phase::Appended => "after appending, before confirming",
-                _ => "after confirming, before releasing",
+                _ => "",
             };
             format!("owner {owner} attempt {a}: crashes {when}")
         }
@@ -113,7 +113,7 @@ pub fn step_text(m: &ReservationModel, s: &State, action: Action) -> Option<(Sta
         }
         (Action::Apply { owner }, Some(r)) => {
             let c = s.owners.get(usize::from(owner))?.cursor;
-            format!("subscription of owner {owner}: applies fact v{}: {}", c / 2 + 1, op_text(&r))
+            format!("subscription of owner {owner}: applies fact v{}: {}{then}", c + 1, op_text(&r))
         }
         (Action::Replay { owner, fact, .. }, Some(r)) => {
             format!("subscription of owner {owner}: replays old fact v{} out of order: {}", fact + 1, op_text(&r))
@@ -121,7 +121,6 @@ pub fn step_text(m: &ReservationModel, s: &State, action: Action) -> Option<(Sta
         (Action::Reserve { owner, attempt: a, .. }, Some(r))
         | (Action::Retry { owner, attempt: a }, Some(r))
         | (Action::Confirm { owner, attempt: a }, Some(r))
-        | (Action::Release { owner, attempt: a }, Some(r))
         | (Action::Abandon { owner, attempt: a }, Some(r)) => {
             let hold = format!("h{}", hold_bit(owner, a));
             format!("owner {owner} attempt {a} (hold {hold}): {}", op_text(&r))

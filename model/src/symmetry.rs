@@ -1,0 +1,164 @@
+//! Symmetry reduction: owners are interchangeable, so are the attempts of one owner, and so are
+//! the keys. A state's representative is the least, over the permutations of the keys, of the
+//! state with its attempts and owners sorted; the sort keys include each one's part in the store
+//! (ownership and holds), so that ties are truly identical and the representative is canonical.
+
+use stateright::Representative;
+
+use crate::config::{MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS};
+use crate::model::owner_holds;
+use crate::state::{Attempt, FREE, Owner, Phase, State};
+
+const _: () = assert!(16 + 8 * crate::state::MAX_FACTS + 24 * MAX_ATTEMPTS <= 128);
+
+/// The non-identity permutations of the first two and of the first three keys.
+const PERMS_2: [[u8; MAX_KEYS]; 1] = [[1, 0, 2]];
+const PERMS_3: [[u8; MAX_KEYS]; 5] = [[0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+
+fn has_key(phase: Phase) -> bool {
+    matches!(phase, Phase::Reserved | Phase::Appended | Phase::CrashedAfter)
+}
+
+/// `s` with key `k` renamed `perm[k]`.
+fn permute_keys(s: &State, perm: &[u8; MAX_KEYS]) -> State {
+    let rename = |k: u8| perm.get(usize::from(k)).copied().unwrap_or(k);
+    let mut r = *s;
+    for (k, slot) in s.store.iter().enumerate() {
+        if let Some(to) = r.store.get_mut(usize::from(rename(k as u8))) {
+            *to = *slot;
+        }
+    }
+    for o in r.owners.iter_mut() {
+        for e in o.log.iter_mut() {
+            *e = rename(*e);
+        }
+        for a in o.attempts.iter_mut() {
+            if has_key(a.phase) {
+                a.key = rename(a.key);
+            }
+        }
+    }
+    r
+}
+
+/// Indices `0..N` sorted descending by `keys` (insertion sort: N is at most 4).
+fn order_desc<K: Ord, const N: usize>(keys: &[K; N]) -> [usize; N] {
+    let mut order = [0usize; N];
+    for (i, o) in order.iter_mut().enumerate() {
+        *o = i;
+    }
+    for i in 1..N {
+        let mut j = i;
+        while j > 0 && keys[order[j - 1]] < keys[order[j]] {
+            order.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+    order
+}
+
+fn attempt_key(a: &Attempt, in_store: u8) -> u64 {
+    u64::from_be_bytes([0, 0, 0, a.phase as u8, a.key, a.deadline, a.version, in_store])
+}
+
+/// An owner's fields packed in order into one number: equal numbers, equal owners.
+fn owner_signature(o: &Owner) -> u128 {
+    let mut k = u128::from(o.log_len) << 8 | u128::from(o.cursor);
+    for e in o.log {
+        k = k << 8 | u128::from(e);
+    }
+    for a in &o.attempts {
+        let phase_key = (a.phase as u8) << 4 | (a.key & 0x0F);
+        k = k << 24 | u128::from(phase_key) << 16 | u128::from(a.deadline) << 8 | u128::from(a.version);
+    }
+    k
+}
+
+/// Sorts the attempts of each owner, then the owners, descending: unused attempts and owners
+/// (equal to ones that did nothing, the least values) come last, so the used ones keep the first
+/// indices.
+fn sort_owners_and_attempts(s: &State) -> State {
+    let mut r = *s;
+    let width = MAX_ATTEMPTS;
+    for o in 0..MAX_OWNERS {
+        if r.owners[o].attempts.iter().all(|a| a.phase == Phase::Idle) {
+            continue;
+        }
+        let mut keys = [0u64; MAX_ATTEMPTS];
+        for (a, key) in keys.iter_mut().enumerate() {
+            let bit = o * width + a;
+            let in_store =
+                r.store.iter().enumerate().fold(0u8, |acc, (k, slot)| acc | ((((slot.holds >> bit) & 1) as u8) << k));
+            *key = attempt_key(&r.owners[o].attempts[a], in_store);
+        }
+        let order = order_desc(&keys);
+        if order == [0, 1, 2] {
+            continue;
+        }
+        let old = r.owners[o].attempts;
+        for (i, &from) in order.iter().enumerate() {
+            r.owners[o].attempts[i] = old[from];
+        }
+        for slot in r.store.iter_mut() {
+            let mut holds = slot.holds & !owner_holds(o as u8);
+            for (i, &from) in order.iter().enumerate() {
+                if slot.holds & (1 << (o * width + from)) != 0 {
+                    holds |= 1 << (o * width + i);
+                }
+            }
+            slot.holds = holds;
+        }
+    }
+    let mut keys = [(0u128, 0u64); MAX_OWNERS];
+    for (o, key) in keys.iter_mut().enumerate() {
+        let mut role = 0u64;
+        for slot in &r.store {
+            let mine = u64::from(slot.tag != FREE && usize::from(slot.owner) == o);
+            let holds = u64::from((slot.holds >> (o * width)) & owner_holds(0));
+            role = role << 20 | mine << 19 | u64::from(slot.tag) << 16 | u64::from(slot.at) << 8 | holds;
+        }
+        *key = (owner_signature(&r.owners[o]), role);
+    }
+    let order = order_desc(&keys);
+    if order == [0, 1, 2, 3] {
+        return r;
+    }
+    let mut new_of = [0u8; MAX_OWNERS];
+    for (i, &old) in order.iter().enumerate() {
+        new_of[old] = i as u8;
+    }
+    let mut out = r;
+    for (i, &old) in order.iter().enumerate() {
+        out.owners[i] = r.owners[old];
+    }
+    for slot in out.store.iter_mut() {
+        if slot.tag != FREE {
+            slot.owner = new_of.get(usize::from(slot.owner)).copied().unwrap_or(slot.owner);
+        }
+        let mut holds = 0u16;
+        for (old, &new) in new_of.iter().enumerate() {
+            let part = (slot.holds >> (old * width)) & owner_holds(0);
+            holds |= part << (usize::from(new) * width);
+        }
+        slot.holds = holds;
+    }
+    out
+}
+
+impl Representative for State {
+    fn representative(&self) -> Self {
+        let perms: &[[u8; MAX_KEYS]] = match self.keys {
+            2 => &PERMS_2,
+            3 => &PERMS_3,
+            _ => &[],
+        };
+        let mut best = sort_owners_and_attempts(self);
+        for perm in perms {
+            let candidate = sort_owners_and_attempts(&permute_keys(self, perm));
+            if candidate.pack() < best.pack() {
+                best = candidate;
+            }
+        }
+        best
+    }
+}

@@ -1,0 +1,209 @@
+//! The model checked: every property holds with every assumption on, each dropped assumption and
+//! each deliberately broken store transition yields a counterexample, the state space is pinned,
+//! and a run cut short never reports that the properties hold.
+
+use std::time::Duration;
+
+use reservation_model::check::{CheckOptions, CheckReport, Strategy, check};
+use reservation_model::*;
+use reservation_store::Rule;
+
+fn dfs() -> CheckOptions {
+    CheckOptions::default()
+}
+
+/// Breadth first on one thread, stopping at `property`'s counterexample: the shortest one.
+fn shortest(property: &'static str) -> CheckOptions {
+    CheckOptions { strategy: Strategy::Bfs, threads: 1, symmetry: false, target: Some(property), ..dfs() }
+}
+
+/// Depth first with symmetry, stopping at `property`'s counterexample: the fastest search.
+fn any_counterexample(property: &'static str) -> CheckOptions {
+    CheckOptions { target: Some(property), ..dfs() }
+}
+
+fn assert_fails(report: &CheckReport, property: &str) -> String {
+    let verdict = report.verdict(property).expect("a property of the model");
+    assert!(verdict.fails, "expected a counterexample to {property:?}:\n{}", report.text());
+    let trace = verdict.trace.clone().expect("a counterexample has a trace");
+    assert!(trace.starts_with("  1. [store t=0] "), "{trace}");
+    assert_eq!(trace.lines().filter(|l| l.trim_start().starts_with("store:")).count(), verdict.steps.unwrap_or(0));
+    trace
+}
+
+#[test]
+fn every_property_holds_in_the_default_configuration_and_the_run_is_complete() {
+    let report = check(ModelConfig::default(), dfs());
+    assert!(report.complete, "{}", report.text());
+    assert!(report.failures().is_empty(), "{}", report.text());
+    assert!(report.holds());
+    assert_eq!(report.unreached_rules(), Vec::<Rule>::new(), "{}", report.text());
+    assert_eq!(report.unreached_scenarios(), Vec::new(), "{}", report.text());
+    assert!(report.unique_states > 1_000_000, "{}", report.text());
+}
+
+#[test]
+fn the_small_configuration_has_a_pinned_state_space_and_reaches_every_rule() {
+    // Any change to the state space must be deliberate: update these counts with it.
+    let report = check(ModelConfig::small(), dfs());
+    assert!(report.holds(), "{}", report.text());
+    assert_eq!(report.unique_states, 177_374, "{}", report.text());
+    assert_eq!(report.unreached_rules(), Vec::<Rule>::new(), "{}", report.text());
+    assert_eq!(report.unreached_scenarios(), Vec::new(), "{}", report.text());
+    let one_thread = check(ModelConfig::small(), CheckOptions { threads: 1, ..dfs() });
+    assert_eq!(one_thread.unique_states, report.unique_states, "symmetry reduction is canonical");
+}
+
+#[test]
+fn symmetry_reduction_cuts_the_state_space_without_changing_verdicts() {
+    let config = ModelConfig { attempts: 1, ..ModelConfig::default() };
+    let reduced = check(config, dfs());
+    let full = check(config, CheckOptions { symmetry: false, ..dfs() });
+    assert!(reduced.holds() && full.holds(), "{}\n{}", reduced.text(), full.text());
+    assert_eq!((reduced.unique_states, full.unique_states), (1_144, 6_432));
+    assert_eq!(reduced.coverage, full.coverage);
+}
+
+// Each dropped assumption: the checker finds a counterexample to the property it protects.
+
+#[test]
+fn without_h2_a_fact_left_unconfirmed_past_expiry_breaks_uniqueness() {
+    let report = check(ModelConfig::small().dropping(Assumption::H2), shortest(P_UNIQUE));
+    let trace = assert_fails(&report, P_UNIQUE);
+    assert!(trace.contains("the store clock ticks") && trace.contains("(R2)"), "{trace}");
+}
+
+#[test]
+fn without_h3_a_lagging_node_clock_appends_after_expiry_and_breaks_uniqueness() {
+    let report = check(ModelConfig::small().dropping(Assumption::H3), shortest(P_UNIQUE));
+    let trace = assert_fails(&report, P_UNIQUE);
+    assert!(trace.contains("node clock reads t=0 (store t=1)"), "{trace}");
+}
+
+#[test]
+fn without_h5_a_stale_release_during_a_retake_breaks_uniqueness() {
+    let report = check(ModelConfig::small().dropping(Assumption::H5), shortest(P_UNIQUE));
+    let trace = assert_fails(&report, P_UNIQUE);
+    assert!(trace.contains("release(A, v2) -> Released"), "{trace}");
+}
+
+#[test]
+fn without_h7_a_replayed_any_version_release_frees_a_retaken_key() {
+    let report = check(ModelConfig::small().dropping(Assumption::H7), shortest(P_OLD_RELEASE));
+    let trace = assert_fails(&report, P_OLD_RELEASE);
+    assert!(trace.contains("release(A, ANY_VERSION) -> Released (L4)"), "{trace}");
+}
+
+#[test]
+fn without_h8_an_out_of_order_replay_of_an_old_confirm_leaks_the_key() {
+    let report = check(ModelConfig::small().dropping(Assumption::H8), shortest(P_NO_LEAK));
+    let trace = assert_fails(&report, P_NO_LEAK);
+    assert!(trace.contains("replays old fact"), "{trace}");
+}
+
+#[test]
+fn each_dropped_assumption_breaks_something_that_holds_with_it() {
+    for a in Assumption::ALL {
+        let report = check(ModelConfig::small().dropping(a), CheckOptions { stop_at_failure: true, ..dfs() });
+        assert!(!report.failures().is_empty(), "dropping {a} broke nothing:\n{}", report.text());
+    }
+}
+
+// Each deliberately broken store transition: the property it violates has a counterexample.
+
+fn broken(fault: Fault, property: &'static str) -> String {
+    let report = check(ModelConfig::small().with_fault(fault), any_counterexample(property));
+    assert_fails(&report, property)
+}
+
+#[test]
+fn a_reserve_that_ignores_the_owner_puts_two_owners_on_one_key() {
+    broken(Fault::ReserveIgnoresOwner, P_ONE_OWNER);
+    broken(Fault::ReserveIgnoresOwner, P_OTHERS);
+}
+
+#[test]
+fn a_reserve_that_ignores_expiry_keeps_a_crashed_attempts_key() {
+    broken(Fault::ReserveIgnoresExpiry, P_CRASHED_FREE);
+}
+
+#[test]
+fn a_confirm_that_ignores_the_owner_takes_another_owners_live_reservation() {
+    broken(Fault::ConfirmIgnoresOwner, P_OTHERS);
+}
+
+#[test]
+fn a_release_that_ignores_the_version_frees_a_key_a_later_fact_confirmed() {
+    broken(Fault::ReleaseIgnoresVersion, P_OLD_RELEASE);
+}
+
+#[test]
+fn a_release_that_keeps_confirmed_keys_leaks_them() {
+    broken(Fault::ReleaseKeepsConfirmed, P_NO_LEAK);
+}
+
+#[test]
+fn an_abandon_that_frees_a_confirmed_key_is_caught_twice() {
+    broken(Fault::AbandonFreesConfirmed, P_NEVER_ABANDONED);
+    broken(Fault::AbandonFreesConfirmed, P_CONFIRMED_MOVES);
+}
+
+#[test]
+fn every_always_property_is_shown_failable() {
+    let shown = [
+        (P_UNIQUE, "H2, H3, H5 dropped"),
+        (P_ONE_OWNER, "ReserveIgnoresOwner"),
+        (P_CONFIRMED_MOVES, "AbandonFreesConfirmed"),
+        (P_OTHERS, "ReserveIgnoresOwner, ConfirmIgnoresOwner"),
+        (P_NEVER_ABANDONED, "AbandonFreesConfirmed"),
+        (P_OLD_RELEASE, "ReleaseIgnoresVersion, H7 dropped"),
+        (P_CRASHED_FREE, "ReserveIgnoresExpiry"),
+        (P_NO_LEAK, "ReleaseKeepsConfirmed, H8 dropped"),
+    ];
+    let names: Vec<&str> = shown.iter().map(|(p, _)| *p).collect();
+    assert_eq!(names, ALWAYS.to_vec(), "a test above must break each always-property");
+}
+
+// A run cut short never reports that the properties hold.
+
+#[test]
+fn a_run_stopped_by_its_timeout_is_incomplete_and_does_not_hold() {
+    let report = check(ModelConfig::default(), CheckOptions { timeout: Some(Duration::from_millis(200)), ..dfs() });
+    assert!(!report.complete, "{}", report.text());
+    assert!(!report.holds());
+    assert!(report.text().contains("unknown (run incomplete)"), "{}", report.text());
+    assert!(report.json().contains("\"complete\":false,\"holds\":false"), "{}", report.json());
+}
+
+#[test]
+fn a_simulation_is_never_complete() {
+    let options =
+        CheckOptions { strategy: Strategy::Simulate, timeout: Some(Duration::from_millis(300)), seed: 7, ..dfs() };
+    let report = check(ModelConfig::fuzz(), options);
+    assert!(!report.complete && !report.holds(), "{}", report.text());
+    assert!(report.failures().is_empty(), "{}", report.text());
+}
+
+// The command line.
+
+fn run(args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reservation-model"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn the_command_line_reports_json_and_exits_by_verdict() {
+    let (code, out) = run(&["check", "--owners", "2", "--attempts", "1", "--json", "--quiet"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("{\"owners\":2,\"attempts\":1,") && out.contains("\"complete\":true,\"holds\":true"));
+    let (code, out) = run(&["check", "--drop-assumption", "H8", "--owners", "2", "--strategy", "bfs", "--quiet"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAILS") && out.contains("counterexample to"), "{out}");
+    let (code, _) = run(&["check", "--owners", "9"]);
+    assert_eq!(code, 64);
+    let (code, out) = run(&["check", "--timeout", "0.2", "--quiet"]);
+    assert_eq!(code, 2, "{out}");
+}
