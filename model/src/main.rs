@@ -12,11 +12,12 @@ use stateright::Model;
 const USAGE: &str = "usage:
   reservation-model check [--owners N] [--attempts A] [--keys K] [--horizon T] [--ttl L] [--skew S]
                           [--drop-assumption H2|H3|H5|H7|H8 ...] [--strategy dfs|bfs|simulate] [--seed X]
-                          [--threads N] [--no-symmetry] [--timeout SECONDS] [--json] [--quiet]
+                          [--threads N] [--no-symmetry] [--symmetry-factor] [--timeout SECONDS] [--json] [--quiet]
   reservation-model explore [--port P] [the configuration flags of check]
 
 check exits 0 when every property holds on a complete run, 1 when a property fails, 2 when the
-run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad arguments.";
+run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad arguments.
+--symmetry-factor checks a second time without symmetry reduction and prints the reduction factor.";
 
 struct Args {
     command: String,
@@ -25,6 +26,7 @@ struct Args {
     json: bool,
     quiet: bool,
     port: u16,
+    symmetry_factor: bool,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -40,6 +42,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         json: false,
         quiet: false,
         port: 3000,
+        symmetry_factor: false,
     };
     let mut strategy_set = false;
     let mut threads_set = false;
@@ -71,6 +74,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 threads_set = true;
             }
             "--no-symmetry" => out.options.symmetry = false,
+            "--symmetry-factor" => out.symmetry_factor = true,
             "--timeout" => out.options.timeout = Some(Duration::from_secs_f64(num(flag, value()?)?)),
             "--json" => out.json = true,
             "--quiet" => out.quiet = true,
@@ -124,6 +128,19 @@ fn main() -> ExitCode {
         println!("{}", report.json());
     } else {
         print!("{}", report.text());
+    }
+    if args.symmetry_factor && report.options.symmetry && report.options.strategy != Strategy::Bfs {
+        let full = check(args.config, CheckOptions { symmetry: false, ..args.options });
+        let factor = full.unique_states as f64 / report.unique_states.max(1) as f64;
+        println!(
+            "without symmetry: {} unique states, {} total, {:.2} s, {:.0} states/s, complete: {}",
+            full.unique_states,
+            full.total_states,
+            full.seconds,
+            full.states_per_second(),
+            if full.complete { "yes" } else { "no" }
+        );
+        println!("symmetry reduction factor: {factor:.2}");
     }
     if !report.failures().is_empty() {
         ExitCode::from(1)

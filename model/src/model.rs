@@ -841,7 +841,10 @@ impl Model for ReservationModel {
     }
 
     fn next_state(&self, s: &State, action: Action) -> Option<State> {
-        self.step(s, action).map(|(n, _)| n)
+        // A step that changes nothing (a retry that only rejoins, a release that finds nothing)
+        // leads back to this state: skip it, so the checker does not hash and look it up again.
+        // Its rule is recorded all the same.
+        self.step(s, action).map(|(n, _)| n).filter(|n| n != s)
     }
 
     fn format_action(&self, action: &Action) -> String {
