@@ -1,4 +1,4 @@
-//! Replays the committed fuzz corpus and crash inputs of the `ops` and `inputs` targets
+//! Replays the committed fuzz corpus and crash inputs of the `ops`, `sqlite` and `inputs` targets
 //! (`fuzz/corpus/<target>/`, `fuzz/regressions/<target>/`) through the same oracle, decoding each
 //! file exactly as `fuzz_target!` does, so every `cargo test` reruns what the fuzzer found.
 
@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use arbitrary::{Arbitrary, Unstructured};
 use reservation_conformance::{Failure, MemoryHarness, oracle};
 use reservation_store::ops::Op;
+
+#[path = "../../fuzz/harness/sqlite.rs"]
+mod sqlite_harness;
 
 /// Every input file of `target`: (path, bytes, whether it is a corpus entry rather than a
 /// regression). Hidden files such as `.gitkeep` are skipped.
@@ -56,4 +59,14 @@ fn ops_corpus_replays_clean() {
 #[test]
 fn inputs_corpus_replays_clean() {
     replay::<oracle::RawInput>("inputs", |input| oracle::inputs(&MemoryHarness, input));
+}
+
+#[test]
+fn sqlite_corpus_replays_clean() {
+    let path = std::env::temp_dir().join(format!("reservation-fuzz-replay-{}.db", std::process::id()));
+    let harness = sqlite_harness::SqliteHarness(path.clone());
+    replay::<Vec<Op>>("sqlite", |script| oracle::ops(&harness, script).map(drop));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = fs::remove_file(format!("{}{suffix}", path.display()));
+    }
 }

@@ -1,0 +1,25 @@
+//! The `ops` oracle on `SqliteStore`: operation scripts applied to the durable store and to the
+//! spec functions side by side. One database file in the temporary directory serves the whole
+//! run; the store sweeps expired rows after every new row.
+#![no_main]
+
+#[path = "../harness/sqlite.rs"]
+mod harness;
+
+use std::sync::LazyLock;
+
+use libfuzzer_sys::fuzz_target;
+use reservation_conformance::oracle;
+use reservation_store::ops::Op;
+
+static HARNESS: LazyLock<harness::SqliteHarness> = LazyLock::new(|| {
+    let path = std::env::temp_dir().join(format!("reservation-store-fuzz-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    harness::SqliteHarness(path)
+});
+
+fuzz_target!(|script: Vec<Op>| {
+    if let Err(failure) = oracle::ops(&*HARNESS, &script) {
+        panic!("{failure}");
+    }
+});
