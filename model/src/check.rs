@@ -15,7 +15,8 @@ use crate::trace::trace_text;
 pub enum Strategy {
     /// Depth first, on several threads, with symmetry reduction: the exhaustive check.
     Dfs,
-    /// Breadth first: shortest counterexamples (single-threaded), no symmetry reduction.
+    /// Breadth first: shortest counterexamples (single-threaded); symmetry reduction, if asked,
+    /// happens inside the model ([`ReservationModel::quotient`]).
     Bfs,
     /// Random walks until the timeout: never exhaustive.
     Simulate,
@@ -148,7 +149,11 @@ impl CheckReport {
             "strategy: {:?}, threads {}, symmetry {}",
             o.strategy,
             o.threads,
-            if o.symmetry && o.strategy != Strategy::Bfs { "on" } else { "off" }
+            match (o.symmetry, o.strategy) {
+                (false, _) => "off",
+                (true, Strategy::Bfs) => "on (in the model: breadth first ignores the checker's)",
+                (true, _) => "on",
+            }
         );
         let _ = writeln!(out, "unique states: {}", self.unique_states);
         let _ = writeln!(out, "total states: {}", self.total_states);
@@ -212,7 +217,7 @@ impl CheckReport {
             dropped.join(","),
             self.options.strategy,
             self.options.threads,
-            self.options.symmetry && self.options.strategy != Strategy::Bfs,
+            self.options.symmetry,
             self.unique_states,
             self.total_states,
             self.max_depth,
@@ -245,7 +250,9 @@ fn json_string(s: &str) -> String {
 
 /// Checks the model of `config`. The configuration must be valid ([`ModelConfig::validate`]).
 pub fn check(config: ModelConfig, options: CheckOptions) -> CheckReport {
-    let model = ReservationModel::new(config);
+    // Breadth first ignores the checker's symmetry reduction: reduce inside the model instead.
+    let bfs_reduced = options.symmetry && options.strategy == Strategy::Bfs;
+    let model = if bfs_reduced { ReservationModel::quotient(config) } else { ReservationModel::new(config) };
     let mut builder = model.checker().threads(options.threads.max(1));
     if options.symmetry && options.strategy != Strategy::Bfs {
         builder = builder.symmetry();
@@ -320,7 +327,7 @@ fn finish<C: Checker<ReservationModel>>(
         .into_iter()
         .map(|name| {
             let path = discoveries.get(name);
-            let actions = path.map(|path| path.clone().into_actions());
+            let actions = path.and_then(|path| model.concrete_path(&path.clone().into_actions()));
             Verdict {
                 name,
                 fails: path.is_some(),

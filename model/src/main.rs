@@ -129,7 +129,7 @@ fn main() -> ExitCode {
     } else {
         print!("{}", report.text());
     }
-    if args.symmetry_factor && report.options.symmetry && report.options.strategy != Strategy::Bfs {
+    if args.symmetry_factor && report.options.symmetry {
         let full = check(args.config, CheckOptions { symmetry: false, ..args.options });
         let factor = full.unique_states as f64 / report.unique_states.max(1) as f64;
         println!(

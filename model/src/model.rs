@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use reservation_store::spec::{self, Rule, Step};
 use reservation_store::{BitHolds, HoldBit, Instant, ReleaseVersion, Reservation, RuleSet, Ttl, Version};
-use stateright::{Model, Property};
+use stateright::{Model, Property, Representative};
 
 use crate::config::{Assumption, Fault, MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS, ModelConfig};
 use crate::state::*;
@@ -227,12 +227,51 @@ pub struct ReservationModel {
     /// The configuration.
     pub config: ModelConfig,
     reached: Arc<AtomicU64>,
+    quotient: bool,
 }
 
 impl ReservationModel {
     /// The model of `config`.
     pub fn new(config: ModelConfig) -> Self {
-        ReservationModel { config, reached: Arc::new(AtomicU64::new(0)) }
+        ReservationModel { config, reached: Arc::new(AtomicU64::new(0)), quotient: false }
+    }
+
+    /// The model of `config` whose steps lead to representatives (symmetry reduction inside the
+    /// model): breadth-first search, which ignores the checker's symmetry reduction, then
+    /// explores the reduced state space and finds shortest counterexamples fast. Its paths name
+    /// permuted owners, attempts and keys: [`ReservationModel::concrete_path`] maps them back.
+    pub fn quotient(config: ModelConfig) -> Self {
+        ReservationModel { quotient: true, ..ReservationModel::new(config) }
+    }
+
+    /// Whether this is a [`ReservationModel::quotient`] model.
+    pub fn is_quotient(&self) -> bool {
+        self.quotient
+    }
+
+    /// The actions, from the initial state, of a path of this model that leads through states
+    /// equivalent to the ones `actions` leads through: `actions` itself for a plain model, its
+    /// concrete counterpart (same length) for a quotient model.
+    pub fn concrete_path(&self, actions: &[Action]) -> Option<Vec<Action>> {
+        if !self.quotient {
+            return Some(actions.to_vec());
+        }
+        let mut reduced = self.initial_state();
+        let mut concrete = self.initial_state();
+        let mut out = Vec::with_capacity(actions.len());
+        let mut enabled = Vec::new();
+        for &a in actions {
+            let target = self.next_state(&reduced, a)?;
+            enabled.clear();
+            self.actions(&concrete, &mut enabled);
+            let (b, next) = enabled.iter().find_map(|&b| {
+                self.step(&concrete, b).filter(|(n, _)| n.representative() == target).map(|(n, _)| (b, n))
+            })?;
+            out.push(b);
+            concrete = next;
+            reduced = target;
+        }
+        Some(out)
     }
 
     /// The rules and scenarios that the transitions computed so far reached.
@@ -844,7 +883,9 @@ impl Model for ReservationModel {
         // A step that changes nothing (a retry that only rejoins, a release that finds nothing)
         // leads back to this state: skip it, so the checker does not hash and look it up again.
         // Its rule is recorded all the same.
-        self.step(s, action).map(|(n, _)| n).filter(|n| n != s)
+        let (n, _) = self.step(s, action)?;
+        let n = if self.quotient { n.representative() } else { n };
+        (n != *s).then_some(n)
     }
 
     fn format_action(&self, action: &Action) -> String {
