@@ -9,11 +9,17 @@ use reservation_model::check::{CheckOptions, Strategy, check};
 use reservation_model::{Assumption, ModelConfig, ReservationModel};
 use stateright::Model;
 
+mod stores;
+
 const USAGE: &str = "usage:
   reservation-model check [--owners N] [--attempts A] [--keys K] [--horizon T] [--ttl L] [--skew S]
                           [--drop-assumption H2|H3|H5|H7|H8 ...] [--strategy dfs|bfs|simulate] [--seed X]
                           [--threads N] [--no-symmetry] [--symmetry-factor] [--timeout SECONDS] [--json] [--quiet]
   reservation-model explore [--port P] [the configuration flags of check]
+  reservation-model stores
+
+stores runs the conformance suite against the built-in stores (MemoryStore, SqliteStore) and
+exits 1 if either breaks a rule.
 
 check exits 0 when every property holds on a complete run, 1 when a property fails, 2 when the
 run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad arguments.
@@ -31,7 +37,7 @@ struct Args {
 
 fn parse(args: &[String]) -> Result<Args, String> {
     let mut it = args.iter();
-    let command = it.next().cloned().ok_or("missing command: check or explore")?;
+    let command = it.next().cloned().ok_or("missing command: check, explore or stores")?;
     if command != "check" && command != "explore" {
         return Err(format!("unknown command {command:?}"));
     }
@@ -103,6 +109,13 @@ fn parse(args: &[String]) -> Result<Args, String> {
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("stores") {
+        if argv.len() > 1 {
+            eprintln!("error: stores takes no flags\n{USAGE}");
+            return ExitCode::from(64);
+        }
+        return if stores::run() { ExitCode::SUCCESS } else { ExitCode::from(1) };
+    }
     let args = match parse(&argv) {
         Ok(a) => a,
         Err(e) => {
