@@ -45,9 +45,11 @@ struct Padded(Mutex<Shard>);
 /// keys of different shards proceed in parallel. Expired pending reservations are dropped when
 /// an operation touches them, and each shard is swept whenever an insertion takes it past
 /// `max(`[`SWEEP_FLOOR`]`, 2 × L)` rows, where `L` is the number of rows its last sweep kept
-/// (all of them live). So the store never holds more than
-/// `SHARDS × SWEEP_FLOOR + 2 × (the most live reservations it ever held at once)` rows,
-/// however long a workload reserves keys and lets them expire.
+/// (all of them live). So a shard never holds more than `max(SWEEP_FLOOR, 2 × P)` rows, where `P`
+/// is the most live reservations it ever held at once, and the store never more than
+/// `SHARDS × (SWEEP_FLOOR + 2 × P)` for `P` the store's peak of live reservations, however long a
+/// workload reserves keys and lets them expire. With keys spread evenly by the hash, the store
+/// stays near `SHARDS × SWEEP_FLOOR + 2 × P`.
 pub struct MemoryStore<C = SystemClock> {
     clock: C,
     hasher: foldhash::fast::RandomState,
