@@ -6,7 +6,9 @@ use std::time::{Duration, Instant as WallInstant};
 
 use proptest::prelude::*;
 use proptest::strategy::Strategy;
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use proptest::test_runner::{
+    Config, FailurePersistence, FileFailurePersistence, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner,
+};
 use reservation_store::ops::{ClockMove, Op, ReleasePick, VersionPick};
 use reservation_store::{Rule, RuleSet};
 
@@ -157,12 +159,17 @@ fn rng(seed: u64) -> TestRng {
 /// Runs the differential check with `harness`'s [`crate::Settings`] and returns what it did; fails
 /// on the first script whose outcomes or lookups differ from the specification (shrunk to a
 /// minimal one), or when the run reached fewer than all of R1–A6.
+///
+/// The scripts of the seeds in the regression file ([`crate::Settings::regressions`]) run first,
+/// before `cases` new ones; a new failing script's seed is appended to that file.
 pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
     let settings = harness.settings().with_env();
     let seed = settings.seed.unwrap_or_else(draw_seed);
+    let persistence =
+        settings.regressions.map(|path| Box::new(FileFailurePersistence::Direct(path)) as Box<dyn FailurePersistence>);
     let config = Config {
         cases: settings.cases,
-        failure_persistence: None,
+        failure_persistence: persistence,
         max_shrink_iters: 4_096,
         max_global_rejects: 0,
         ..Config::default()
@@ -182,10 +189,15 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
         }
     });
     let elapsed = started.elapsed();
-    let replay_env = format!(
+    let mut replay_env = format!(
         "to run the same scripts again: RESERVATION_CONFORMANCE_SEED={seed} RESERVATION_CONFORMANCE_CASES={}",
         settings.cases
     );
+    if let Some(path) = settings.regressions {
+        replay_env.push_str(&format!(
+            "\nthe failing script's seed is in {path}, whose scripts run first on every run: commit it"
+        ));
+    }
     match result {
         Ok(()) => {}
         Err(TestError::Fail(reason, minimal)) => {

@@ -74,6 +74,12 @@ pub struct Settings {
     pub max_ops: usize,
     /// The seed of the differential check; `None` draws one (and prints it on failure).
     pub seed: Option<u64>,
+    /// The differential check's regression file: the seed of every failing script is appended
+    /// to it, and the scripts of its seeds run first on every later run (on top of `cases`). A
+    /// relative path is taken from the working directory, which `cargo test` sets to the root of
+    /// the crate under test. [`Settings::REGRESSIONS`] by default; `None` neither reads nor
+    /// writes one.
+    pub regressions: Option<&'static str>,
     /// Threads of the linearizability check.
     pub threads: usize,
     /// Operations of one history of the linearizability check, over all threads and rounds.
@@ -90,6 +96,7 @@ impl Default for Settings {
             cases: 4_000,
             max_ops: 48,
             seed: None,
+            regressions: Some(Settings::REGRESSIONS),
             threads: 3,
             concurrent_ops: 3_000,
             histories: 10,
@@ -99,6 +106,16 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The default regression file, relative to the crate root: commit it, so that every run
+    /// replays the scripts that once failed.
+    pub const REGRESSIONS: &'static str = "proptest-regressions/reservation-conformance.txt";
+
+    /// These settings with the regression file `path`, or none.
+    pub const fn with_regressions(mut self, path: Option<&'static str>) -> Self {
+        self.regressions = path;
+        self
+    }
+
     /// These settings with `cases` differential scripts.
     pub const fn with_cases(mut self, cases: u32) -> Self {
         self.cases = cases;

@@ -50,6 +50,12 @@
 //!   a minimal script, printed as a transcript and as Rust to paste, with the seed to replay the
 //!   run (`RESERVATION_CONFORMANCE_SEED`, `RESERVATION_CONFORMANCE_CASES`). The check fails too
 //!   when its run reaches fewer than all of R1–A6, as the spec functions report them.
+//!   The seed of a failing script is appended to a regression file,
+//!   `proptest-regressions/reservation-conformance.txt` in the root of the crate under test
+//!   (`cargo test` runs there); every later run replays its seeds first, before new scripts.
+//!   Commit that file, so that a bug once found stays tested. [`Settings::regressions`] moves
+//!   it, or turns it off with `None`. This crate commits one with three seeds, found against
+//!   broken stores, that its own suites replay against `MemoryStore` and the async store.
 //! - [`linearizability`]: threads run operations on three keys, the clock frozen within a round
 //!   and moved between rounds; the history of call and return stamps is decided key by key by a
 //!   Wing–Gong–Lowe search with a memo of (linearized set, state), the spec functions as the

@@ -260,7 +260,8 @@ impl Harness for BrokenHarness {
     }
 
     fn settings(&self) -> Settings {
-        Settings::default().with_seed(7)
+        // Their failures are expected: a regression file would only collect them.
+        Settings::default().with_seed(7).with_regressions(None)
     }
 }
 
@@ -446,4 +447,73 @@ fn a_harness_that_panics_fails_every_check_and_run_all_goes_on() {
     let failed = report.failures().count();
     assert_eq!(failed, report.checks.len() - 1, "all but the skipped durable check fail:\n{report}");
     assert!(report.failures().all(|f| f.to_string().contains("cannot connect to the database")), "{report}");
+}
+
+/// A broken store with chosen settings.
+struct Tuned(Bug, Settings);
+
+impl Harness for Tuned {
+    type Store = BrokenStore;
+
+    fn store(&self, clock: ManualClock) -> BrokenStore {
+        BrokenHarness(self.0).store(clock)
+    }
+
+    fn settings(&self) -> Settings {
+        self.1
+    }
+}
+
+fn differential_failure(bug: Bug, settings: Settings) -> String {
+    match reservation_conformance::differential::run(&Tuned(bug, settings)) {
+        Ok(stats) => panic!("{bug:?}: the differential check passed: {stats:?}"),
+        Err(f) => f.to_string(),
+    }
+}
+
+/// The repo's regression file, which the suites of `tests/memory.rs` and `tests/tokio_store.rs`
+/// replay by default: one failing seed for each of three of these broken stores.
+const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions/reservation-conformance.txt");
+
+/// A regression file in a fresh directory of its own, for a test that writes one.
+fn fresh_regressions(name: &str) -> &'static str {
+    let dir = std::env::temp_dir().join(format!("reservation-conformance-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    Box::leak(dir.join("regressions.txt").to_string_lossy().into_owned().into_boxed_str())
+}
+
+fn seeds(path: &str) -> usize {
+    std::fs::read_to_string(path).unwrap_or_default().lines().filter(|l| l.starts_with("cc ")).count()
+}
+
+#[test]
+fn a_failing_seed_is_saved_and_its_script_runs_first_on_the_next_run() {
+    let path = fresh_regressions("saved");
+    let bug = Bug::ConfirmOverwritesVersion;
+    let first = differential_failure(bug, Settings::default().with_seed(7).with_regressions(Some(path)));
+    assert!(first.contains("rule C7 broken") && first.contains(path), "{first}");
+    assert_eq!(seeds(path), 1, "the failing seed is saved");
+    // No new script runs: only the saved seed can catch the bug.
+    let none = Settings::default().with_cases(0);
+    let replayed = differential_failure(bug, none.with_regressions(Some(path)));
+    assert!(replayed.contains("rule C7 broken") && !replayed.contains("never reached"), "{replayed}");
+    assert_eq!(seeds(path), 1, "a replayed failure is not saved twice");
+    // Without the file, or on a correct store, the same run fails only for its lack of coverage.
+    let without = differential_failure(bug, none.with_regressions(None));
+    assert!(without.contains("never reached") && !without.contains("C7 broken"), "{without}");
+    let correct = differential_failure(Bug::None, none.with_regressions(Some(path)));
+    assert!(correct.contains("never reached"), "{correct}");
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn the_committed_regression_seeds_catch_their_broken_stores_without_a_new_script() {
+    assert_eq!(seeds(COMMITTED), 3, "{COMMITTED}");
+    for (bug, rule) in
+        [(Bug::ConfirmOverwritesVersion, "C7"), (Bug::ExpiryInclusive, "D1"), (Bug::AbandonDropsAllHolds, "A3")]
+    {
+        // With no new script to run, nothing is written to the committed file.
+        let message = differential_failure(bug, Settings::default().with_cases(0).with_regressions(Some(COMMITTED)));
+        assert!(message.contains(rule) && !message.contains("never reached"), "{bug:?}: {message}");
+    }
 }

@@ -97,3 +97,11 @@ fn a_run_too_short_to_reach_every_rule_fails_and_names_the_missing_ones() {
     assert!(message.contains("never reached"), "{message}");
     assert!(message.contains("RESERVATION_CONFORMANCE_SEED=11"), "{message}");
 }
+
+#[test]
+fn the_default_regression_file_is_the_committed_one_so_the_suites_here_replay_it() {
+    // `cargo test` runs in the crate root, where the default relative path points.
+    let path = reservation_conformance::Settings::default().regressions.expect("on by default");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert!(text.lines().any(|l| l.starts_with("cc ")), "{path} holds no seed:\n{text}");
+}
