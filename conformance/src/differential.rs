@@ -189,15 +189,10 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
         }
     });
     let elapsed = started.elapsed();
-    let mut replay_env = format!(
+    let replay_env = format!(
         "to run the same scripts again: RESERVATION_CONFORMANCE_SEED={seed} RESERVATION_CONFORMANCE_CASES={}",
         settings.cases
     );
-    if let Some(path) = settings.regressions {
-        replay_env.push_str(&format!(
-            "\nthe failing script's seed is in {path}, whose scripts run first on every run: commit it"
-        ));
-    }
     match result {
         Ok(()) => {}
         Err(TestError::Fail(reason, minimal)) => {
@@ -215,7 +210,10 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
             let script: Vec<String> = minimal.iter().map(|op| format!("  {op}")).collect();
             failure.context.push(format!("the minimal script:\n{}", script.join("\n")));
             let replay = failure.replay.take().unwrap_or_default();
-            failure.replay = Some(format!("{replay}\n{replay_env}"));
+            let saved = settings.regressions.map_or_else(String::new, |path| {
+                format!("\nthe failing script's seed is in {path}, whose scripts run first on every run: commit it")
+            });
+            failure.replay = Some(format!("{replay}\n{replay_env}{saved}"));
             return Err(failure);
         }
         Err(TestError::Abort(reason)) => {
