@@ -253,6 +253,7 @@ pub fn check(config: ModelConfig, options: CheckOptions) -> CheckReport {
     // Breadth first ignores the checker's symmetry reduction: reduce inside the model instead.
     let bfs_reduced = options.symmetry && options.strategy == Strategy::Bfs;
     let model = if bfs_reduced { ReservationModel::quotient(config) } else { ReservationModel::new(config) };
+    let model = if options.symmetry { model.skipping_symmetric_actions() } else { model };
     let mut builder = model.checker().threads(options.threads.max(1));
     if options.symmetry && options.strategy != Strategy::Bfs {
         builder = builder.symmetry();

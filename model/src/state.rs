@@ -186,51 +186,38 @@ pub struct State {
     pub flags: u8,
 }
 
-/// Bytes of a packed owner: log length, log, cursor, and four bytes per attempt.
-const OWNER_BYTES: usize = 2 + MAX_FACTS + 4 * MAX_ATTEMPTS;
-/// Bytes of a packed state.
-const STATE_BYTES: usize = 3 + 5 * MAX_KEYS + OWNER_BYTES * MAX_OWNERS;
-
-impl State {
-    /// The state as bytes, one field each: what the checker hashes (one call to the hasher instead
-    /// of one per field).
-    pub fn pack(&self) -> [u8; STATE_BYTES] {
-        let mut b = [0u8; STATE_BYTES];
-        let mut i = 0;
-        let mut put = |v: u8| {
-            if let Some(x) = b.get_mut(i) {
-                *x = v;
-            }
-            i += 1;
-        };
-        put(self.keys);
-        put(self.now);
-        put(self.flags);
-        for slot in &self.store {
-            let [lo, hi] = slot.holds.to_le_bytes();
-            for v in [slot.tag, slot.owner, lo, hi, slot.at] {
-                put(v);
-            }
+impl Owner {
+    /// The owner's fields packed into one number (attempt keys in 4 bits, which holds every key):
+    /// equal owners, equal numbers, and the converse for the fields' ranges.
+    pub(crate) fn signature(&self) -> u128 {
+        let mut k = u128::from(self.log_len) << 8 | u128::from(self.cursor);
+        for e in self.log {
+            k = k << 8 | u128::from(e);
         }
-        for o in &self.owners {
-            put(o.log_len);
-            put(o.cursor);
-            for v in o.log {
-                put(v);
-            }
-            for a in &o.attempts {
-                for v in [a.phase as u8, a.key, a.deadline, a.version] {
-                    put(v);
-                }
-            }
+        for a in &self.attempts {
+            let phase_key = (a.phase as u8) << 4 | (a.key & 0x0F);
+            k = k << 24 | u128::from(phase_key) << 16 | u128::from(a.deadline) << 8 | u128::from(a.version);
         }
-        b
+        k
     }
 }
 
 impl std::hash::Hash for State {
+    /// Five 128-bit words: the clock, flags and store, then one per owner. The checker hashes
+    /// every state it generates, so this is on the hot path; equal states give equal words.
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        state.write(&self.pack());
+        let mut head = u128::from(self.now) << 8 | u128::from(self.flags);
+        for slot in &self.store {
+            head = head << 32
+                | u128::from(slot.tag & 0x0F) << 28
+                | u128::from(slot.owner) << 20
+                | u128::from(slot.holds & 0x0FFF) << 8
+                | u128::from(slot.at);
+        }
+        state.write_u128(head);
+        for o in &self.owners {
+            state.write_u128(o.signature());
+        }
     }
 }
 

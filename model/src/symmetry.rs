@@ -7,7 +7,7 @@ use stateright::Representative;
 
 use crate::config::{MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS};
 use crate::model::owner_holds;
-use crate::state::{Attempt, FREE, Owner, Phase, State};
+use crate::state::{Attempt, FREE, Phase, State};
 
 const _: () = assert!(16 + 8 * crate::state::MAX_FACTS + 24 * MAX_ATTEMPTS <= 128);
 
@@ -61,19 +61,6 @@ fn attempt_key(a: &Attempt, in_store: u8) -> u64 {
     u64::from_be_bytes([0, 0, 0, a.phase as u8, a.key, a.deadline, a.version, in_store])
 }
 
-/// An owner's fields packed in order into one number: equal numbers, equal owners.
-fn owner_signature(o: &Owner) -> u128 {
-    let mut k = u128::from(o.log_len) << 8 | u128::from(o.cursor);
-    for e in o.log {
-        k = k << 8 | u128::from(e);
-    }
-    for a in &o.attempts {
-        let phase_key = (a.phase as u8) << 4 | (a.key & 0x0F);
-        k = k << 24 | u128::from(phase_key) << 16 | u128::from(a.deadline) << 8 | u128::from(a.version);
-    }
-    k
-}
-
 /// Sorts the attempts of each owner, then the owners, descending: unused attempts and owners
 /// (equal to ones that did nothing, the least values) come last, so the used ones keep the first
 /// indices.
@@ -117,7 +104,7 @@ fn sort_owners_and_attempts(s: &State) -> State {
             let holds = u64::from((slot.holds >> (o * width)) & owner_holds(0));
             role = role << 20 | mine << 19 | u64::from(slot.tag) << 16 | u64::from(slot.at) << 8 | holds;
         }
-        *key = (owner_signature(&r.owners[o]), role);
+        *key = (r.owners[o].signature(), role);
     }
     let order = order_desc(&keys);
     if order == [0, 1, 2, 3] {
@@ -181,7 +168,7 @@ impl Representative for State {
         let mut best = sort_owners_and_attempts(self);
         for perm in perms {
             let candidate = sort_owners_and_attempts(&permute_keys(self, perm));
-            if candidate.pack() < best.pack() {
+            if candidate < best {
                 best = candidate;
             }
         }
