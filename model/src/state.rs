@@ -186,19 +186,26 @@ pub struct State {
     pub flags: u8,
 }
 
+// An owner's signature holds all of its bytes.
+const _: () = assert!(2 + MAX_FACTS + 3 * MAX_ATTEMPTS <= 16);
+
 impl Owner {
     /// The owner's fields packed into one number (attempt keys in 4 bits, which holds every key):
     /// equal owners, equal numbers, and the converse for the fields' ranges.
     pub(crate) fn signature(&self) -> u128 {
-        let mut k = u128::from(self.log_len) << 8 | u128::from(self.cursor);
-        for e in self.log {
-            k = k << 8 | u128::from(e);
+        let mut b = [0u8; 16];
+        b[0] = self.log_len;
+        b[1] = self.cursor;
+        for (i, e) in self.log.into_iter().enumerate() {
+            b[2 + i] = e;
         }
-        for a in &self.attempts {
-            let phase_key = (a.phase as u8) << 4 | (a.key & 0x0F);
-            k = k << 24 | u128::from(phase_key) << 16 | u128::from(a.deadline) << 8 | u128::from(a.version);
+        for (i, a) in self.attempts.iter().enumerate() {
+            let at = 2 + MAX_FACTS + 3 * i;
+            b[at] = (a.phase as u8) << 4 | (a.key & 0x0F);
+            b[at + 1] = a.deadline;
+            b[at + 2] = a.version;
         }
-        k
+        u128::from_be_bytes(b)
     }
 }
 

@@ -9,8 +9,6 @@ use crate::config::{MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS};
 use crate::model::owner_holds;
 use crate::state::{Attempt, FREE, Phase, State};
 
-const _: () = assert!(16 + 8 * crate::state::MAX_FACTS + 24 * MAX_ATTEMPTS <= 128);
-
 /// The non-identity permutations of the first two and of the first three keys.
 const PERMS_2: [[u8; MAX_KEYS]; 1] = [[1, 0, 2]];
 const PERMS_3: [[u8; MAX_KEYS]; 5] = [[0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
@@ -61,30 +59,37 @@ fn attempt_key(a: &Attempt, in_store: u8) -> u64 {
     u64::from_be_bytes([0, 0, 0, a.phase as u8, a.key, a.deadline, a.version, in_store])
 }
 
+/// Whether `keys` is already in descending order (the usual case: no reordering to do).
+fn descending<K: Ord, const N: usize>(keys: &[K; N]) -> bool {
+    keys.windows(2).all(|w| matches!(w, [a, b] if a >= b))
+}
+
 /// Sorts the attempts of each owner, then the owners, descending: unused attempts and owners
 /// (equal to ones that did nothing, the least values) come last, so the used ones keep the first
 /// indices.
 fn sort_owners_and_attempts(s: &State) -> State {
     let mut r = *s;
     let width = MAX_ATTEMPTS;
-    for o in 0..MAX_OWNERS {
-        if r.owners[o].attempts.iter().all(|a| a.phase == Phase::Idle) {
-            continue;
+    // For each hold bit, the keys whose reservation has it.
+    let mut keys_of = [0u8; 16];
+    for (k, slot) in s.store.iter().enumerate() {
+        let mut h = slot.holds;
+        while h != 0 {
+            if let Some(x) = keys_of.get_mut(h.trailing_zeros() as usize) {
+                *x |= 1 << k;
+            }
+            h &= h - 1;
         }
-        let mut keys = [0u64; MAX_ATTEMPTS];
-        for (a, key) in keys.iter_mut().enumerate() {
-            let bit = o * width + a;
-            let in_store =
-                r.store.iter().enumerate().fold(0u8, |acc, (k, slot)| acc | ((((slot.holds >> bit) & 1) as u8) << k));
-            *key = attempt_key(&r.owners[o].attempts[a], in_store);
+    }
+    for o in 0..MAX_OWNERS {
+        let attempts = r.owners[o].attempts;
+        let keys: [u64; MAX_ATTEMPTS] = std::array::from_fn(|a| attempt_key(&attempts[a], keys_of[o * width + a]));
+        if descending(&keys) {
+            continue;
         }
         let order = order_desc(&keys);
-        if order == [0, 1, 2] {
-            continue;
-        }
-        let old = r.owners[o].attempts;
         for (i, &from) in order.iter().enumerate() {
-            r.owners[o].attempts[i] = old[from];
+            r.owners[o].attempts[i] = attempts[from];
         }
         for slot in r.store.iter_mut() {
             let mut holds = slot.holds & !owner_holds(o as u8);
@@ -106,10 +111,10 @@ fn sort_owners_and_attempts(s: &State) -> State {
         }
         *key = (r.owners[o].signature(), role);
     }
-    let order = order_desc(&keys);
-    if order == [0, 1, 2, 3] {
+    if descending(&keys) {
         return r;
     }
+    let order = order_desc(&keys);
     let mut new_of = [0u8; MAX_OWNERS];
     for (i, &old) in order.iter().enumerate() {
         new_of[old] = i as u8;
