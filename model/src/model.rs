@@ -244,7 +244,8 @@ impl ReservationModel {
     /// representatives reached, the coverage and every verdict are unchanged, and the checker
     /// looks up fewer duplicates. A search without symmetry must keep every action. It also skips
     /// the crash of a reserved attempt whose hold is in no reservation, which leads to the very
-    /// state its abandon leads to.
+    /// state its abandon leads to, and the crash of an appended attempt that leads to the very
+    /// state its confirm leads to.
     pub(crate) fn skipping_symmetric_actions(mut self) -> Self {
         self.skip_symmetric = true;
         self
@@ -542,7 +543,18 @@ impl ReservationModel {
                 if in_time {
                     out.push(Action::Confirm { owner: o, attempt: a });
                 }
-                out.push(Action::Crash { owner: o, attempt: a });
+                // Once the subscription has applied its fact, a crashed attempt is at once done:
+                // if its confirm would change nothing in the store, both reach the same state.
+                let same_as_confirm = self.skip_symmetric
+                    && in_time
+                    && owner.cursor >= at.version
+                    && s.store.get(usize::from(at.key)).is_some_and(|&slot| {
+                        self.transition(slot, s.now, o, Op::Confirm(at.version))
+                            .is_some_and(|(after, ..)| after == slot)
+                    });
+                if !same_as_confirm {
+                    out.push(Action::Crash { owner: o, attempt: a });
+                }
             }
             _ => {}
         }

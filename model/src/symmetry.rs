@@ -137,27 +137,38 @@ fn sort_owners_and_attempts(s: &State) -> State {
     out
 }
 
-/// What key `k` is to the state, whoever holds it: invariant under renaming owners and attempts,
+/// What each key is to the state, whoever holds it: invariant under renaming owners and attempts,
 /// so that keys with different signatures can be ordered without trying both orders.
-fn key_signature(s: &State, k: u8) -> u64 {
-    let slot = s.store.get(usize::from(k)).copied().unwrap_or_default();
-    let mut in_logs = 0u64;
-    let mut in_attempts = 0u64;
+fn key_signatures(s: &State) -> [u64; MAX_KEYS] {
+    let mut in_logs = [0u64; MAX_KEYS];
+    let mut in_attempts = [0u64; MAX_KEYS];
     for o in &s.owners {
-        in_logs += o.log.iter().take(usize::from(o.log_len)).filter(|&&e| e == k).count() as u64;
-        in_attempts += o.attempts.iter().filter(|a| has_key(a.phase) && a.key == k).count() as u64;
+        for &e in o.log.iter().take(usize::from(o.log_len)) {
+            if let Some(n) = in_logs.get_mut(usize::from(e)) {
+                *n += 1;
+            }
+        }
+        for a in o.attempts.iter().filter(|a| has_key(a.phase)) {
+            if let Some(n) = in_attempts.get_mut(usize::from(a.key)) {
+                *n += 1;
+            }
+        }
     }
-    u64::from(slot.tag) << 40
-        | u64::from(slot.at) << 32
-        | u64::from(slot.holds.count_ones()) << 24
-        | in_logs << 12
-        | in_attempts
+    std::array::from_fn(|k| {
+        let slot = s.store[k];
+        u64::from(slot.tag) << 40
+            | u64::from(slot.at) << 32
+            | u64::from(slot.holds.count_ones()) << 24
+            | in_logs[k] << 12
+            | in_attempts[k]
+    })
 }
 
 impl Representative for State {
     fn representative(&self) -> Self {
         if self.keys == 2 {
-            let (a, b) = (key_signature(self, 0), key_signature(self, 1));
+            let sig = key_signatures(self);
+            let (a, b) = (sig[0], sig[1]);
             if a > b {
                 return sort_owners_and_attempts(self);
             }
