@@ -5,7 +5,7 @@
 //! observes what they did (the step properties).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use reservation_store::spec::{self, Rule, Step};
 use reservation_store::{BitHolds, HoldBit, Instant, ReleaseVersion, Reservation, RuleSet, Ttl, Version};
@@ -227,6 +227,7 @@ pub struct ReservationModel {
     /// The configuration.
     pub config: ModelConfig,
     reached: Arc<AtomicU64>,
+    failed: Arc<AtomicU8>,
     quotient: bool,
     skip_symmetric: bool,
 }
@@ -234,7 +235,13 @@ pub struct ReservationModel {
 impl ReservationModel {
     /// The model of `config`.
     pub fn new(config: ModelConfig) -> Self {
-        ReservationModel { config, reached: Arc::new(AtomicU64::new(0)), quotient: false, skip_symmetric: false }
+        ReservationModel {
+            config,
+            reached: Arc::new(AtomicU64::new(0)),
+            failed: Arc::new(AtomicU8::new(0)),
+            quotient: false,
+            skip_symmetric: false,
+        }
     }
 
     /// This model, for a search reduced by symmetry, without the actions of an owner (or attempt)
@@ -826,14 +833,14 @@ pub const P_NO_LEAK: &str = "no key leaks once the subscription has applied ever
 /// Whether state `s` satisfies the always-property named `name`.
 pub fn always_holds(m: &ReservationModel, s: &State, name: &str) -> bool {
     match name {
-        P_UNIQUE => a_unique(m, s),
-        P_ONE_OWNER => a_one_owner(m, s),
-        P_CONFIRMED_MOVES => a_confirmed_moves(m, s),
-        P_OTHERS => a_others(m, s),
-        P_NEVER_ABANDONED => a_never_abandoned(m, s),
-        P_OLD_RELEASE => a_old_release(m, s),
-        P_CRASHED_FREE => a_crashed_free(m, s),
-        P_NO_LEAK => a_no_leak(m, s),
+        P_UNIQUE => unique(m, s),
+        P_ONE_OWNER => one_owner(m, s),
+        P_CONFIRMED_MOVES => s.flags & STEP_CONFIRMED_MOVED == 0,
+        P_OTHERS => s.flags & STEP_TOUCHED_OTHER == 0,
+        P_NEVER_ABANDONED => s.flags & STEP_ABANDONED_CONFIRMED == 0,
+        P_OLD_RELEASE => s.flags & STEP_OLD_RELEASE_FREED == 0,
+        P_CRASHED_FREE => crashed_free(m, s),
+        P_NO_LEAK => no_leak(m, s),
         _ => true,
     }
 }
@@ -889,31 +896,36 @@ fn no_leak(m: &ReservationModel, s: &State) -> bool {
     confirmed_held && held_confirmed
 }
 
-// The checker calls these at every state: each goes straight to its predicate (the name match of
-// `always_holds` compares strings, and is for callers that hold a name).
+// The checker calls these at every state. Each reports only the first state that breaks its
+// property: stateright keeps one path per property and a later failure would overwrite it, so
+// breadth first would not report the shortest counterexample (it looks for the end of the search
+// only every so many states). Later failures are still failures of the same property.
+fn first_failure(m: &ReservationModel, holds: bool, property: u8) -> bool {
+    holds || m.failed.fetch_or(1 << property, Ordering::Relaxed) & (1 << property) != 0
+}
 fn a_unique(m: &ReservationModel, s: &State) -> bool {
-    unique(m, s)
+    first_failure(m, unique(m, s), 0)
 }
 fn a_one_owner(m: &ReservationModel, s: &State) -> bool {
-    one_owner(m, s)
+    first_failure(m, one_owner(m, s), 1)
 }
-fn a_confirmed_moves(_: &ReservationModel, s: &State) -> bool {
-    s.flags & STEP_CONFIRMED_MOVED == 0
+fn a_confirmed_moves(m: &ReservationModel, s: &State) -> bool {
+    first_failure(m, s.flags & STEP_CONFIRMED_MOVED == 0, 2)
 }
-fn a_others(_: &ReservationModel, s: &State) -> bool {
-    s.flags & STEP_TOUCHED_OTHER == 0
+fn a_others(m: &ReservationModel, s: &State) -> bool {
+    first_failure(m, s.flags & STEP_TOUCHED_OTHER == 0, 3)
 }
-fn a_never_abandoned(_: &ReservationModel, s: &State) -> bool {
-    s.flags & STEP_ABANDONED_CONFIRMED == 0
+fn a_never_abandoned(m: &ReservationModel, s: &State) -> bool {
+    first_failure(m, s.flags & STEP_ABANDONED_CONFIRMED == 0, 4)
 }
-fn a_old_release(_: &ReservationModel, s: &State) -> bool {
-    s.flags & STEP_OLD_RELEASE_FREED == 0
+fn a_old_release(m: &ReservationModel, s: &State) -> bool {
+    first_failure(m, s.flags & STEP_OLD_RELEASE_FREED == 0, 5)
 }
 fn a_crashed_free(m: &ReservationModel, s: &State) -> bool {
-    crashed_free(m, s)
+    first_failure(m, crashed_free(m, s), 6)
 }
 fn a_no_leak(m: &ReservationModel, s: &State) -> bool {
-    no_leak(m, s)
+    first_failure(m, no_leak(m, s), 7)
 }
 
 impl Model for ReservationModel {
