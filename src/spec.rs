@@ -545,15 +545,19 @@ where
     O: Eq + Clone,
     HS: HoldSet,
 {
-    let confirmed = |rule| step(Some(Reservation::confirmed(owner.clone(), version)), ConfirmOutcome::Confirmed, rule);
+    // The next owner is `owner`; where the reservation is already the owner's, its own owner
+    // value (equal, D5) is moved over rather than `owner` cloned.
+    let confirmed =
+        |owner: O, rule| step(Some(Reservation::confirmed(owner, version)), ConfirmOutcome::Confirmed, rule);
     match current {
-        None => confirmed(Rule::C1),
+        None => confirmed(owner.clone(), Rule::C1),
         Some(Reservation::Pending(p)) if p.owner == *owner => {
-            confirmed(if p.is_live(now) { Rule::C2 } else { Rule::C3 })
+            let rule = if p.is_live(now) { Rule::C2 } else { Rule::C3 };
+            confirmed(p.owner, rule)
         }
-        Some(Reservation::Pending(p)) if !p.is_live(now) => confirmed(Rule::C4),
+        Some(Reservation::Pending(p)) if !p.is_live(now) => confirmed(owner.clone(), Rule::C4),
         Some(r @ Reservation::Pending(_)) => step(Some(r), ConfirmOutcome::Conflict, Rule::C5),
-        Some(Reservation::Confirmed(c)) if c.owner == *owner && version > c.version => confirmed(Rule::C6),
+        Some(Reservation::Confirmed(c)) if c.owner == *owner && version > c.version => confirmed(c.owner, Rule::C6),
         Some(Reservation::Confirmed(c)) if c.owner == *owner => {
             step(Some(Reservation::Confirmed(c)), ConfirmOutcome::AlreadyConfirmed, Rule::C7)
         }
