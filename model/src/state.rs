@@ -136,7 +136,7 @@ pub struct Attempt {
 pub struct Owner {
     /// How many facts the log has; fact `v` (from 1) is `log[v - 1]`.
     pub log_len: u8,
-    /// Per fact: the key the owner holds after it, [`NO_KEY`] or [`DELETED`].
+    /// Per fact: the key the owner holds after it, `NO_KEY` (none) or `DELETED`.
     pub log: [u8; MAX_FACTS],
     /// The subscription's next fact, by index (its version less one).
     pub cursor: u8,
@@ -145,7 +145,7 @@ pub struct Owner {
 }
 
 impl Owner {
-    /// The key held after fact `v` (from 1); [`NO_KEY`] before the first fact.
+    /// The key held after fact `v` (from 1); `NO_KEY` before the first fact.
     pub fn held_after(&self, v: u8) -> u8 {
         match v.checked_sub(1) {
             Some(i) => self.log.get(usize::from(i)).copied().unwrap_or(NO_KEY),
