@@ -89,24 +89,49 @@ pub enum InvalidArgument {
     TenantMismatch,
 }
 
-/// A failure of the storage underneath a store: I/O, a lost connection, a lock timeout. The
-/// operation may or may not have taken effect, as with any remote call; it never reports a
-/// wrong outcome.
+/// A failure of the storage underneath a store: I/O, a lost connection, a lock timeout. It
+/// never stands for a wrong outcome.
+///
+/// A storage error is *determinate* by default: the store knows the operation did not take
+/// effect (it failed before its write was sent, or its transaction rolled back). An
+/// [`indeterminate`](StorageError::is_indeterminate) one says the store cannot know: the
+/// connection dropped after the commit was sent, so the operation may or may not have happened,
+/// as Jepsen's `:info` operations. The conformance suite's linearizability check treats such an
+/// operation as one that may have taken effect at any point after its call, or never.
 #[derive(Debug)]
 pub struct StorageError {
     message: String,
+    indeterminate: bool,
     source: Option<Box<dyn StdError + Send + Sync + 'static>>,
 }
 
 impl StorageError {
-    /// A storage failure described by `message`.
+    /// A storage failure described by `message`; the operation did not take effect.
     pub fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into(), source: None }
+        Self { message: message.into(), indeterminate: false, source: None }
     }
 
-    /// A storage failure described by `message`, caused by `source`.
+    /// A storage failure described by `message`, caused by `source`; the operation did not take
+    /// effect.
     pub fn with_source(message: impl Into<String>, source: impl StdError + Send + Sync + 'static) -> Self {
-        Self { message: message.into(), source: Some(Box::new(source)) }
+        Self { message: message.into(), indeterminate: false, source: Some(Box::new(source)) }
+    }
+
+    /// A storage failure after which the operation may or may not have taken effect.
+    pub fn indeterminate(message: impl Into<String>) -> Self {
+        Self { message: message.into(), indeterminate: true, source: None }
+    }
+
+    /// This error, marked indeterminate (`true`) or determinate (`false`).
+    #[must_use]
+    pub fn with_indeterminate(mut self, indeterminate: bool) -> Self {
+        self.indeterminate = indeterminate;
+        self
+    }
+
+    /// Whether the operation may have taken effect despite the error.
+    pub fn is_indeterminate(&self) -> bool {
+        self.indeterminate
     }
 
     /// What failed.
@@ -117,6 +142,9 @@ impl StorageError {
 
 impl fmt::Display for StorageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.indeterminate {
+            f.write_str("indeterminate (the operation may have taken effect): ")?;
+        }
         f.write_str(&self.message)?;
         if let Some(source) = &self.source {
             write!(f, ": {source}")?;
@@ -149,6 +177,12 @@ impl StoreError {
             StoreError::Invalid(e) => Some(*e),
             StoreError::Storage(_) => None,
         }
+    }
+
+    /// Whether the operation may have taken effect despite this error: only an indeterminate
+    /// [`StorageError`]; an invalid argument never changes anything.
+    pub fn is_indeterminate(&self) -> bool {
+        matches!(self, StoreError::Storage(e) if e.is_indeterminate())
     }
 }
 

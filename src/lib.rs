@@ -31,6 +31,7 @@
 
 mod error;
 mod memory;
+mod operation;
 pub mod ops;
 pub mod spec;
 #[cfg(feature = "sqlite")]
@@ -44,6 +45,7 @@ pub mod rules {}
 
 pub use error::{InvalidArgument, StorageError, StoreError, StoreResult};
 pub use memory::{MemoryStore, SHARDS, SWEEP_FLOOR};
+pub use operation::{Operation, OperationKind, Outcome, Request, UnexpectedOutcome};
 pub use spec::{
     AbandonOutcome, BitHolds, ConfirmOutcome, Confirmed, HoldBit, HoldSet, Pending, ReleaseOutcome, Reservation,
     ReserveOutcome, Rule, RuleSet, Step,

@@ -7,9 +7,10 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use hashbrown::HashTable;
 
 use crate::error::StoreResult;
-use crate::spec::{self, AbandonOutcome, ConfirmOutcome, ReleaseOutcome, ReserveOutcome, Step};
+use crate::operation::{Outcome, Request};
+use crate::spec::{self, Step};
 use crate::store::{ReservationStore, StoredReservation};
-use crate::time::{Clock, Instant, ReleaseVersion, SystemClock, Ttl, Version};
+use crate::time::{Clock, Instant, SystemClock};
 use crate::types::{AggregateRef, HoldId, Key, ReservationScope};
 
 /// How many shards a [`MemoryStore`] has: operations on keys of different shards run in parallel.
@@ -207,49 +208,9 @@ fn lock(shard: &Padded) -> MutexGuard<'_, Shard> {
 }
 
 impl<C: Clock> ReservationStore for MemoryStore<C> {
-    async fn reserve(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-        ttl: Ttl,
-    ) -> StoreResult<ReserveOutcome> {
-        scope.admits(owner)?;
-        Ok(self.apply(scope, key, |current, now| spec::reserve(current, now, owner, hold, ttl)))
-    }
-
-    async fn confirm(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: Version,
-    ) -> StoreResult<ConfirmOutcome> {
-        scope.admits(owner)?;
-        Ok(self.apply(scope, key, |current, now| spec::confirm(current, now, owner, version)))
-    }
-
-    async fn release(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: ReleaseVersion,
-    ) -> StoreResult<ReleaseOutcome> {
-        scope.admits(owner)?;
-        Ok(self.apply(scope, key, |current, now| spec::release(current, now, owner, version)))
-    }
-
-    async fn abandon(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-    ) -> StoreResult<AbandonOutcome> {
-        scope.admits(owner)?;
-        Ok(self.apply(scope, key, |current, now| spec::abandon(current, now, owner, hold)))
+    async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
+        request.admitted()?;
+        Ok(self.apply(request.scope, request.key, |current, now| spec::apply(current, now, request.operation)))
     }
 
     async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {

@@ -12,6 +12,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use crate::operation::{Operation, Outcome};
 use crate::time::{Instant, ReleaseVersion, Ttl, Version};
 
 /// A rule id of the specification: R1–R7 reserve, C1–C8 confirm, L1–L6 release, A1–A6 abandon,
@@ -476,6 +477,34 @@ pub struct Step<O, HS, Out> {
     pub outcome: Out,
     /// The row of the rule table that decided it.
     pub rule: Rule,
+}
+
+impl<O, HS, Out> Step<O, HS, Out> {
+    /// The same step with its outcome converted: a typed outcome into [`Outcome`], say.
+    pub fn map_outcome<Out2>(self, f: impl FnOnce(Out) -> Out2) -> Step<O, HS, Out2> {
+        Step { next: self.next, outcome: f(self.outcome), rule: self.rule }
+    }
+}
+
+/// Decides `operation` on the reservation `current` at `now`: the one dispatcher from an
+/// [`Operation`] to [`reserve`], [`confirm`], [`release`] or [`abandon`].
+///
+/// Stores, the conformance suite, the model and the driver all decide operations through it.
+pub fn apply<O, HS>(
+    current: Option<Reservation<O, HS>>,
+    now: Instant,
+    operation: Operation<&O, &HS::Hold>,
+) -> Step<O, HS, Outcome>
+where
+    O: Eq + Clone,
+    HS: HoldSet,
+{
+    match operation {
+        Operation::Reserve { owner, hold, ttl } => reserve(current, now, owner, hold, ttl).map_outcome(Outcome::from),
+        Operation::Confirm { owner, version } => confirm(current, now, owner, version).map_outcome(Outcome::from),
+        Operation::Release { owner, version } => release(current, now, owner, version).map_outcome(Outcome::from),
+        Operation::Abandon { owner, hold } => abandon(current, now, owner, hold).map_outcome(Outcome::from),
+    }
 }
 
 fn step<O, HS, Out>(next: Option<Reservation<O, HS>>, outcome: Out, rule: Rule) -> Step<O, HS, Out> {

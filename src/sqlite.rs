@@ -9,9 +9,10 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, Row, params};
 
 use crate::error::{StorageError, StoreResult};
-use crate::spec::{self, AbandonOutcome, ConfirmOutcome, ReleaseOutcome, Reservation, ReserveOutcome, Step};
+use crate::operation::{Outcome, Request};
+use crate::spec::{self, Reservation, Step};
 use crate::store::{ReservationStore, StoredReservation};
-use crate::time::{Clock, Instant, ReleaseVersion, SystemClock, Ttl, Version};
+use crate::time::{Clock, Instant, SystemClock, Version};
 use crate::types::{AggregateId, AggregateRef, HoldId, Key, ReservationScope, Tenant};
 
 /// The version of the table layout this build writes and reads, kept in `PRAGMA user_version`.
@@ -660,49 +661,9 @@ fn decode_holds(mut bytes: &[u8]) -> Result<BTreeSet<HoldId>, Fail> {
 }
 
 impl<C: Clock> ReservationStore for SqliteStore<C> {
-    async fn reserve(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-        ttl: Ttl,
-    ) -> StoreResult<ReserveOutcome> {
-        scope.admits(owner)?;
-        self.apply(scope, key, |current, now| spec::reserve(current, now, owner, hold, ttl))
-    }
-
-    async fn confirm(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: Version,
-    ) -> StoreResult<ConfirmOutcome> {
-        scope.admits(owner)?;
-        self.apply(scope, key, |current, now| spec::confirm(current, now, owner, version))
-    }
-
-    async fn release(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: ReleaseVersion,
-    ) -> StoreResult<ReleaseOutcome> {
-        scope.admits(owner)?;
-        self.apply(scope, key, |current, now| spec::release(current, now, owner, version))
-    }
-
-    async fn abandon(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-    ) -> StoreResult<AbandonOutcome> {
-        scope.admits(owner)?;
-        self.apply(scope, key, |current, now| spec::abandon(current, now, owner, hold))
+    async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
+        request.admitted()?;
+        self.apply(request.scope, request.key, |current, now| spec::apply(current, now, request.operation))
     }
 
     async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {

@@ -5,7 +5,8 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::error::StoreResult;
+use crate::error::{StorageError, StoreResult};
+use crate::operation::{Operation, Outcome, Request, UnexpectedOutcome};
 use crate::spec::{AbandonOutcome, ConfirmOutcome, ReleaseOutcome, Reservation, ReserveOutcome};
 use crate::time::{ReleaseVersion, Ttl, Version};
 use crate::types::{AggregateRef, HoldId, Key, ReservationScope};
@@ -15,54 +16,25 @@ pub type StoredReservation = Reservation<AggregateRef, BTreeSet<HoldId>>;
 
 /// A store of reservations: reserved keys unique within a [`ReservationScope`].
 ///
-/// Each operation is one linearizable read-modify-write of one (scope, key) whose semantics are
-/// the matching function of [`crate::spec`]; nothing is atomic across keys. Arguments are
-/// validated before the reservation is read (rule D6): an invalid one is
-/// [`crate::StoreError::Invalid`] and changes nothing.
+/// A store implements two methods. [`ReservationStore::execute`] runs one [`Request`] as one
+/// linearizable read-modify-write of its (scope, key): it validates the request once
+/// ([`Request::admitted`], rule D6: an invalid argument is [`crate::StoreError::Invalid`] and
+/// changes nothing), reads the row, decides with [`crate::spec::apply`], and writes the row, all
+/// in one critical section (a lock, a transaction) with the clock read inside it.
+/// [`ReservationStore::lookup`] reads one row. Nothing is atomic across keys.
+///
+/// The typed methods (`reserve`, `confirm`, `release`, `abandon`) are provided: each builds the
+/// request and narrows the [`Outcome`] to its typed outcome. A store may override one, but the
+/// semantics stay those of `execute`.
 ///
 /// The methods return futures, so that a store on an async database implements them with
 /// `async fn`, while a synchronous store (in memory, SQLite) returns futures that are ready at
 /// once: its callers drive them with [`block_on`], or with any executor they already have. The
 /// trait forces no runtime on either kind.
 pub trait ReservationStore {
-    /// Reserves `key` in `scope` for `owner`'s attempt `hold`, pending for `ttl` (rules R1–R7).
-    fn reserve(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-        ttl: Ttl,
-    ) -> impl Future<Output = StoreResult<ReserveOutcome>> + Send;
-
-    /// Confirms `owner`'s reservation of `key` for its fact committed at `version` (rules C1–C8).
-    fn confirm(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: Version,
-    ) -> impl Future<Output = StoreResult<ConfirmOutcome>> + Send;
-
-    /// Releases `owner`'s reservation of `key` for its fact at `version` that gave the key up
-    /// (rules L1–L6).
-    fn release(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: ReleaseVersion,
-    ) -> impl Future<Output = StoreResult<ReleaseOutcome>> + Send;
-
-    /// Abandons `owner`'s attempt `hold` on `key`, whose events are surely not appended
-    /// (rules A1–A6).
-    fn abandon(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-    ) -> impl Future<Output = StoreResult<AbandonOutcome>> + Send;
+    /// Runs `request`: validates it (D6), then reads its row, decides with
+    /// [`crate::spec::apply`] and writes the row, as one linearizable step.
+    fn execute(&self, request: Request<'_>) -> impl Future<Output = StoreResult<Outcome>> + Send;
 
     /// The reservation of `key` in `scope` as of now: `None` if the key is free or its pending
     /// reservation expired (rule D7).
@@ -71,6 +43,62 @@ pub trait ReservationStore {
         scope: &ReservationScope,
         key: &Key,
     ) -> impl Future<Output = StoreResult<Option<StoredReservation>>> + Send;
+
+    /// Reserves `key` in `scope` for `owner`'s attempt `hold`, pending for `ttl` (rules R1–R7).
+    fn reserve<'a>(
+        &'a self,
+        scope: &'a ReservationScope,
+        key: &'a Key,
+        owner: &'a AggregateRef,
+        hold: &'a HoldId,
+        ttl: Ttl,
+    ) -> impl Future<Output = StoreResult<ReserveOutcome>> + Send + 'a {
+        narrow(self.execute(Request::new(scope, key, Operation::Reserve { owner, hold, ttl })))
+    }
+
+    /// Confirms `owner`'s reservation of `key` for its fact committed at `version` (rules C1–C8).
+    fn confirm<'a>(
+        &'a self,
+        scope: &'a ReservationScope,
+        key: &'a Key,
+        owner: &'a AggregateRef,
+        version: Version,
+    ) -> impl Future<Output = StoreResult<ConfirmOutcome>> + Send + 'a {
+        narrow(self.execute(Request::new(scope, key, Operation::Confirm { owner, version })))
+    }
+
+    /// Releases `owner`'s reservation of `key` for its fact at `version` that gave the key up
+    /// (rules L1–L6).
+    fn release<'a>(
+        &'a self,
+        scope: &'a ReservationScope,
+        key: &'a Key,
+        owner: &'a AggregateRef,
+        version: ReleaseVersion,
+    ) -> impl Future<Output = StoreResult<ReleaseOutcome>> + Send + 'a {
+        narrow(self.execute(Request::new(scope, key, Operation::Release { owner, version })))
+    }
+
+    /// Abandons `owner`'s attempt `hold` on `key`, whose events are surely not appended
+    /// (rules A1–A6).
+    fn abandon<'a>(
+        &'a self,
+        scope: &'a ReservationScope,
+        key: &'a Key,
+        owner: &'a AggregateRef,
+        hold: &'a HoldId,
+    ) -> impl Future<Output = StoreResult<AbandonOutcome>> + Send + 'a {
+        narrow(self.execute(Request::new(scope, key, Operation::Abandon { owner, hold })))
+    }
+}
+
+/// `outcome` as the typed outcome `T`; an outcome its operation cannot report is a
+/// [`StorageError`] (the store is broken), never a guess.
+async fn narrow<T: TryFrom<Outcome, Error = UnexpectedOutcome>>(
+    outcome: impl Future<Output = StoreResult<Outcome>>,
+) -> StoreResult<T> {
+    let outcome = outcome.await?;
+    T::try_from(outcome).map_err(|e| StorageError::new(format!("the store answered wrongly: {e}")).into())
 }
 
 /// Runs `future` to completion on the calling thread, without a runtime.

@@ -45,49 +45,9 @@ impl RemoteStore {
 }
 
 impl ReservationStore for RemoteStore {
-    async fn reserve(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-        ttl: Ttl,
-    ) -> StoreResult<ReserveOutcome> {
-        scope.admits(owner)?;
-        Ok(self.transact(scope, key, |cur, now| spec::reserve(cur, now, owner, hold, ttl)).await)
-    }
-
-    async fn confirm(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: Version,
-    ) -> StoreResult<ConfirmOutcome> {
-        scope.admits(owner)?;
-        Ok(self.transact(scope, key, |cur, now| spec::confirm(cur, now, owner, version)).await)
-    }
-
-    async fn release(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: ReleaseVersion,
-    ) -> StoreResult<ReleaseOutcome> {
-        scope.admits(owner)?;
-        Ok(self.transact(scope, key, |cur, now| spec::release(cur, now, owner, version)).await)
-    }
-
-    async fn abandon(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-    ) -> StoreResult<AbandonOutcome> {
-        scope.admits(owner)?;
-        Ok(self.transact(scope, key, |cur, now| spec::abandon(cur, now, owner, hold)).await)
+    async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
+        request.admitted()?;
+        Ok(self.transact(request.scope, request.key, |cur, now| spec::apply(cur, now, request.operation)).await)
     }
 
     async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {

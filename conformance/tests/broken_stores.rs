@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use reservation_conformance::{Capabilities, CheckResult, Harness, Report, Settings, run_all};
 use reservation_store::{
-    AbandonOutcome, AggregateRef, AggregateType, Clock, ConfirmOutcome, HoldId, Instant, InvalidArgument, Key,
-    ManualClock, ReleaseOutcome, ReleaseVersion, Reservation, ReservationScope, ReservationStore, ReserveOutcome, Step,
-    StoreError, StoreResult, StoredReservation, Ttl, Version, spec,
+    AggregateRef, AggregateType, Clock, HoldId, Instant, InvalidArgument, Key, ManualClock, Operation, OperationKind,
+    Outcome, ReleaseVersion, Request, Reservation, ReservationScope, ReservationStore, Step, StoreError, StoreResult,
+    StoredReservation, spec,
 };
 
 /// One bug each.
@@ -142,83 +142,47 @@ impl BrokenStore {
 }
 
 impl ReservationStore for BrokenStore {
-    async fn reserve(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-        ttl: Ttl,
-    ) -> StoreResult<ReserveOutcome> {
-        self.validate(scope, owner)?;
-        assert!(!(self.bug == Bug::PanicsOnNul && key.as_str().contains('\0')), "NUL in a key");
+    async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
+        let Request { scope, key, operation } = request;
+        self.validate(scope, operation.owner())?;
+        let reserving = operation.kind() == OperationKind::Reserve;
+        assert!(!(reserving && self.bug == Bug::PanicsOnNul && key.as_str().contains('\0')), "NUL in a key");
+        let operation = match operation {
+            Operation::Release { owner, version: ReleaseVersion::At(_) } if self.bug == Bug::ReleaseIgnoresVersion => {
+                Operation::Release { owner, version: ReleaseVersion::Any }
+            }
+            Operation::Release { owner, version: ReleaseVersion::At(v) }
+                if self.bug == Bug::UnversionedReleaseIsAny && v.is_unversioned() =>
+            {
+                Operation::Release { owner, version: ReleaseVersion::Any }
+            }
+            other => other,
+        };
         Ok(self.apply(scope, key, |current, now| {
-            let (o, h) = (self.owner(&current, owner), self.hold(&current, hold));
-            let mut step = spec::reserve(current, now, &o, &h, ttl);
+            let o = self.owner(&current, operation.owner());
+            let h = operation.hold().map(|h| self.hold(&current, h));
+            let current = match current {
+                Some(Reservation::Confirmed(c))
+                    if self.bug == Bug::ConfirmOverwritesVersion
+                        && operation.kind() == OperationKind::Confirm
+                        && c.owner == o =>
+                {
+                    None
+                }
+                other => other,
+            };
+            let mut step = spec::apply(current, now, operation.map(|_| &o, |given| h.as_ref().unwrap_or(given)));
             if self.bug == Bug::JoinShortensExpiry
-                && step.outcome == ReserveOutcome::Joined
+                && step.outcome == Outcome::Joined
+                && let Operation::Reserve { ttl, .. } = operation
                 && let Some(Reservation::Pending(p)) = step.next.take()
             {
                 let (owner, holds, _) = p.into_parts();
                 step.next = Reservation::pending(owner, holds, now.saturating_add(ttl));
             }
-            step
-        }))
-    }
-
-    async fn confirm(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: Version,
-    ) -> StoreResult<ConfirmOutcome> {
-        self.validate(scope, owner)?;
-        Ok(self.apply(scope, key, |current, now| {
-            let o = self.owner(&current, owner);
-            let current = match current {
-                Some(Reservation::Confirmed(c)) if self.bug == Bug::ConfirmOverwritesVersion && c.owner == o => None,
-                other => other,
-            };
-            spec::confirm(current, now, &o, version)
-        }))
-    }
-
-    async fn release(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: ReleaseVersion,
-    ) -> StoreResult<ReleaseOutcome> {
-        self.validate(scope, owner)?;
-        let version = match version {
-            ReleaseVersion::At(_) if self.bug == Bug::ReleaseIgnoresVersion => ReleaseVersion::Any,
-            ReleaseVersion::At(v) if self.bug == Bug::UnversionedReleaseIsAny && v.is_unversioned() => {
-                ReleaseVersion::Any
-            }
-            other => other,
-        };
-        Ok(self.apply(scope, key, |current, now| {
-            let o = self.owner(&current, owner);
-            spec::release(current, now, &o, version)
-        }))
-    }
-
-    async fn abandon(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-    ) -> StoreResult<AbandonOutcome> {
-        self.validate(scope, owner)?;
-        Ok(self.apply(scope, key, |current, now| {
-            let (o, h) = (self.owner(&current, owner), self.hold(&current, hold));
-            let mut step = spec::abandon(current, now, &o, &h);
-            if self.bug == Bug::AbandonDropsAllHolds && step.outcome == AbandonOutcome::StillReserved {
+            if self.bug == Bug::AbandonDropsAllHolds && step.outcome == Outcome::StillReserved {
                 step.next = None;
-                step.outcome = AbandonOutcome::Abandoned;
+                step.outcome = Outcome::Abandoned;
             }
             step
         }))

@@ -3,57 +3,16 @@
 
 use reservation_conformance::Harness;
 use reservation_store::{
-    AbandonOutcome, AggregateRef, ConfirmOutcome, HoldId, Key, ManualClock, MemoryStore, ReleaseOutcome,
-    ReleaseVersion, ReservationScope, ReservationStore, ReserveOutcome, StoreResult, StoredReservation, Ttl, Version,
+    Key, ManualClock, MemoryStore, Outcome, Request, ReservationScope, ReservationStore, StoreResult, StoredReservation,
 };
 
 /// An asynchronous store: the in-memory store behind an await point.
 struct YieldingStore(MemoryStore<ManualClock>);
 
 impl ReservationStore for YieldingStore {
-    async fn reserve(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-        ttl: Ttl,
-    ) -> StoreResult<ReserveOutcome> {
+    async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
         tokio::task::yield_now().await;
-        self.0.reserve(scope, key, owner, hold, ttl).await
-    }
-
-    async fn confirm(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: Version,
-    ) -> StoreResult<ConfirmOutcome> {
-        tokio::task::yield_now().await;
-        self.0.confirm(scope, key, owner, version).await
-    }
-
-    async fn release(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        version: ReleaseVersion,
-    ) -> StoreResult<ReleaseOutcome> {
-        tokio::task::yield_now().await;
-        self.0.release(scope, key, owner, version).await
-    }
-
-    async fn abandon(
-        &self,
-        scope: &ReservationScope,
-        key: &Key,
-        owner: &AggregateRef,
-        hold: &HoldId,
-    ) -> StoreResult<AbandonOutcome> {
-        tokio::task::yield_now().await;
-        self.0.abandon(scope, key, owner, hold).await
+        self.0.execute(request).await
     }
 
     async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
