@@ -67,7 +67,11 @@ fn sqlite_processes_sharing_a_file_give_each_key_one_owner() {
     let mut children: Vec<_> = (0..CHILDREN)
         .map(|n| {
             Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "sqlite_processes_sharing_a_file_give_each_key_one_owner", "--nocapture"])
+                .args([
+                    "--exact",
+                    "sqlite_processes::sqlite_processes_sharing_a_file_give_each_key_one_owner",
+                    "--nocapture",
+                ])
                 .env(CHILD_ENV, format!("{n}:{}", path.display()))
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())

@@ -59,7 +59,12 @@ fn child(path: &str, sync: Synchronous, run: u32) -> ! {
 /// acknowledged confirms and releases.
 fn run_and_kill(path: &std::path::Path, sync: &str, run: u32) -> (Vec<u64>, Vec<u64>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "sqlite_crash_keeps_every_acknowledged_operation", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "sqlite_crash::sqlite_crash_keeps_every_acknowledged_operation",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, path)
         .env(SYNC_ENV, sync)
         .env(RUN_ENV, run.to_string())

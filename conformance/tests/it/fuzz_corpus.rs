@@ -9,7 +9,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use reservation_conformance::{Failure, MemoryHarness, oracle};
 use reservation_store::ops::Op;
 
-#[path = "../../fuzz/harness/sqlite.rs"]
+#[path = "../../../fuzz/harness/sqlite.rs"]
 mod sqlite_harness;
 
 /// Every input file of `target`: (path, bytes, whether it is a corpus entry rather than a

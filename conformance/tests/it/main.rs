@@ -1,0 +1,8 @@
+//! The crate's one integration-test binary: a module per topic.
+
+mod broken_stores;
+mod fuzz_corpus;
+mod linearizability;
+mod memory;
+mod oracle;
+mod tokio_store;

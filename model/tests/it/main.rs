@@ -1,0 +1,5 @@
+//! The crate's one integration-test binary: a module per topic.
+
+mod fuzz_corpus;
+mod model;
+mod walk;
