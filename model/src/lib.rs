@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod check;
+pub mod cli;
 mod config;
 mod model;
 mod state;
