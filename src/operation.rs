@@ -257,7 +257,6 @@ macro_rules! typed_outcome {
             fn try_from(o: Outcome) -> Result<$typed, UnexpectedOutcome> {
                 match o {
                     $(Outcome::$variant => Ok($typed::$variant),)*
-                    #[allow(unreachable_patterns, reason = "each typed outcome covers a part of Outcome")]
                     other => Err(UnexpectedOutcome { kind: OperationKind::$kind, outcome: other }),
                 }
             }

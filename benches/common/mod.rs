@@ -8,7 +8,7 @@
 //! operations and adds the rules (the spec functions), the clock read and the hold set.
 
 // Each bench uses its own part of this module.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each bench uses a different part of these helpers")]
 
 use std::hash::BuildHasher;
 use std::hint::black_box;

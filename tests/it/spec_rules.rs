@@ -94,12 +94,33 @@ fn confirmed<W: World>(owner: u8, version: Version) -> Res<W> {
     Reservation::confirmed(W::owner(owner), version)
 }
 
+/// The typed function's step, after asserting that [`spec::apply`] decides `operation` the same
+/// way: every rule test below also proves the one dispatcher.
+#[track_caller]
+fn via_apply<W: World, Out>(
+    typed: StepOf<W, Out>,
+    current: Option<Res<W>>,
+    now: u64,
+    operation: Operation<&W::Owner, &W::Hold>,
+) -> StepOf<W, Out>
+where
+    Out: Copy + Into<Outcome> + Debug,
+{
+    let applied = spec::apply(current, at(now), operation);
+    assert_eq!(applied, typed.clone().map_outcome(Into::into), "spec::apply disagrees with the typed function");
+    typed
+}
+
 fn reserve<W: World>(current: Option<Res<W>>, now: u64, owner: u8, hold: u8, ttl_ms: u64) -> StepOf<W, ReserveOutcome> {
-    spec::reserve(current, at(now), &W::owner(owner), &W::hold(hold), ttl(ttl_ms))
+    let (o, h) = (W::owner(owner), W::hold(hold));
+    let typed = spec::reserve(current.clone(), at(now), &o, &h, ttl(ttl_ms));
+    via_apply::<W, _>(typed, current, now, Operation::Reserve { owner: &o, hold: &h, ttl: ttl(ttl_ms) })
 }
 
 fn confirm<W: World>(current: Option<Res<W>>, now: u64, owner: u8, version: Version) -> StepOf<W, ConfirmOutcome> {
-    spec::confirm(current, at(now), &W::owner(owner), version)
+    let o = W::owner(owner);
+    let typed = spec::confirm(current.clone(), at(now), &o, version);
+    via_apply::<W, _>(typed, current, now, Operation::Confirm { owner: &o, version })
 }
 
 fn release<W: World>(
@@ -108,11 +129,15 @@ fn release<W: World>(
     owner: u8,
     version: ReleaseVersion,
 ) -> StepOf<W, ReleaseOutcome> {
-    spec::release(current, at(now), &W::owner(owner), version)
+    let o = W::owner(owner);
+    let typed = spec::release(current.clone(), at(now), &o, version);
+    via_apply::<W, _>(typed, current, now, Operation::Release { owner: &o, version })
 }
 
 fn abandon<W: World>(current: Option<Res<W>>, now: u64, owner: u8, hold: u8) -> StepOf<W, AbandonOutcome> {
-    spec::abandon(current, at(now), &W::owner(owner), &W::hold(hold))
+    let (o, h) = (W::owner(owner), W::hold(hold));
+    let typed = spec::abandon(current.clone(), at(now), &o, &h);
+    via_apply::<W, _>(typed, current, now, Operation::Abandon { owner: &o, hold: &h })
 }
 
 /// Asserts the whole step: next state, outcome and rule.
