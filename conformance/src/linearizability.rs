@@ -10,9 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
 use reservation_store::{
-    AbandonOutcome, AggregateRef, Clock, ConfirmOutcome, HoldId, Instant, Key, ManualClock, ReleaseOutcome,
-    ReleaseVersion, ReservationScope, ReservationStore, ReserveOutcome, Rule, StoredReservation, Tenant, Ttl, Version,
-    spec,
+    AggregateRef, Clock, HoldId, Instant, Key, ManualClock, Operation, Outcome, ReleaseVersion, Request,
+    ReservationScope, ReservationStore, Rule, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
 use crate::failure::Failure;
@@ -30,54 +29,21 @@ const HOLDS: usize = 2;
 /// Operations each thread runs in one round before the clock moves.
 const ROUND: usize = 16;
 
-/// One operation of a history, on key `key`.
+/// One operation of a history, on key `key`: an [`Operation`] with owners and holds named by
+/// their index in [`Names`], or a lookup.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum Call {
-    /// reserve by owner `owner` with hold `hold` for `ttl` ms.
-    Reserve {
-        /// Owner index.
-        owner: u8,
-        /// Hold index.
-        hold: u8,
-        /// Ttl in milliseconds.
-        ttl: u64,
-    },
-    /// confirm by `owner` at `version`.
-    Confirm {
-        /// Owner index.
-        owner: u8,
-        /// Version.
-        version: Version,
-    },
-    /// release by `owner` at `version`.
-    Release {
-        /// Owner index.
-        owner: u8,
-        /// Version.
-        version: ReleaseVersion,
-    },
-    /// abandon by `owner` of `hold`.
-    Abandon {
-        /// Owner index.
-        owner: u8,
-        /// Hold index.
-        hold: u8,
-    },
-    /// lookup.
+    /// An operation, decided by [`spec::apply`].
+    Op(Operation<u8, u8>),
+    /// A lookup.
     Lookup,
 }
 
 /// What an operation of a history returned.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub enum Return {
-    /// A reserve's outcome.
-    Reserve(ReserveOutcome),
-    /// A confirm's outcome.
-    Confirm(ConfirmOutcome),
-    /// A release's outcome.
-    Release(ReleaseOutcome),
-    /// An abandon's outcome.
-    Abandon(AbandonOutcome),
+    /// An operation's outcome.
+    Outcome(Outcome),
     /// A lookup's answer.
     Lookup(Option<StoredReservation>),
     /// An error.
@@ -152,13 +118,9 @@ impl Names {
     fn show(&self, e: &Event) -> String {
         let k = e.key;
         let call = match e.call {
-            Call::Reserve { owner, hold, ttl } => {
-                format!("reserve(k{k}, {}, {:?}, ttl {ttl}ms)", self.owner(owner).id, self.hold(hold).as_str())
-            }
-            Call::Confirm { owner, version } => format!("confirm(k{k}, {}, {version})", self.owner(owner).id),
-            Call::Release { owner, version } => format!("release(k{k}, {}, {version})", self.owner(owner).id),
-            Call::Abandon { owner, hold } => {
-                format!("abandon(k{k}, {}, {:?})", self.owner(owner).id, self.hold(hold).as_str())
+            Call::Op(op) => {
+                let op = op.map(|o| self.owner(o).id.as_str(), |h| self.hold(h).as_str());
+                format!("k{k} {op}")
             }
             Call::Lookup => format!("lookup(k{k})"),
         };
@@ -195,11 +157,12 @@ fn random_call(r: &mut XorShift, hot: usize) -> (usize, Call) {
     let hold = r.below(HOLDS as u64) as u8;
     let version = Version::from_u64(r.below(4));
     let call = match r.below(14) {
-        0..=4 => Call::Reserve { owner, hold, ttl: 1 + r.below(30) },
-        5..=7 => Call::Confirm { owner, version },
-        8 | 9 => Call::Release { owner, version: ReleaseVersion::Any },
-        10 => Call::Release { owner, version: ReleaseVersion::At(version) },
-        11 | 12 => Call::Abandon { owner, hold },
+        0..=4 => Ttl::from_millis(1 + r.below(30))
+            .map_or(Call::Lookup, |ttl| Call::Op(Operation::Reserve { owner, hold, ttl })),
+        5..=7 => Call::Op(Operation::Confirm { owner, version }),
+        8 | 9 => Call::Op(Operation::Release { owner, version: ReleaseVersion::Any }),
+        10 => Call::Op(Operation::Release { owner, version: ReleaseVersion::At(version) }),
+        11 | 12 => Call::Op(Operation::Abandon { owner, hold }),
         _ => Call::Lookup,
     };
     (key, call)
@@ -209,20 +172,9 @@ async fn invoke<S: ReservationStore>(store: &S, names: &Names, key: usize, call:
     let (scope, k) = (&names.scope, &names.keys[key % KEYS]);
     let err = |e: reservation_store::StoreError| Return::Error(show_error(&e));
     match call {
-        Call::Reserve { owner, hold, ttl } => match Ttl::from_millis(ttl) {
-            Ok(t) => {
-                store.reserve(scope, k, names.owner(owner), names.hold(hold), t).await.map_or_else(err, Return::Reserve)
-            }
-            Err(e) => Return::Error(format!("{e:?}")),
-        },
-        Call::Confirm { owner, version } => {
-            store.confirm(scope, k, names.owner(owner), version).await.map_or_else(err, Return::Confirm)
-        }
-        Call::Release { owner, version } => {
-            store.release(scope, k, names.owner(owner), version).await.map_or_else(err, Return::Release)
-        }
-        Call::Abandon { owner, hold } => {
-            store.abandon(scope, k, names.owner(owner), names.hold(hold)).await.map_or_else(err, Return::Abandon)
+        Call::Op(op) => {
+            let operation = op.map(|o| names.owner(o), |h| names.hold(h));
+            store.execute(Request { scope, key: k, operation }).await.map_or_else(err, Return::Outcome)
         }
         Call::Lookup => store.lookup(scope, k).await.map_or_else(err, Return::Lookup),
     }
@@ -301,22 +253,9 @@ fn apply(names: &Names, state: &Option<StoredReservation>, e: &Event) -> Option<
     let cur = state.clone();
     let now = e.now;
     let (next, ok, rule) = match e.call {
-        Call::Reserve { owner, hold, ttl } => {
-            let t = Ttl::from_millis(ttl).ok()?;
-            let s = spec::reserve(cur, now, names.owner(owner), names.hold(hold), t);
-            (s.next, e.ret == Return::Reserve(s.outcome), s.rule)
-        }
-        Call::Confirm { owner, version } => {
-            let s = spec::confirm(cur, now, names.owner(owner), version);
-            (s.next, e.ret == Return::Confirm(s.outcome), s.rule)
-        }
-        Call::Release { owner, version } => {
-            let s = spec::release(cur, now, names.owner(owner), version);
-            (s.next, e.ret == Return::Release(s.outcome), s.rule)
-        }
-        Call::Abandon { owner, hold } => {
-            let s = spec::abandon(cur, now, names.owner(owner), names.hold(hold));
-            (s.next, e.ret == Return::Abandon(s.outcome), s.rule)
+        Call::Op(op) => {
+            let s = spec::apply(cur, now, op.map(|o| names.owner(o), |h| names.hold(h)));
+            (s.next, e.ret == Return::Outcome(s.outcome), s.rule)
         }
         Call::Lookup => {
             let seen = spec::lookup(state.as_ref(), now).cloned();
@@ -381,13 +320,7 @@ impl Search<'_> {
 fn expected_rule(names: &Names, state: &Option<StoredReservation>, e: &Event) -> Rule {
     let cur = state.clone();
     match e.call {
-        Call::Reserve { owner, hold, ttl } => match Ttl::from_millis(ttl) {
-            Ok(t) => spec::reserve(cur, e.now, names.owner(owner), names.hold(hold), t).rule,
-            Err(_) => Rule::D2,
-        },
-        Call::Confirm { owner, version } => spec::confirm(cur, e.now, names.owner(owner), version).rule,
-        Call::Release { owner, version } => spec::release(cur, e.now, names.owner(owner), version).rule,
-        Call::Abandon { owner, hold } => spec::abandon(cur, e.now, names.owner(owner), names.hold(hold)).rule,
+        Call::Op(op) => spec::apply(cur, e.now, op.map(|o| names.owner(o), |h| names.hold(h))).rule,
         Call::Lookup => Rule::D7,
     }
 }

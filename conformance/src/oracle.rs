@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 
 use reservation_store::ops::{self, ClockMove, Op, ReleasePick, VersionPick};
 use reservation_store::{
-    AggregateRef, HoldId, InvalidArgument, Key, MAX_NAME_LEN, Namespace, ReleaseVersion, ReservationScope, Rule,
-    RuleSet, Tenant, Ttl, Version,
+    AggregateRef, HoldId, InvalidArgument, Key, MAX_NAME_LEN, Namespace, Operation, ReleaseVersion, ReservationScope,
+    Rule, RuleSet, Tenant, Ttl, Version,
 };
 
 use crate::failure::Failure;
@@ -105,39 +105,34 @@ fn confirmed_version<H: Harness>(s: &Session<'_, H>, slot: &(ReservationScope, K
 }
 
 fn apply<H: Harness>(s: &mut Session<'_, H>, d: &Domain, op: Op) -> Result<(), Failure> {
-    match op {
-        Op::Reserve { owner, key, hold, ttl } => {
-            let (scope, key) = d.slot(key);
-            match Ttl::from_millis(u64::from(ttl)) {
-                Ok(ttl) => s.reserve(scope, key, d.owner(owner), d.hold(hold), ttl).map(drop),
-                Err(e) => {
-                    s.note(|| format!("reserve({key:?}) with ttl 0: the constructor says {e:?} (D2); nothing sent"));
-                    if e == InvalidArgument::TtlZero {
-                        s.reach(Rule::D2);
-                        Ok(())
-                    } else {
-                        Err(s.fail(Some(Rule::D2), format!("Ttl::from_millis(0) returned {e:?}, not TtlZero")))
-                    }
-                }
+    // The script's indices and relative picks resolve to one `Operation`, which the session
+    // decides through `spec::apply`: the script has no dispatcher of its own.
+    let (key, operation) = match op {
+        Op::Reserve { owner, key, hold, ttl } => match Ttl::from_millis(u64::from(ttl)) {
+            Ok(ttl) => (key, Operation::Reserve { owner: d.owner(owner), hold: d.hold(hold), ttl }),
+            Err(e) => {
+                let (_, key) = d.slot(key);
+                s.note(|| format!("reserve({key:?}) with ttl 0: the constructor says {e:?} (D2); nothing sent"));
+                return if e == InvalidArgument::TtlZero {
+                    s.reach(Rule::D2);
+                    Ok(())
+                } else {
+                    Err(s.fail(Some(Rule::D2), format!("Ttl::from_millis(0) returned {e:?}, not TtlZero")))
+                };
             }
-        }
+        },
         Op::Confirm { owner, key, version } => {
-            let slot = d.slot(key);
-            let v = version.resolve(confirmed_version(s, slot));
-            s.confirm(&slot.0, &slot.1, d.owner(owner), v).map(drop)
+            let version = version.resolve(confirmed_version(s, d.slot(key)));
+            (key, Operation::Confirm { owner: d.owner(owner), version })
         }
         Op::Release { owner, key, version } => {
-            let slot = d.slot(key);
-            let v = version.resolve(confirmed_version(s, slot));
-            s.release(&slot.0, &slot.1, d.owner(owner), v).map(drop)
+            let version = version.resolve(confirmed_version(s, d.slot(key)));
+            (key, Operation::Release { owner: d.owner(owner), version })
         }
-        Op::Abandon { owner, key, hold } => {
-            let (scope, key) = d.slot(key);
-            s.abandon(scope, key, d.owner(owner), d.hold(hold)).map(drop)
-        }
+        Op::Abandon { owner, key, hold } => (key, Operation::Abandon { owner: d.owner(owner), hold: d.hold(hold) }),
         Op::Lookup { key } => {
             let (scope, key) = d.slot(key);
-            s.lookup(scope, key)
+            return s.lookup(scope, key);
         }
         Op::Clock(m) => {
             let expires = m.key().and_then(|k| {
@@ -146,9 +141,11 @@ fn apply<H: Harness>(s: &mut Session<'_, H>, d: &Domain, op: Op) -> Result<(), F
             });
             let at = m.resolve(s.now(), expires);
             s.set_clock(at);
-            s.check_lookups()
+            return s.check_lookups();
         }
-    }
+    };
+    let (scope, key) = d.slot(key);
+    s.execute(scope, key, operation).map(drop)
 }
 
 /// `script` as Rust, ready to paste into a test.
@@ -334,15 +331,19 @@ pub fn inputs<H: Harness>(harness: &H, input: &RawInput) -> Result<(), Failure> 
         RawPrior::ConfirmedOwn => drop(s.confirm(&scope, &key, &own, prior_version)?),
         RawPrior::ConfirmedOther => drop(s.confirm(&scope, &key, &other, prior_version)?),
     }
-    let result = match (input.op, owner, hold, ttl) {
-        (RawOp::Lookup, ..) => s.lookup(&scope, &key),
-        (RawOp::Reserve, Ok(o), Ok(h), Ok(t)) => s.reserve(&scope, &key, &o, &h, t).map(drop),
-        (RawOp::Confirm, Ok(o), ..) => s.confirm(&scope, &key, &o, version).map(drop),
-        (RawOp::Release, Ok(o), ..) => s.release(&scope, &key, &o, ReleaseVersion::At(version)).map(drop),
-        (RawOp::ReleaseAnyVersion, Ok(o), ..) => s.release(&scope, &key, &o, ReleaseVersion::Any).map(drop),
-        (RawOp::Abandon, Ok(o), Ok(h), _) => s.abandon(&scope, &key, &o, &h).map(drop),
+    let operation = match (input.op, &owner, &hold, ttl) {
+        (RawOp::Lookup, ..) => None,
+        (RawOp::Reserve, Ok(owner), Ok(hold), Ok(ttl)) => Some(Operation::Reserve { owner, hold, ttl }),
+        (RawOp::Confirm, Ok(owner), ..) => Some(Operation::Confirm { owner, version }),
+        (RawOp::Release, Ok(owner), ..) => Some(Operation::Release { owner, version: ReleaseVersion::At(version) }),
+        (RawOp::ReleaseAnyVersion, Ok(owner), ..) => Some(Operation::Release { owner, version: ReleaseVersion::Any }),
+        (RawOp::Abandon, Ok(owner), Ok(hold), _) => Some(Operation::Abandon { owner, hold }),
         // An invalid owner, hold or ttl: its constructor's typed error was the answer.
-        _ => Ok(()),
+        _ => None,
+    };
+    let result = match operation {
+        Some(operation) => s.execute(&scope, &key, operation).map(drop),
+        None => s.lookup(&scope, &key),
     };
     result.and_then(|()| s.lookup(&scope, &key)).map_err(|mut f| {
         f.replay = Some(format!("reservation_conformance::oracle::inputs(&harness, &{input:#?}).unwrap();"));

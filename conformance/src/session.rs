@@ -7,15 +7,15 @@ use std::fmt::{self, Debug};
 use std::hash::BuildHasher;
 
 use reservation_store::{
-    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, ReleaseVersion, Reservation, ReservationScope,
-    ReservationStore, Rule, RuleSet, Step, StorageError, StoreError, StoreResult, StoredReservation, Tenant, Ttl,
-    Version, spec,
+    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Operation, Outcome, ReleaseVersion, Request,
+    Reservation, ReservationScope, ReservationStore, Rule, RuleSet, Step, StorageError, StoreError, StoreResult,
+    StoredReservation, Tenant, Ttl, Version, spec,
 };
 
 use crate::failure::{Details, Failure};
 use crate::harness::{Harness, START};
 
-type SpecStep<Out> = Step<AggregateRef, BTreeSet<HoldId>, Out>;
+type SpecStep = Step<AggregateRef, BTreeSet<HoldId>, Outcome>;
 
 /// Beyond this many keys, a session finds them by hash rather than by a linear search.
 const INDEX_ABOVE: usize = 16;
@@ -187,14 +187,13 @@ impl<'h, H: Harness> Session<'h, H> {
 
     /// Runs one operation: `expected` from the specification (or the invalid arguments it may
     /// report), `actual` from the store; compares them, then looks up every watched key.
-    #[allow(clippy::too_many_arguments)]
-    fn exec<Out: PartialEq + Debug + Copy>(
+    fn exec(
         &mut self,
         what: fmt::Arguments<'_>,
         scope: &ReservationScope,
         key: &Key,
-        expected: Result<SpecStep<Out>, Vec<InvalidArgument>>,
-        actual: StoreResult<Out>,
+        expected: Result<SpecStep, Vec<InvalidArgument>>,
+        actual: StoreResult<Outcome>,
     ) -> Result<Rule, Failure> {
         self.steps += 1;
         let now = self.now();
@@ -313,6 +312,23 @@ impl<'h, H: Harness> Session<'h, H> {
         }
     }
 
+    /// One operation on (scope, key), on both sides: the specification decides it through
+    /// [`spec::apply`] once the scope admits its owner, the store through
+    /// [`ReservationStore::execute`]; the two outcomes must be equal.
+    pub(crate) fn execute(
+        &mut self,
+        scope: &ReservationScope,
+        key: &Key,
+        operation: Operation<&AggregateRef, &HoldId>,
+    ) -> Result<Rule, Failure> {
+        let now = self.now();
+        let expected =
+            admitted(scope, operation.owner()).map(|()| spec::apply(self.state(scope, key).cloned(), now, operation));
+        let store = self.store()?;
+        let actual = guarded(|| self.h.block_on(store.execute(Request { scope, key, operation })));
+        self.exec(format_args!("{}", ShowOperation(key, operation)), scope, key, expected, actual)
+    }
+
     /// reserve, on both sides.
     pub(crate) fn reserve(
         &mut self,
@@ -322,14 +338,7 @@ impl<'h, H: Harness> Session<'h, H> {
         hold: &HoldId,
         ttl: Ttl,
     ) -> Result<Rule, Failure> {
-        let now = self.now();
-        let expected =
-            admitted(scope, owner).map(|()| spec::reserve(self.state(scope, key).cloned(), now, owner, hold, ttl));
-        let store = self.store()?;
-        let actual = guarded(|| self.h.block_on(store.reserve(scope, key, owner, hold, ttl)));
-        let ms = ttl.as_millis();
-        let owner_ = ShowOwner(owner);
-        self.exec(format_args!("reserve({key:?}, {owner_}, hold {hold:?}, ttl {ms}ms)"), scope, key, expected, actual)
+        self.execute(scope, key, Operation::Reserve { owner, hold, ttl })
     }
 
     /// confirm, on both sides.
@@ -340,13 +349,7 @@ impl<'h, H: Harness> Session<'h, H> {
         owner: &AggregateRef,
         version: Version,
     ) -> Result<Rule, Failure> {
-        let now = self.now();
-        let expected =
-            admitted(scope, owner).map(|()| spec::confirm(self.state(scope, key).cloned(), now, owner, version));
-        let store = self.store()?;
-        let actual = guarded(|| self.h.block_on(store.confirm(scope, key, owner, version)));
-        let owner_ = ShowOwner(owner);
-        self.exec(format_args!("confirm({key:?}, {owner_}, {version})"), scope, key, expected, actual)
+        self.execute(scope, key, Operation::Confirm { owner, version })
     }
 
     /// release, on both sides.
@@ -357,13 +360,7 @@ impl<'h, H: Harness> Session<'h, H> {
         owner: &AggregateRef,
         version: ReleaseVersion,
     ) -> Result<Rule, Failure> {
-        let now = self.now();
-        let expected =
-            admitted(scope, owner).map(|()| spec::release(self.state(scope, key).cloned(), now, owner, version));
-        let store = self.store()?;
-        let actual = guarded(|| self.h.block_on(store.release(scope, key, owner, version)));
-        let owner_ = ShowOwner(owner);
-        self.exec(format_args!("release({key:?}, {owner_}, {version})"), scope, key, expected, actual)
+        self.execute(scope, key, Operation::Release { owner, version })
     }
 
     /// abandon, on both sides.
@@ -374,13 +371,7 @@ impl<'h, H: Harness> Session<'h, H> {
         owner: &AggregateRef,
         hold: &HoldId,
     ) -> Result<Rule, Failure> {
-        let now = self.now();
-        let expected =
-            admitted(scope, owner).map(|()| spec::abandon(self.state(scope, key).cloned(), now, owner, hold));
-        let store = self.store()?;
-        let actual = guarded(|| self.h.block_on(store.abandon(scope, key, owner, hold)));
-        let owner_ = ShowOwner(owner);
-        self.exec(format_args!("abandon({key:?}, {owner_}, hold {hold:?})"), scope, key, expected, actual)
+        self.execute(scope, key, Operation::Abandon { owner, hold })
     }
 
     /// lookup, on both sides (and of every other watched key).
@@ -443,6 +434,23 @@ pub(crate) fn admitted(scope: &ReservationScope, owner: &AggregateRef) -> Result
         }
     }
     Err(errors)
+}
+
+/// An operation on a key in one short line, as transcripts show it.
+pub(crate) struct ShowOperation<'a>(pub(crate) &'a Key, pub(crate) Operation<&'a AggregateRef, &'a HoldId>);
+
+impl fmt::Display for ShowOperation<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = self.0;
+        match self.1 {
+            Operation::Reserve { owner, hold, ttl } => {
+                write!(f, "reserve({key:?}, {}, hold {hold:?}, ttl {}ms)", ShowOwner(owner), ttl.as_millis())
+            }
+            Operation::Confirm { owner, version } => write!(f, "confirm({key:?}, {}, {version})", ShowOwner(owner)),
+            Operation::Release { owner, version } => write!(f, "release({key:?}, {}, {version})", ShowOwner(owner)),
+            Operation::Abandon { owner, hold } => write!(f, "abandon({key:?}, {}, hold {hold:?})", ShowOwner(owner)),
+        }
+    }
 }
 
 /// An owner in one short line, its id quoted so that a trailing space shows.

@@ -4,7 +4,7 @@
 
 use reservation_conformance::START;
 use reservation_conformance::linearizability::{ATOMICITY, Call, Event, Names, Return, check_history};
-use reservation_store::{ReleaseVersion, ReserveOutcome, Version};
+use reservation_store::{Operation, Outcome, ReleaseVersion, Ttl, Version};
 
 fn event(thread: usize, called: u64, returned: u64, call: Call, ret: Return) -> Event {
     Event { thread, round: 0, now: START, key: 0, call, ret, called, returned }
@@ -14,7 +14,7 @@ const ALICE: u8 = 0;
 const BOB: u8 = 2;
 
 fn reserve(owner: u8) -> Call {
-    Call::Reserve { owner, hold: 0, ttl: 10 }
+    Call::Op(Operation::Reserve { owner, hold: 0, ttl: Ttl::from_millis(10).unwrap() })
 }
 
 #[test]
@@ -22,8 +22,8 @@ fn overlapping_calls_may_take_effect_in_either_order() {
     let names = Names::new();
     // Alice's call starts first, but Bob's takes effect first: allowed, the calls overlap.
     let history = [
-        event(0, 0, 3, reserve(ALICE), Return::Reserve(ReserveOutcome::Conflict)),
-        event(1, 1, 2, reserve(BOB), Return::Reserve(ReserveOutcome::Taken)),
+        event(0, 0, 3, reserve(ALICE), Return::Outcome(Outcome::Conflict)),
+        event(1, 1, 2, reserve(BOB), Return::Outcome(Outcome::Taken)),
     ];
     check_history(&names, &history).unwrap_or_else(|f| panic!("{f}"));
 }
@@ -32,8 +32,8 @@ fn overlapping_calls_may_take_effect_in_either_order() {
 fn two_owners_both_taking_one_key_is_not_linearizable() {
     let names = Names::new();
     let history = [
-        event(0, 0, 3, reserve(ALICE), Return::Reserve(ReserveOutcome::Taken)),
-        event(1, 1, 2, reserve(BOB), Return::Reserve(ReserveOutcome::Taken)),
+        event(0, 0, 3, reserve(ALICE), Return::Outcome(Outcome::Taken)),
+        event(1, 1, 2, reserve(BOB), Return::Outcome(Outcome::Taken)),
     ];
     let failure = check_history(&names, &history).expect_err("both took the key");
     let message = failure.to_string();
@@ -47,13 +47,13 @@ fn an_effect_must_be_seen_by_every_later_call() {
     let names = Names::new();
     // The reserve returned before the lookup was called, so the lookup must see it.
     let history = [
-        event(0, 0, 1, reserve(ALICE), Return::Reserve(ReserveOutcome::Taken)),
+        event(0, 0, 1, reserve(ALICE), Return::Outcome(Outcome::Taken)),
         event(1, 2, 3, Call::Lookup, Return::Lookup(None)),
     ];
     assert!(check_history(&names, &history).is_err());
     // Overlapping, the lookup may have run first.
     let history = [
-        event(0, 0, 2, reserve(ALICE), Return::Reserve(ReserveOutcome::Taken)),
+        event(0, 0, 2, reserve(ALICE), Return::Outcome(Outcome::Taken)),
         event(1, 1, 3, Call::Lookup, Return::Lookup(None)),
     ];
     check_history(&names, &history).unwrap_or_else(|f| panic!("{f}"));
@@ -62,15 +62,15 @@ fn an_effect_must_be_seen_by_every_later_call() {
 #[test]
 fn the_report_shows_the_shortest_failing_prefix() {
     let names = Names::new();
-    let confirm = Call::Confirm { owner: ALICE, version: Version::from_u64(1) };
-    let release = Call::Release { owner: ALICE, version: ReleaseVersion::Any };
+    let confirm = Call::Op(Operation::Confirm { owner: ALICE, version: Version::from_u64(1) });
+    let release = Call::Op(Operation::Release { owner: ALICE, version: ReleaseVersion::Any });
     let history = [
-        event(0, 0, 1, reserve(ALICE), Return::Reserve(ReserveOutcome::Taken)),
-        event(1, 2, 3, reserve(BOB), Return::Reserve(ReserveOutcome::Conflict)),
+        event(0, 0, 1, reserve(ALICE), Return::Outcome(Outcome::Taken)),
+        event(1, 2, 3, reserve(BOB), Return::Outcome(Outcome::Conflict)),
         // Bob takes a key Alice holds live: the first operation no order explains.
-        event(1, 4, 5, reserve(BOB), Return::Reserve(ReserveOutcome::Taken)),
-        event(0, 6, 7, confirm, Return::Confirm(reservation_store::ConfirmOutcome::Conflict)),
-        event(0, 8, 9, release, Return::Release(reservation_store::ReleaseOutcome::NotHeld)),
+        event(1, 4, 5, reserve(BOB), Return::Outcome(Outcome::Taken)),
+        event(0, 6, 7, confirm, Return::Outcome(Outcome::Conflict)),
+        event(0, 8, 9, release, Return::Outcome(Outcome::NotHeld)),
     ];
     let failure = check_history(&names, &history).expect_err("Bob took a held key");
     let message = failure.to_string();
