@@ -290,6 +290,11 @@ impl HoldBit {
 pub struct BitHolds(u64);
 
 impl BitHolds {
+    /// The set whose bit mask is `bits`: hold `n` for bit `n`.
+    pub const fn from_bits(bits: u64) -> Self {
+        BitHolds(bits)
+    }
+
     /// The set as a bit mask: bit `n` for hold `n`.
     pub const fn bits(self) -> u64 {
         self.0

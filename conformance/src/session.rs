@@ -498,4 +498,3 @@ pub(crate) fn show_result<T: Debug>(r: &StoreResult<T>) -> String {
         Err(e) => show_error(e),
     }
 }
-

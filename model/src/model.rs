@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use reservation_store::spec::{self, Rule, Step};
-use reservation_store::{BitHolds, HoldBit, Instant, ReleaseVersion, Reservation, RuleSet, Ttl, Version};
+use reservation_store::{
+    HoldBit, HoldSet, Instant, Operation, Outcome, ReleaseVersion, Reservation, RuleSet, Ttl, Version,
+};
 use stateright::{Model, Property, Representative};
 
 use crate::config::{Assumption, Fault, MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS, ModelConfig};
@@ -94,23 +96,9 @@ pub enum Action {
     },
 }
 
-/// A store operation of the protocol.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Op {
-    /// Reserve under a hold.
-    Reserve(u8),
-    /// Confirm at a version.
-    Confirm(u8),
-    /// Release for the fact of this version, naming the version or `ANY_VERSION`.
-    Release {
-        /// The fact that gave the key up.
-        fact: u8,
-        /// Whether the release names `ANY_VERSION`.
-        any: bool,
-    },
-    /// Abandon a hold.
-    Abandon(u8),
-}
+/// A store operation of the protocol: the core crate's [`Operation`], owners and holds by
+/// number.
+pub type Op = Operation<u8, HoldBit>;
 
 /// What a step's store operations did: the subscription applies a fact's confirm and release in
 /// one step; every other step does at most one operation.
@@ -123,15 +111,16 @@ pub struct OpReport {
     pub key: u8,
     /// The operation.
     pub op: Op,
-    /// The outcome, as the specification names it.
-    pub outcome: &'static str,
+    /// The outcome.
+    pub outcome: Outcome,
     /// The rule that decided it.
     pub rule: Rule,
 }
 
-/// The subscription's operation `op` of fact index `fact`: the confirm of the key the fact holds,
-/// then the release of the key it gave up.
-pub(crate) fn fact_op(owner: &Owner, fact: u8, op: u8, any_for_give_ups: bool) -> Option<(u8, Op)> {
+/// The subscription's operation `op` of fact index `fact` of owner `who`: the confirm of the
+/// key the fact holds, then the release of the key it gave up (at the fact's version, or
+/// `ANY_VERSION`).
+pub(crate) fn fact_op(who: u8, owner: &Owner, fact: u8, op: u8, any_for_give_ups: bool) -> Option<(u8, Op)> {
     if fact >= owner.log_len {
         return None;
     }
@@ -140,9 +129,13 @@ pub(crate) fn fact_op(owner: &Owner, fact: u8, op: u8, any_for_give_ups: bool) -
     let prev = owner.held_after(fact);
     let takes = usize::from(cur) < MAX_KEYS;
     let gives_up = usize::from(prev) < MAX_KEYS && prev != cur;
-    let release = Op::Release { fact: v, any: cur == DELETED || (!takes && any_for_give_ups) };
+    let any = cur == DELETED || (!takes && any_for_give_ups);
+    let release = Operation::Release {
+        owner: who,
+        version: if any { ReleaseVersion::ANY_VERSION } else { ReleaseVersion::At(version(v)) },
+    };
     match (op, takes, gives_up) {
-        (0, true, _) => Some((cur, Op::Confirm(v))),
+        (0, true, _) => Some((cur, Operation::Confirm { owner: who, version: version(v) })),
         (0, false, true) => Some((prev, release)),
         (1, true, true) => Some((prev, release)),
         _ => None,
@@ -334,82 +327,71 @@ impl ReservationModel {
     }
 
     /// Calls the specification (or, under a test fault, a deliberately wrong substitute) for
-    /// `op` of `owner` on `key`, updates the store, records the rule, and flags the step
-    /// properties it breaks.
-    pub(crate) fn store_op(&self, s: &mut State, owner: u8, key: u8, op: Op) -> Option<OpReport> {
+    /// `op` on `key`, updates the store, records the rule, and flags the step properties it
+    /// breaks. `fact` is the version of the fact a subscription operation applies.
+    pub(crate) fn store_op(&self, s: &mut State, key: u8, op: Op, fact: Option<u8>) -> Option<OpReport> {
         let before = *s.store.get(usize::from(key))?;
-        let (after, outcome, rule) = self.transition(before, s.now, owner, op)?;
+        let (after, outcome, rule) = self.transition(before, s.now, op)?;
         *s.store.get_mut(usize::from(key))? = after;
-        s.flags |= self.step_flags(s, owner, op, before, after);
+        s.flags |= self.step_flags(s, op, fact, before, after);
         let mut bits = Coverage::rule(rule);
-        if rule == Rule::R2 && before.owner != owner && self.all_crashed_before(s, before) {
+        if rule == Rule::R2 && before.owner != *op.owner() && self.all_crashed_before(s, before) {
             bits |= Scenario::TakeoverAfterCrash.bit();
         }
-        if after.tag == PENDING && after.holds.count_ones() >= 2 {
+        if after.tag == PENDING && after.hold_set().len() >= 2 {
             bits |= Scenario::HandoverWithTwoHolds.bit();
         }
         self.record(bits);
         Some(OpReport { key, op, outcome, rule })
     }
 
-    /// The store transition of `op` of `owner` at store time `now` from `before`: the
-    /// specification's, or the test fault's substitute.
-    fn transition(&self, before: Slot, now: u8, owner: u8, op: Op) -> Option<(Slot, &'static str, Rule)> {
-        let current = before.to_reservation();
-        let now = Instant::from_millis(u64::from(now));
+    /// The operation that reserves for attempt `a` of `owner`.
+    fn reserve_op(&self, owner: u8, a: u8) -> Option<Op> {
         let ttl = Ttl::from_millis(u64::from(self.config.ttl)).ok()?;
-        let fault = self.config.fault;
-        let (next, outcome, rule): (Option<Reservation<u8, BitHolds>>, &'static str, Rule) = match op {
-            Op::Reserve(bit) => {
-                let hold = HoldBit::new(bit)?;
-                let (as_owner, at) = match (fault, &current) {
-                    (Some(Fault::ReserveIgnoresOwner), Some(r)) if r.is_live(now) => (*r.owner(), now),
-                    (Some(Fault::ReserveIgnoresExpiry), Some(Reservation::Pending(p))) => {
-                        (owner, now.min(Instant::from_millis(p.expires_at().as_millis().saturating_sub(1))))
-                    }
-                    _ => (owner, now),
-                };
-                let Step { next, outcome, rule } = spec::reserve(current, at, &as_owner, &hold, ttl);
-                (next, reserve_outcome(outcome), rule)
+        Some(Operation::Reserve { owner, hold: HoldBit::new(hold_bit(owner, a))?, ttl })
+    }
+
+    /// The store transition of `op` at store time `now` from `before`: the specification's
+    /// [`spec::apply`], or, under a test fault, `spec::apply` on a deliberately wrong operation
+    /// or clock.
+    fn transition(&self, before: Slot, now: u8, op: Op) -> Option<(Slot, Outcome, Rule)> {
+        let current = before.to_reservation();
+        let now = instant(now);
+        let (op, at, reported) = match (self.config.fault, op, &current) {
+            (Some(Fault::ReserveIgnoresOwner), Operation::Reserve { hold, ttl, .. }, Some(r)) if r.is_live(now) => {
+                (Operation::Reserve { owner: *r.owner(), hold, ttl }, now, None)
             }
-            Op::Confirm(v) => {
-                let at = if fault == Some(Fault::ConfirmIgnoresOwner) { Instant::MAX } else { now };
-                let Step { next, outcome, rule } = spec::confirm(current, at, &owner, version(v));
-                (next, confirm_outcome(outcome), rule)
+            (Some(Fault::ReserveIgnoresExpiry), Operation::Reserve { .. }, Some(Reservation::Pending(p)))
+                if !p.is_live(now) =>
+            {
+                (op, p.expires_at().saturating_sub_millis(1), None)
             }
-            Op::Release { fact, any } => {
-                let named = if any { ReleaseVersion::ANY_VERSION } else { ReleaseVersion::At(version(fact)) };
-                let named = match fault {
-                    Some(Fault::ReleaseIgnoresVersion) => ReleaseVersion::ANY_VERSION,
-                    Some(Fault::ReleaseKeepsConfirmed) => ReleaseVersion::At(Version::UNVERSIONED),
-                    _ => named,
-                };
-                let Step { next, outcome, rule } = spec::release(current, now, &owner, named);
-                (next, release_outcome(outcome), rule)
+            (Some(Fault::ConfirmIgnoresOwner), Operation::Confirm { .. }, _) => (op, Instant::MAX, None),
+            (Some(Fault::ReleaseIgnoresVersion), Operation::Release { owner, .. }, _) => {
+                (Operation::Release { owner, version: ReleaseVersion::ANY_VERSION }, now, None)
             }
-            Op::Abandon(bit) => {
-                let hold = HoldBit::new(bit)?;
-                match (fault, &current) {
-                    (Some(Fault::AbandonFreesConfirmed), Some(Reservation::Confirmed(c))) if c.owner == owner => {
-                        let Step { next, rule, .. } = spec::release(current, now, &owner, ReleaseVersion::ANY_VERSION);
-                        (next, "Abandoned", rule)
-                    }
-                    _ => {
-                        let Step { next, outcome, rule } = spec::abandon(current, now, &owner, &hold);
-                        (next, abandon_outcome(outcome), rule)
-                    }
-                }
+            (Some(Fault::ReleaseKeepsConfirmed), Operation::Release { owner, .. }, _) => {
+                (Operation::Release { owner, version: ReleaseVersion::At(Version::UNVERSIONED) }, now, None)
             }
+            (Some(Fault::AbandonFreesConfirmed), Operation::Abandon { owner, .. }, Some(Reservation::Confirmed(c)))
+                if c.owner == owner =>
+            {
+                let release = Operation::Release { owner, version: ReleaseVersion::ANY_VERSION };
+                (release, now, Some(Outcome::Abandoned))
+            }
+            _ => (op, now, None),
         };
-        Some((Slot::from_reservation(next.as_ref()), outcome, rule))
+        let Step { next, outcome, rule } = spec::apply(current, at, op.as_ref());
+        Some((Slot::from_reservation(next.as_ref()), reported.unwrap_or(outcome), rule))
     }
 
     /// The step properties, observed on one operation's before and after.
-    fn step_flags(&self, s: &State, owner: u8, op: Op, before: Slot, after: Slot) -> u8 {
+    fn step_flags(&self, s: &State, op: Op, fact: Option<u8>, before: Slot, after: Slot) -> u8 {
+        let owner = *op.owner();
         let mut flags = 0;
         if before.tag == CONFIRMED {
             let kept = after.tag == CONFIRMED && after.owner == before.owner;
-            let own_release = matches!(op, Op::Release { .. }) && owner == before.owner;
+            let own_release = matches!(op, Operation::Release { .. }) && owner == before.owner;
             if !kept && !own_release {
                 flags |= STEP_CONFIRMED_MOVED;
             }
@@ -417,18 +399,15 @@ impl ReservationModel {
         if after != before {
             let other_live = before.tag != FREE && before.owner != owner && before.is_live(s.now);
             let other_made = after.tag != FREE && after.owner != owner;
-            let foreign_hold = after.tag == PENDING && after.holds & !owner_holds(after.owner) != 0;
-            if other_live || other_made || foreign_hold {
+            if other_live || other_made || after.has_foreign_hold() {
                 flags |= STEP_TOUCHED_OTHER;
             }
         }
-        if matches!(op, Op::Abandon(_)) && before.tag == CONFIRMED && after != before {
+        if matches!(op, Operation::Abandon { .. }) && before.tag == CONFIRMED && after != before {
             flags |= STEP_ABANDONED_CONFIRMED;
         }
-        if let Op::Release { fact, .. } = op
-            && before.tag == CONFIRMED
-            && before.owner == owner
-            && before.at > fact
+        if let (Operation::Release { .. }, Some(fact)) = (op, fact)
+            && confirmed_after(before, owner, fact)
             && after != before
         {
             flags |= STEP_OLD_RELEASE_FREED;
@@ -440,9 +419,9 @@ impl ReservationModel {
     /// appending.
     pub(crate) fn all_crashed_before(&self, s: &State, slot: Slot) -> bool {
         slot.tag == PENDING
-            && slot.holds != 0
-            && (0..16u8).filter(|b| slot.holds & (1 << b) != 0).all(|b| {
-                let (o, a) = (b / MAX_ATTEMPTS as u8, b % MAX_ATTEMPTS as u8);
+            && !slot.hold_set().is_empty()
+            && (0..HOLD_BITS).filter(|&b| slot.has_hold(b)).all(|b| {
+                let (o, a) = (hold_owner(b), b % MAX_ATTEMPTS as u8);
                 attempt(s, o, a).is_some_and(|at| at.phase == Phase::CrashedBefore)
             })
     }
@@ -458,6 +437,8 @@ impl ReservationModel {
             a.key == key
                 && match a.phase {
                     Phase::Reserved => true,
+                    // Positions in the owner's own event log (its stream versions), not a
+                    // reservation's version: the protocol's order of the owner's facts.
                     Phase::Appended | Phase::CrashedAfter => a.version > fact,
                     _ => false,
                 }
@@ -466,13 +447,14 @@ impl ReservationModel {
 
     /// H5: whether an attempt of `owner` must wait before reserving `key`, because the
     /// subscription has not yet applied an earlier fact's release of it.
-    fn reserve_blocked(&self, o: &Owner, key: u8) -> bool {
+    fn reserve_blocked(&self, who: u8, o: &Owner, key: u8) -> bool {
         if !self.holds(Assumption::H5) {
             return false;
         }
         let any = self.any_for_give_ups();
-        (o.cursor..o.log_len)
-            .any(|f| (0..2).any(|op| matches!(fact_op(o, f, op, any), Some((k, Op::Release { .. })) if k == key)))
+        (o.cursor..o.log_len).any(|f| {
+            (0..2).any(|op| matches!(fact_op(who, o, f, op, any), Some((k, Operation::Release { .. })) if k == key))
+        })
     }
 
     /// H5: whether the subscription must not restart, because an attempt of `owner` is between
@@ -492,7 +474,11 @@ impl ReservationModel {
             o.attempts.iter().any(|a| {
                 matches!(a.phase, Phase::Appended | Phase::CrashedAfter)
                     && s.store.get(usize::from(a.key)).is_some_and(|slot| {
-                        slot.tag == PENDING && usize::from(slot.owner) == i && slot.at == s.now.saturating_add(1)
+                        // Live now, expired at the next tick, as the specification judges it.
+                        slot.tag == PENDING
+                            && usize::from(slot.owner) == i
+                            && slot.is_live(s.now)
+                            && !slot.is_live(s.now.saturating_add(1))
                     })
             })
         })
@@ -520,7 +506,7 @@ impl ReservationModel {
                     return;
                 }
                 for key in 0..self.keys() {
-                    if !self.reserve_blocked(owner, key) {
+                    if !self.reserve_blocked(o, owner, key) {
                         out.push(Action::Reserve { owner: o, attempt: a, key });
                     }
                 }
@@ -536,7 +522,7 @@ impl ReservationModel {
                 // was already confirmed) ends the same way whether it abandons or crashes: the
                 // abandon changes nothing in the store and the crashed attempt is at once done.
                 // The checker need not generate the same state twice.
-                let held = s.store.iter().any(|slot| slot.holds & (1 << hold_bit(o, a)) != 0);
+                let held = s.store.iter().any(|slot| slot.has_hold(hold_bit(o, a)));
                 if held || !self.skip_symmetric {
                     out.push(Action::Crash { owner: o, attempt: a });
                 }
@@ -544,8 +530,8 @@ impl ReservationModel {
             Phase::Appended => {
                 let in_time = !self.holds(Assumption::H2)
                     || s.store.get(usize::from(at.key)).is_some_and(|slot| {
-                        let mine = slot.holds & (1 << hold_bit(o, a)) != 0;
-                        slot.owner == o && (slot.tag == CONFIRMED || (slot.tag == PENDING && s.now < slot.at && mine))
+                        let mine = slot.has_hold(hold_bit(o, a));
+                        slot.owner == o && (slot.tag == CONFIRMED || (mine && slot.is_live(s.now)))
                     });
                 if in_time {
                     out.push(Action::Confirm { owner: o, attempt: a });
@@ -556,7 +542,7 @@ impl ReservationModel {
                     && in_time
                     && owner.cursor >= at.version
                     && s.store.get(usize::from(at.key)).is_some_and(|&slot| {
-                        self.transition(slot, s.now, o, Op::Confirm(at.version))
+                        self.transition(slot, s.now, Operation::Confirm { owner: o, version: version(at.version) })
                             .is_some_and(|(after, ..)| after == slot)
                     });
                 if !same_as_confirm {
@@ -570,13 +556,13 @@ impl ReservationModel {
     fn subscription_actions(&self, s: &State, o: u8, out: &mut Vec<Action>) {
         let Some(owner) = s.owners.get(usize::from(o)) else { return };
         let any = self.any_for_give_ups();
-        let enabled = |fact: u8, op: u8| match fact_op(owner, fact, op, any) {
-            Some((key, Op::Release { fact: v, .. })) => !self.release_blocked(s, o, key, v),
+        let enabled = |fact: u8, op: u8| match fact_op(o, owner, fact, op, any) {
+            Some((key, Operation::Release { .. })) => !self.release_blocked(s, o, key, fact + 1),
             Some(_) => true,
             None => false,
         };
         let c = owner.cursor;
-        if !owner.caught_up() && enabled(c, 0) && (fact_op(owner, c, 1, any).is_none() || enabled(c, 1)) {
+        if !owner.caught_up() && enabled(c, 0) && (fact_op(o, owner, c, 1, any).is_none() || enabled(c, 1)) {
             out.push(Action::Apply { owner: o });
         }
         let applied = owner.cursor.min(owner.log_len);
@@ -615,14 +601,14 @@ impl ReservationModel {
                     }
                 }
                 for slot in n.store.iter_mut() {
-                    if slot.tag == PENDING && slot.at <= n.now {
+                    if slot.tag == PENDING && !slot.is_live(n.now) {
                         slot.at = 0;
                     }
                 }
             }
             Action::Reserve { owner, attempt: a, key } => {
-                let r = self.store_op(&mut n, owner, key, Op::Reserve(hold_bit(owner, a)))?;
-                *attempt_mut(&mut n, owner, a)? = if r.outcome == "Conflict" {
+                let r = self.store_op(&mut n, key, self.reserve_op(owner, a)?, None)?;
+                *attempt_mut(&mut n, owner, a)? = if r.outcome == Outcome::Conflict {
                     Attempt { phase: Phase::Done, ..Attempt::default() }
                 } else {
                     Attempt { phase: Phase::Reserved, key, deadline: s.now.saturating_add(ttl), version: 0 }
@@ -631,8 +617,8 @@ impl ReservationModel {
             }
             Action::Retry { owner, attempt: a } => {
                 let key = attempt(s, owner, a)?.key;
-                let r = self.store_op(&mut n, owner, key, Op::Reserve(hold_bit(owner, a)))?;
-                if r.outcome == "Conflict" {
+                let r = self.store_op(&mut n, key, self.reserve_op(owner, a)?, None)?;
+                if r.outcome == Outcome::Conflict {
                     *attempt_mut(&mut n, owner, a)? = Attempt { phase: Phase::Done, ..Attempt::default() };
                 }
                 reports[0] = Some(r);
@@ -644,12 +630,14 @@ impl ReservationModel {
             }
             Action::Confirm { owner, attempt: a } => {
                 let at = *attempt(s, owner, a)?;
-                reports[0] = Some(self.store_op(&mut n, owner, at.key, Op::Confirm(at.version))?);
+                let confirm = Operation::Confirm { owner, version: version(at.version) };
+                reports[0] = Some(self.store_op(&mut n, at.key, confirm, None)?);
                 *attempt_mut(&mut n, owner, a)? = Attempt { phase: Phase::Done, ..Attempt::default() };
             }
             Action::Abandon { owner, attempt: a } => {
                 let key = attempt(s, owner, a)?.key;
-                reports[0] = Some(self.store_op(&mut n, owner, key, Op::Abandon(hold_bit(owner, a)))?);
+                let abandon = Operation::Abandon { owner, hold: HoldBit::new(hold_bit(owner, a))? };
+                reports[0] = Some(self.store_op(&mut n, key, abandon, None)?);
                 *attempt_mut(&mut n, owner, a)? = Attempt { phase: Phase::Done, ..Attempt::default() };
             }
             Action::Crash { owner, attempt: a } => {
@@ -676,13 +664,13 @@ impl ReservationModel {
         }
         // A crashed attempt matters only until the subscription confirms its fact (crashed after
         // appending) or while its hold is in the store (crashed before): then it is done.
-        let held = n.store.iter().fold(0u16, |acc, slot| acc | slot.holds);
+        let store = n.store;
         for (i, o) in n.owners.iter_mut().enumerate() {
             let cursor = o.cursor;
             for (a, at) in o.attempts.iter_mut().enumerate() {
                 let done = match at.phase {
                     Phase::CrashedAfter => cursor >= at.version,
-                    Phase::CrashedBefore => held & (1 << hold_bit(i as u8, a as u8)) == 0,
+                    Phase::CrashedBefore => !store.iter().any(|slot| slot.has_hold(hold_bit(i as u8, a as u8))),
                     _ => false,
                 };
                 if done {
@@ -695,10 +683,10 @@ impl ReservationModel {
 
     fn subscription_op(&self, n: &mut State, owner: u8, fact: u8, op: u8) -> Option<OpReport> {
         let o = *n.owners.get(usize::from(owner))?;
-        let (key, store_op) = fact_op(&o, fact, op, self.any_for_give_ups())?;
+        let (key, store_op) = fact_op(owner, &o, fact, op, self.any_for_give_ups())?;
         let before = *n.store.get(usize::from(key))?;
-        let r = self.store_op(n, owner, key, store_op)?;
-        if before.tag == CONFIRMED && before.owner == owner && before.at > fact + 1 {
+        let r = self.store_op(n, key, store_op, Some(fact + 1))?;
+        if confirmed_after(before, owner, fact + 1) {
             self.record(Scenario::ReplayedOldFact.bit());
         }
         if op == 1 && matches!(r.rule, Rule::L2 | Rule::L4) {
@@ -727,13 +715,10 @@ fn append(s: &mut State, owner: u8, held: u8) -> Option<u8> {
 /// reservation, and each pending reservation has the same holds of both.
 fn owners_mirror(s: &State, p: u8, o: u8) -> bool {
     let (Some(a), Some(b)) = (s.owners.get(usize::from(p)), s.owners.get(usize::from(o))) else { return false };
-    let width = MAX_ATTEMPTS as u32;
     a == b
         && s.store.iter().all(|slot| {
             let owned = slot.tag != FREE && (slot.owner == p || slot.owner == o);
-            let holds_p = (slot.holds >> (u32::from(p) * width)) & owner_holds(0);
-            let holds_o = (slot.holds >> (u32::from(o) * width)) & owner_holds(0);
-            !owned && holds_p == holds_o
+            !owned && (0..MAX_ATTEMPTS as u8).all(|x| slot.has_hold(hold_bit(p, x)) == slot.has_hold(hold_bit(o, x)))
         })
 }
 
@@ -742,17 +727,19 @@ fn owners_mirror(s: &State, p: u8, o: u8) -> bool {
 fn attempts_mirror(s: &State, owner: u8, b: u8, a: u8) -> bool {
     let (Some(x), Some(y)) = (attempt(s, owner, b), attempt(s, owner, a)) else { return false };
     let (bit_b, bit_a) = (hold_bit(owner, b), hold_bit(owner, a));
-    x == y && s.store.iter().all(|slot| (slot.holds >> bit_b) & 1 == (slot.holds >> bit_a) & 1)
+    x == y && s.store.iter().all(|slot| slot.has_hold(bit_b) == slot.has_hold(bit_a))
+}
+
+/// Whether `slot` is `owner`'s confirmed reservation of a later fact than version `v`: the
+/// specification keeps it against the release of `v` (rule L5).
+fn confirmed_after(slot: Slot, owner: u8, v: u8) -> bool {
+    slot.tag == CONFIRMED
+        && slot.owner == owner
+        && spec::release(slot.to_reservation(), instant(0), &owner, ReleaseVersion::At(version(v))).rule == Rule::L5
 }
 
 fn version(v: u8) -> Version {
     Version::from_u64(u64::from(v))
-}
-
-/// The hold bits of `owner`'s attempts.
-pub(crate) fn owner_holds(owner: u8) -> u16 {
-    let width = MAX_ATTEMPTS as u32;
-    (((1u32 << width) - 1) << (u32::from(owner) * width)) as u16
 }
 
 pub(crate) fn attempt(s: &State, owner: u8, a: u8) -> Option<&Attempt> {
@@ -761,44 +748,6 @@ pub(crate) fn attempt(s: &State, owner: u8, a: u8) -> Option<&Attempt> {
 
 fn attempt_mut(s: &mut State, owner: u8, a: u8) -> Option<&mut Attempt> {
     s.owners.get_mut(usize::from(owner))?.attempts.get_mut(usize::from(a))
-}
-
-fn reserve_outcome(o: reservation_store::ReserveOutcome) -> &'static str {
-    use reservation_store::ReserveOutcome::*;
-    match o {
-        Taken => "Taken",
-        Joined => "Joined",
-        AlreadyConfirmed => "AlreadyConfirmed",
-        Conflict => "Conflict",
-    }
-}
-
-fn confirm_outcome(o: reservation_store::ConfirmOutcome) -> &'static str {
-    use reservation_store::ConfirmOutcome::*;
-    match o {
-        Confirmed => "Confirmed",
-        AlreadyConfirmed => "AlreadyConfirmed",
-        Conflict => "Conflict",
-    }
-}
-
-fn release_outcome(o: reservation_store::ReleaseOutcome) -> &'static str {
-    use reservation_store::ReleaseOutcome::*;
-    match o {
-        Released => "Released",
-        Kept => "Kept",
-        NotHeld => "NotHeld",
-    }
-}
-
-fn abandon_outcome(o: reservation_store::AbandonOutcome) -> &'static str {
-    use reservation_store::AbandonOutcome::*;
-    match o {
-        Abandoned => "Abandoned",
-        StillReserved => "StillReserved",
-        NotHeld => "NotHeld",
-        AlreadyConfirmed => "AlreadyConfirmed",
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -859,22 +808,21 @@ fn unique(m: &ReservationModel, s: &State) -> bool {
 }
 
 fn one_owner(m: &ReservationModel, s: &State) -> bool {
-    s.store
-        .iter()
-        .take(usize::from(m.keys()))
-        .all(|slot| slot.tag != PENDING || slot.holds & !owner_holds(slot.owner) == 0)
+    s.store.iter().take(usize::from(m.keys())).all(|slot| !slot.has_foreign_hold())
 }
 
 fn crashed_free(m: &ReservationModel, s: &State) -> bool {
     let now = Instant::from_millis(u64::from(s.now));
     s.store.iter().take(usize::from(m.keys())).all(|slot| {
-        if slot.tag != PENDING || s.now < slot.at || !m.all_crashed_before(s, *slot) {
+        if slot.tag != PENDING || slot.is_live(s.now) || !m.all_crashed_before(s, *slot) {
             return true;
         }
         // Free means: lookup sees nothing, and another owner's reserve takes it.
         let other = (slot.owner + 1) % m.owners().max(1);
         let taken = m.owners() == 1
-            || m.transition(*slot, s.now, other, Op::Reserve(hold_bit(other, 0))).is_some_and(|(_, o, _)| o == "Taken");
+            || m.reserve_op(other, 0)
+                .and_then(|op| m.transition(*slot, s.now, op))
+                .is_some_and(|(_, o, _)| o == Outcome::Taken);
         spec::lookup(slot.to_reservation().as_ref(), now).is_none() && taken
     })
 }

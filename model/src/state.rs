@@ -49,27 +49,44 @@ pub fn hold_bit(owner: u8, attempt: u8) -> u8 {
     owner * MAX_ATTEMPTS as u8 + attempt
 }
 
+/// The owner whose attempt has the hold id `bit`.
+pub fn hold_owner(bit: u8) -> u8 {
+    bit / MAX_ATTEMPTS as u8
+}
+
+/// The packed bits of `owner`'s hold ids: symmetry reduction renames owners and attempts by
+/// moving these bits, a renaming of hold ids that no rule looks at.
+pub(crate) fn owner_holds(owner: u8) -> u16 {
+    let width = MAX_ATTEMPTS as u32;
+    (((1u32 << width) - 1) << (u32::from(owner) * width)) as u16
+}
+
+/// Hold ids a packed [`Slot`] can carry.
+pub const HOLD_BITS: u8 = 16;
+
 impl Slot {
     /// The reservation the specification's functions take.
     pub fn to_reservation(self) -> Option<Reservation<u8, BitHolds>> {
         match self.tag {
-            PENDING => {
-                let mut holds: Option<BitHolds> = None;
-                for bit in 0..16u8 {
-                    if self.holds & (1 << bit) != 0
-                        && let Some(h) = HoldBit::new(bit)
-                    {
-                        match holds.as_mut() {
-                            Some(set) => set.insert(h),
-                            None => holds = Some(BitHolds::single(h)),
-                        }
-                    }
-                }
-                Reservation::pending(self.owner, holds?, Instant::from_millis(u64::from(self.at)))
-            }
+            PENDING => Reservation::pending(self.owner, self.hold_set(), instant(self.at)),
             CONFIRMED => Some(Reservation::confirmed(self.owner, Version::from_u64(u64::from(self.at)))),
             _ => None,
         }
+    }
+
+    /// The holds of a pending reservation, as the specification's hold set.
+    pub fn hold_set(self) -> BitHolds {
+        BitHolds::from_bits(u64::from(self.holds))
+    }
+
+    /// Whether the pending reservation has a hold of another owner's attempt.
+    pub fn has_foreign_hold(self) -> bool {
+        (0..HOLD_BITS).any(|b| hold_owner(b) != self.owner && self.has_hold(b))
+    }
+
+    /// Whether the pending reservation has the hold `bit`, asked of the specification's hold set.
+    pub fn has_hold(self, bit: u8) -> bool {
+        self.tag == PENDING && HoldBit::new(bit).is_some_and(|h| self.hold_set().contains(&h))
     }
 
     /// Packs a reservation. Instants and versions of a valid configuration fit in a byte.
@@ -89,10 +106,16 @@ impl Slot {
         }
     }
 
-    /// Whether the key is held at `now`: confirmed, or pending and live.
+    /// Whether the key is held at `now`: confirmed, or pending and live, as the specification
+    /// judges it (rule D7).
     pub fn is_live(self, now: u8) -> bool {
-        self.tag == CONFIRMED || (self.tag == PENDING && now < self.at)
+        self.to_reservation().is_some_and(|r| r.is_live(instant(now)))
     }
+}
+
+/// The store instant of a model clock reading.
+pub fn instant(t: u8) -> Instant {
+    Instant::from_millis(u64::from(t))
 }
 
 /// Where an attempt is.

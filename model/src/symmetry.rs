@@ -6,7 +6,7 @@
 use stateright::Representative;
 
 use crate::config::{MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS};
-use crate::model::owner_holds;
+use crate::state::owner_holds;
 use crate::state::{Attempt, FREE, Phase, State};
 
 /// The non-identity permutations of the first two and of the first three keys.

@@ -2,7 +2,9 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{Action, Op, OpReport, ReservationModel, attempt};
+use reservation_store::{Operation, ReleaseVersion};
+
+use crate::model::{Action, OpReport, ReservationModel, attempt};
 use crate::state::*;
 
 /// One action in a few words, without its outcome (for the Explorer).
@@ -30,11 +32,11 @@ pub fn action_text(action: &Action) -> String {
 fn op_text(r: &OpReport) -> String {
     let k = key_name(r.key);
     let op = match r.op {
-        Op::Reserve(bit) => format!("reserve({k}, hold h{bit})"),
-        Op::Confirm(v) => format!("confirm({k}, v{v})"),
-        Op::Release { any: true, .. } => format!("release({k}, ANY_VERSION)"),
-        Op::Release { fact, any: false } => format!("release({k}, v{fact})"),
-        Op::Abandon(bit) => format!("abandon({k}, hold h{bit})"),
+        Operation::Reserve { hold, .. } => format!("reserve({k}, hold h{})", hold.get()),
+        Operation::Confirm { version, .. } => format!("confirm({k}, v{})", version.as_u64()),
+        Operation::Release { version: ReleaseVersion::Any, .. } => format!("release({k}, ANY_VERSION)"),
+        Operation::Release { version: ReleaseVersion::At(v), .. } => format!("release({k}, v{})", v.as_u64()),
+        Operation::Abandon { hold, .. } => format!("abandon({k}, hold h{})", hold.get()),
     };
     format!("{op} -> {} ({})", r.outcome, r.rule)
 }
@@ -47,8 +49,8 @@ pub fn store_text(m: &ReservationModel, s: &State) -> String {
         let _ = match slot.tag {
             PENDING => {
                 let holds: Vec<String> =
-                    (0..16).filter(|b| slot.holds & (1 << b) != 0).map(|b| format!("h{b}")).collect();
-                let until = if s.now < slot.at { format!("until t={}", slot.at) } else { "expired".to_string() };
+                    (0..HOLD_BITS).filter(|&b| slot.has_hold(b)).map(|b| format!("h{b}")).collect();
+                let until = if slot.is_live(s.now) { format!("until t={}", slot.at) } else { "expired".to_string() };
                 write!(out, " {name}=pending(o{} {{{}}} {until})", slot.owner, holds.join(","))
             }
             CONFIRMED => write!(out, " {name}=confirmed(o{} v{})", slot.owner, slot.at),
