@@ -15,11 +15,12 @@ pub struct Failure(Box<Details>);
 #[derive(Clone, PartialEq, Eq, Debug)]
 #[non_exhaustive]
 pub struct Details {
-    /// The check that failed, such as `r3_join_adds_a_hold`.
+    /// The check that failed, such as `r3_reserve_joins_with_a_new_hold`.
     pub check: String,
     /// The rule the check found broken (for a property beyond one rule, such as atomicity, the
-    /// rule of the step that went wrong).
-    pub rule: Rule,
+    /// rule of the step that went wrong); `None` when no rule is to blame, as when a check
+    /// panicked outside a store call or a run stopped.
+    pub rule: Option<Rule>,
     /// A property beyond one rule that the check found broken, such as `"H1 atomicity: ..."`.
     pub property: Option<&'static str>,
     /// The rule by which the specification decided the step that went wrong, when it differs
@@ -38,9 +39,15 @@ pub struct Details {
 impl Failure {
     /// A failure of `check` against `rule` because of `problem`, with no transcript.
     pub fn new(check: impl Into<String>, rule: Rule, problem: impl Into<String>) -> Self {
+        Failure::without_rule(check, problem).with_rule(Some(rule))
+    }
+
+    /// A failure of `check` that no rule is to blame for (a panic outside a store call, a run
+    /// that stopped), because of `problem`.
+    pub fn without_rule(check: impl Into<String>, problem: impl Into<String>) -> Self {
         Failure::from(Details {
             check: check.into(),
-            rule,
+            rule: None,
             property: None,
             step_rule: None,
             problem: problem.into(),
@@ -52,10 +59,16 @@ impl Failure {
 }
 
 impl Failure {
+    /// The same failure, blaming `rule`.
+    pub fn with_rule(mut self, rule: Option<Rule>) -> Self {
+        self.rule = rule;
+        self
+    }
+
     /// A failure of `check`, which panicked with `payload` outside any store call.
     pub fn panicked(check: &str, payload: &(dyn std::any::Any + Send)) -> Self {
         let message = crate::session::panic_message(payload);
-        let mut f = Failure::new(check, Rule::D7, format!("the check panicked outside a store call: {message}"));
+        let mut f = Failure::without_rule(check, format!("the check panicked outside a store call: {message}"));
         f.property = Some("a check must run to its end; this one panicked");
         f
     }
@@ -89,12 +102,15 @@ impl fmt::Display for Failure {
                     writeln!(f, "  the step that could not be placed is decided by {step}: {}", step.text())?;
                 }
             }
-            None => {
-                writeln!(f, "conformance check `{}` failed: rule {} broken", self.check, self.rule)?;
-                writeln!(f, "  {}: {}", self.rule, self.rule.text())?;
-            }
+            None => match self.rule {
+                Some(rule) => {
+                    writeln!(f, "conformance check `{}` failed: rule {rule} broken", self.check)?;
+                    writeln!(f, "  {rule}: {}", rule.text())?;
+                }
+                None => writeln!(f, "conformance check `{}` failed", self.check)?,
+            },
         }
-        if let Some(step) = self.step_rule.filter(|r| *r != self.rule && self.property.is_none()) {
+        if let Some(step) = self.step_rule.filter(|r| Some(*r) != self.rule && self.property.is_none()) {
             writeln!(f, "  the failing step is decided by {}: {}", step, step.text())?;
         }
         writeln!(f, "problem: {}", self.problem)?;

@@ -125,6 +125,8 @@ pub mod linearizability;
 pub mod oracle;
 mod report;
 mod session;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 
 pub use failure::{Details, Failure};
 pub use harness::{Capabilities, Harness, MemoryHarness, START, Settings, unique_namespace};

@@ -266,7 +266,7 @@ fn apply(names: &Names, state: &Option<StoredReservation>, e: &Event) -> Option<
 }
 
 /// The WGL search over one key's operations (ordered by call): whether some order that respects
-/// real time gives every recorded result. `budget` bounds the nodes visited.
+/// real time gives every recorded result.
 struct Search<'a> {
     names: &'a Names,
     ops: &'a [&'a Event],
@@ -326,11 +326,11 @@ fn expected_rule(names: &Names, state: &Option<StoredReservation>, e: &Event) ->
 }
 
 /// Whether the operations `ops` of one key (ordered by call) are linearizable; if not, the rule
-/// of the deepest operation no order could place.
-fn linearizable(names: &Names, ops: &[&Event]) -> Result<u64, Rule> {
+/// of the deepest operation no order could place, if any operation was tried.
+fn linearizable(names: &Names, ops: &[&Event]) -> Result<u64, Option<Rule>> {
     let mut search = Search { names, ops, memo: HashSet::new(), nodes: 0, stuck: None };
     let mut done = vec![0u64; ops.len().div_ceil(64)];
-    if search.run(&mut done, 0, &None) { Ok(search.nodes) } else { Err(search.stuck.map_or(Rule::D7, |(_, r)| r)) }
+    if search.run(&mut done, 0, &None) { Ok(search.nodes) } else { Err(search.stuck.map(|(_, r)| r)) }
 }
 
 /// What a linearizability run did.
@@ -373,20 +373,19 @@ pub fn check_history(names: &Names, events: &[Event]) -> Result<u64, Failure> {
 
 fn report(names: &Names, key: usize, ops: &[&Event]) -> Failure {
     // The shortest prefix by call that no order explains.
-    let (len, rule) = (1..=ops.len())
-        .find_map(|n| linearizable(names, &ops[..n]).err().map(|r| (n, r)))
-        .unwrap_or((ops.len(), Rule::D7));
+    let (len, rule) =
+        (1..=ops.len()).find_map(|n| linearizable(names, &ops[..n]).err().map(|r| (n, r))).unwrap_or((ops.len(), None));
     let prefix = &ops[..len];
-    let mut f = Failure::new(
+    let mut f = Failure::without_rule(
         "linearizability",
-        rule,
         format!(
             "the history of key k{key} is not linearizable: no order of its first {len} operations that \
              respects real time gives the results the store returned"
         ),
     );
+    f.rule = rule;
     f.property = Some(ATOMICITY);
-    f.step_rule = Some(rule);
+    f.step_rule = rule;
     f.context.push(format!("scope s0 = {}; keys k0..k{}; clock started at {START}", names.scope, KEYS - 1));
     f.context.push("[call .. return] stamps of one shared counter; an operation precedes another when its return stamp is below the other's call stamp".into());
     let threads = prefix.iter().map(|e| e.thread).max().map_or(0, |t| t + 1);

@@ -157,7 +157,7 @@ impl<'h, H: Harness> Session<'h, H> {
 
     /// A failure of this session's check at `step_rule` because of `problem`.
     pub(crate) fn fail(&self, step_rule: Option<Rule>, problem: String) -> Failure {
-        let rule = self.rule.or(step_rule).unwrap_or(Rule::D7);
+        let rule = self.rule.or(step_rule);
         let mut context: Vec<String> =
             self.scopes.iter().enumerate().map(|(i, s)| format!("scope s{i} = {}", ShowScope(s))).collect();
         context.push(format!("clock started at {START} and reads {} now", self.now()));

@@ -1,5 +1,5 @@
 //! Operation scripts applied to `MemoryStore` and to the spec functions side by side: every
-//! outcome and lookup must agree, and the store's invariants hold after each step.
+//! outcome, and after every step the lookup of every key the script touched, must agree.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

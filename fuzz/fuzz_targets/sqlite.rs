@@ -12,11 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use reservation_conformance::oracle;
 use reservation_store::ops::Op;
 
-static HARNESS: LazyLock<harness::SqliteHarness> = LazyLock::new(|| {
-    let path = std::env::temp_dir().join(format!("reservation-store-fuzz-{}.db", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    harness::SqliteHarness(path)
-});
+static HARNESS: LazyLock<reservation_conformance::sqlite::SqliteHarness> = LazyLock::new(harness::harness);
 
 fuzz_target!(|script: Vec<Op>| {
     if let Err(failure) = oracle::ops(&*HARNESS, &script) {

@@ -16,10 +16,6 @@ pub const USAGE: &str = "usage:
                           [--drop-assumption H2|H3|H5|H7|H8 ...] [--strategy dfs|bfs|simulate] [--seed X]
                           [--threads N] [--no-symmetry] [--symmetry-factor] [--timeout SECONDS] [--json] [--quiet]
   reservation-model explore [--port P] [the configuration flags of check]
-  reservation-model stores
-
-stores runs the conformance suite against the built-in stores (MemoryStore, SqliteStore) and
-exits 1 if either breaks a rule.
 
 check exits 0 when every property holds on a complete run, 1 when a property fails, 2 when the
 run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad arguments.
@@ -37,7 +33,7 @@ struct Args {
 
 fn parse(args: &[String]) -> Result<Args, String> {
     let mut it = args.iter();
-    let command = it.next().cloned().ok_or("missing command: check, explore or stores")?;
+    let command = it.next().cloned().ok_or("missing command: check or explore")?;
     if command != "check" && command != "explore" {
         return Err(format!("unknown command {command:?}"));
     }

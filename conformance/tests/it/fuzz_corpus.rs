@@ -63,10 +63,6 @@ fn inputs_corpus_replays_clean() {
 
 #[test]
 fn sqlite_corpus_replays_clean() {
-    let path = std::env::temp_dir().join(format!("reservation-fuzz-replay-{}.db", std::process::id()));
-    let harness = sqlite_harness::SqliteHarness(path.clone());
+    let harness = sqlite_harness::harness();
     replay::<Vec<Op>>("sqlite", |script| oracle::ops(&harness, script).map(drop));
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = fs::remove_file(format!("{}{suffix}", path.display()));
-    }
 }

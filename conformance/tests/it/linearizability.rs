@@ -76,5 +76,5 @@ fn the_report_shows_the_shortest_failing_prefix() {
     let message = failure.to_string();
     assert!(message.contains("first 3 operations"), "{message}");
     assert!(!message.contains("confirm(k0"), "the prefix stops at the failing call:\n{message}");
-    assert_eq!(failure.rule, reservation_store::Rule::R5, "{message}");
+    assert_eq!(failure.rule, Some(reservation_store::Rule::R5), "{message}");
 }

@@ -1,0 +1,114 @@
+//! `reservation`: the project's one command line.
+//!
+//! - `reservation check [flags]` and `reservation explore [flags]`: the protocol's model
+//!   (`reservation_model::cli`, the same flags as `reservation-model`).
+//! - `reservation conform [memory|sqlite|all]`: the whole conformance suite against the built-in
+//!   stores.
+//! - `reservation all`: the main job, the model check and then the suite against every built-in
+//!   store; exits 0 only if everything holds.
+#![deny(missing_docs)]
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use reservation_conformance::sqlite::SqliteHarness;
+use reservation_conformance::{MemoryHarness, Report, Settings, run_all};
+
+const USAGE: &str = "usage:
+  reservation check [the flags of reservation-model check]
+  reservation explore [the flags of reservation-model explore]
+  reservation conform [memory|sqlite|all]
+  reservation all
+
+check and explore are the protocol's model (reservation check --help lists their flags).
+conform runs the whole conformance suite (every named check, the differential test and the
+linearizability check) against the built-in stores: MemoryStore, SqliteStore, or both (the
+default). all checks the model with its default configuration, then runs conform all.
+
+Exit codes: 0 when everything holds, 1 when a property or a check fails, 2 when a model run did
+not complete, 64 on bad arguments.";
+
+/// Which built-in stores `conform` runs the suite against.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stores {
+    Memory,
+    Sqlite,
+    All,
+}
+
+fn section(name: &str, run: impl FnOnce() -> Report) -> bool {
+    println!("conformance suite against {name}:");
+    let started = Instant::now();
+    let report = run();
+    print!("{report}");
+    println!("{name}: {} in {:.2?}\n", if report.is_ok() { "conforms" } else { "DOES NOT CONFORM" }, started.elapsed());
+    report.is_ok()
+}
+
+/// Runs the suite against the chosen stores; whether every one conforms.
+fn conform(stores: Stores) -> bool {
+    let mut ok = true;
+    if stores != Stores::Sqlite {
+        ok &= section("MemoryStore", || run_all(&MemoryHarness));
+    }
+    if stores != Stores::Memory {
+        ok &= match SqliteHarness::new() {
+            Ok(harness) => {
+                let harness = harness.with_settings(Settings::default().with_cases(1_000));
+                section("SqliteStore", || run_all(&harness))
+            }
+            Err(e) => {
+                println!("SqliteStore: cannot open a scratch database: {e}");
+                false
+            }
+        };
+    }
+    ok
+}
+
+fn run(argv: &[String]) -> ExitCode {
+    let bad = |message: String| {
+        eprintln!("error: {message}\n{USAGE}");
+        ExitCode::from(64)
+    };
+    match argv.first().map(String::as_str) {
+        Some("check" | "explore") => reservation_model::cli::run(argv),
+        Some("conform") => {
+            let stores = match argv.get(1).map(String::as_str) {
+                None | Some("all") => Stores::All,
+                Some("memory") => Stores::Memory,
+                Some("sqlite") => Stores::Sqlite,
+                Some(other) => return bad(format!("conform: unknown store {other:?}: memory, sqlite or all")),
+            };
+            if argv.len() > 2 {
+                return bad("conform takes at most one store".into());
+            }
+            if conform(stores) { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Some("all") => {
+            if argv.len() > 1 {
+                return bad("all takes no flags".into());
+            }
+            let model = reservation_model::cli::run(&["check".to_owned()]);
+            let stores = conform(Stores::All);
+            if model != ExitCode::SUCCESS {
+                model
+            } else if stores {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Some("--help" | "-h" | "help") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Some(other) => bad(format!("unknown command {other:?}")),
+        None => bad("missing command: check, explore, conform or all".into()),
+    }
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    run(&argv)
+}

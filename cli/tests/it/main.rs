@@ -1,0 +1,3 @@
+//! The `reservation` command line, run as a user runs it.
+
+mod commands;
