@@ -18,7 +18,10 @@ use crate::time::{Instant, ReleaseVersion, Ttl, Version};
 /// A rule id of the specification: R1–R7 reserve, C1–C8 confirm, L1–L6 release, A1–A6 abandon,
 /// D1–D7 values. [`Rule::text`] states each in one line.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
-#[allow(missing_docs)]
+#[expect(
+    missing_docs,
+    reason = "a rule is documented by its one-line statement, Rule::text, the one place it is written"
+)]
 pub enum Rule {
     R1,
     R2,
@@ -118,49 +121,10 @@ impl Rule {
         }
     }
 
-    /// The rule in one line, for failure messages.
-    pub const fn text(self) -> &'static str {
-        use Rule::*;
-        match self {
-            R1 => "reserve of a free key takes it: pending, its only hold the attempt's, expiring at now+ttl",
-            R2 => {
-                "reserve of a key whose pending reservation expired (anyone's) takes it afresh; old holds are dropped"
-            }
-            R3 => "reserve by the owner of a live pending reservation adds the hold and keeps the later expiry: Joined",
-            R4 => "reserve again with a hold already held keeps the holds and the later expiry: Joined",
-            R5 => "reserve of a key another owner holds pending and live changes nothing: Conflict",
-            R6 => "reserve of a key the owner holds confirmed changes nothing: AlreadyConfirmed",
-            R7 => "reserve of a key another owner holds confirmed changes nothing: Conflict",
-            C1 => "confirm of a free key takes it confirmed at the version",
-            C2 => {
-                "confirm of the owner's live pending reservation makes it confirmed at the version and clears its holds"
-            }
-            C3 => "confirm of the owner's expired pending reservation still confirms it",
-            C4 => "confirm of a key held only by another owner's expired pending reservation takes it confirmed",
-            C5 => "confirm of a key another owner holds pending and live changes nothing: Conflict",
-            C6 => "confirm by the owner at a greater version than the confirmed one raises the version",
-            C7 => "confirm by the owner at the confirmed version or below changes nothing: AlreadyConfirmed",
-            C8 => "confirm of a key another owner holds confirmed changes nothing: Conflict",
-            L1 => "release of a free key (or an expired pending one) changes nothing: NotHeld",
-            L2 => "release by the owner of a live pending reservation frees it, whatever its holds and the version",
-            L3 => "release of a key another owner holds pending and live changes nothing: NotHeld",
-            L4 => "release by the owner at ANY_VERSION or at or above the confirmed version frees the key",
-            L5 => "release by the owner below the confirmed version keeps the key: Kept",
-            L6 => "release of a key another owner holds confirmed changes nothing: NotHeld",
-            A1 => "abandon of a free key (or an expired pending one) changes nothing: NotHeld",
-            A2 => "abandon of the owner's last hold of a live pending reservation frees the key",
-            A3 => "abandon of one of several holds removes only that hold and keeps the expiry: StillReserved",
-            A4 => "abandon of a hold the owner's live pending reservation does not have changes nothing: NotHeld",
-            A5 => "abandon of another owner's reservation changes nothing: NotHeld",
-            A6 => "abandon of a key the owner holds confirmed changes nothing: AlreadyConfirmed",
-            D1 => "a pending reservation reserved at t for ttl is live on [t, t+ttl); now+ttl saturates",
-            D2 => "a ttl of zero is an invalid argument",
-            D3 => "UNVERSIONED sorts below every stream version; stream versions start at 1",
-            D4 => "ANY_VERSION exists only for release; a confirm cannot name it",
-            D5 => "owners are compared on every field, keys and hold ids as exact bytes",
-            D6 => "an invalid argument is a typed error, whatever the key's state, and changes nothing",
-            D7 => "an expired pending reservation behaves exactly like a free key, for every operation and lookup",
-        }
+    /// The rule in one line, for failure messages: its row of SPEC.md, the one place the rules
+    /// are written (a transition row reads `operation on state: next state, outcome`).
+    pub fn text(self) -> &'static str {
+        RULE_TEXTS.get(self as usize).map_or("", String::as_str)
     }
 
     /// This rule's bit in a [`RuleSet`].
@@ -174,6 +138,35 @@ impl fmt::Display for Rule {
         f.write_str(self.id())
     }
 }
+
+/// The specification's text, compiled in: [`Rule::text`] reads each rule's row from it.
+const SPEC_MD: &str = include_str!("../SPEC.md");
+
+/// Each rule's row of SPEC.md, by rule index; empty for a rule the document lacks (a test
+/// asserts there is none).
+static RULE_TEXTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    let mut texts = vec![String::new(); Rule::ALL.len()];
+    let mut operation = "";
+    for line in SPEC_MD.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            operation = heading.split('(').next().unwrap_or("").trim();
+            continue;
+        }
+        let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
+        let Some(rule) = cells.first().and_then(|id| Rule::ALL.into_iter().find(|r| r.id() == *id)) else {
+            continue;
+        };
+        let text = match cells.as_slice() {
+            [_, statement] => (*statement).to_owned(),
+            [_, state, next, outcome] => format!("{operation} on {state}: {next}, {outcome}"),
+            _ => continue,
+        };
+        if let Some(slot) = texts.get_mut(rule as usize) {
+            *slot = text;
+        }
+    }
+    texts
+});
 
 /// A set of rules, for measuring which rows of the tables a run reached.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
@@ -516,14 +509,8 @@ fn step<O, HS, Out>(next: Option<Reservation<O, HS>>, outcome: Out, rule: Rule) 
     Step { next, outcome, rule }
 }
 
-/// Reserve `owner`'s attempt `hold` for `ttl` at `now`.
-///
-/// A free key (R1) or one held only by an expired pending reservation, whoever's (R2), is taken:
-/// pending, with `hold` as its only hold, expiring at `now + ttl` (saturating, D1). When the
-/// owner's pending reservation is live, the hold joins it, new (R3) or already there (R4), and
-/// it expires at the later of its expiry and `now + ttl`. Another owner's live pending
-/// reservation is a conflict (R5); the owner's confirmed reservation stays as it is (R6);
-/// another owner's confirmed one is a conflict (R7).
+/// Reserve the key for `owner`'s attempt `hold`, pending for `ttl`, at `now`: rules R1–R7 of
+/// SPEC.md's reserve table decide it ([`Rule::text`] reads each row from there).
 pub fn reserve<O, HS>(
     current: Option<Reservation<O, HS>>,
     now: Instant,
@@ -561,14 +548,8 @@ where
     }
 }
 
-/// Confirm `owner`'s reservation for its fact committed at `version`, at `now`.
-///
-/// The fact committed, so the owner gets its key: a free key is taken confirmed (C1); the
-/// owner's pending reservation is confirmed and its holds cleared whether it is live (C2) or
-/// expired (C3); another owner's expired pending reservation gives way (C4), its live one does
-/// not (C5). On the owner's confirmed reservation the greater version wins: a later fact raises
-/// it (C6), the same or an older one changes nothing (C7). Another owner's confirmed reservation
-/// is a conflict (C8).
+/// Confirm `owner`'s reservation for its fact committed at `version`, at `now`: rules C1–C8 of
+/// SPEC.md's confirm table ([`Rule::text`]).
 pub fn confirm<O, HS>(
     current: Option<Reservation<O, HS>>,
     now: Instant,
@@ -599,14 +580,8 @@ where
     }
 }
 
-/// Release `owner`'s reservation for its fact at `version` that gave the key up, at `now`.
-///
-/// A free key, or an expired pending reservation, is not held (L1; the expired row is dropped,
-/// which no one can tell from keeping it, D7). The owner's live pending reservation is freed
-/// whatever its holds and the version (L2); another owner's is not held (L3). The owner's
-/// confirmed reservation is freed by [`ReleaseVersion::Any`] or a version at or above the
-/// confirmed one (L4), and kept against an older fact's release (L5). Another owner's confirmed
-/// reservation is not held (L6).
+/// Release `owner`'s reservation for its fact at `version` that gave the key up, at `now`:
+/// rules L1–L6 of SPEC.md's release table ([`Rule::text`]).
 pub fn release<O, HS>(
     current: Option<Reservation<O, HS>>,
     now: Instant,
@@ -632,13 +607,8 @@ where
     }
 }
 
-/// Abandon `owner`'s attempt `hold`, whose events are surely not appended, at `now`.
-///
-/// A free key, or an expired pending reservation, is not held (A1; the expired row is dropped,
-/// D7). On the owner's live pending reservation, the last hold frees the key (A2), one of
-/// several goes and the rest keep the key with its expiry unchanged (A3), and a hold it does not
-/// have changes nothing (A4). Another owner's reservation, pending and live or confirmed, is not
-/// held (A5), and the owner's confirmed reservation is never abandoned (A6).
+/// Abandon `owner`'s attempt `hold`, whose events are surely not appended, at `now`: rules
+/// A1–A6 of SPEC.md's abandon table ([`Rule::text`]).
 pub fn abandon<O, HS>(
     current: Option<Reservation<O, HS>>,
     now: Instant,

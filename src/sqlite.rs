@@ -13,7 +13,7 @@ use crate::operation::{Outcome, Request};
 use crate::spec::{self, Reservation, Step};
 use crate::store::{ReservationStore, StoredReservation};
 use crate::time::{Clock, Instant, SystemClock, Version};
-use crate::types::{AggregateId, AggregateRef, HoldId, Key, ReservationScope, Tenant};
+use crate::types::{AggregateId, AggregateRef, HoldId, Key, MAX_KEY_LEN, MAX_NAME_LEN, ReservationScope, Tenant};
 
 /// The version of the table layout this build writes and reads, kept in `PRAGMA user_version`.
 pub const SCHEMA_VERSION: i32 = 1;
@@ -21,13 +21,18 @@ pub const SCHEMA_VERSION: i32 = 1;
 /// `PRAGMA application_id` of a reservation store file: the bytes `RSRV`.
 const APPLICATION_ID: i32 = 0x5253_5256;
 
-const CREATE_TABLE: &str = "CREATE TABLE reservation (
-    aggregate_type BLOB NOT NULL CHECK (typeof(aggregate_type) = 'blob' AND length(aggregate_type) BETWEEN 1 AND 256),
-    tenant BLOB NOT NULL CHECK (typeof(tenant) = 'blob' AND length(tenant) <= 256),
-    namespace BLOB NOT NULL CHECK (typeof(namespace) = 'blob' AND length(namespace) BETWEEN 1 AND 256),
-    key BLOB NOT NULL CHECK (typeof(key) = 'blob' AND length(key) BETWEEN 1 AND 512),
-    owner_tenant BLOB NOT NULL CHECK (typeof(owner_tenant) = 'blob' AND length(owner_tenant) <= 256),
-    owner_id BLOB NOT NULL CHECK (typeof(owner_id) = 'blob' AND length(owner_id) BETWEEN 1 AND 256),
+/// The table, its length checks written from the same `MAX_*` constants that the types enforce,
+/// so that the schema and the Rust limits cannot drift apart. An existing file's table must
+/// equal it byte for byte.
+fn create_table() -> String {
+    format!(
+        "CREATE TABLE reservation (
+    aggregate_type BLOB NOT NULL CHECK (typeof(aggregate_type) = 'blob' AND length(aggregate_type) BETWEEN 1 AND {MAX_NAME_LEN}),
+    tenant BLOB NOT NULL CHECK (typeof(tenant) = 'blob' AND length(tenant) <= {MAX_NAME_LEN}),
+    namespace BLOB NOT NULL CHECK (typeof(namespace) = 'blob' AND length(namespace) BETWEEN 1 AND {MAX_NAME_LEN}),
+    key BLOB NOT NULL CHECK (typeof(key) = 'blob' AND length(key) BETWEEN 1 AND {MAX_KEY_LEN}),
+    owner_tenant BLOB NOT NULL CHECK (typeof(owner_tenant) = 'blob' AND length(owner_tenant) <= {MAX_NAME_LEN}),
+    owner_id BLOB NOT NULL CHECK (typeof(owner_id) = 'blob' AND length(owner_id) BETWEEN 1 AND {MAX_NAME_LEN}),
     state INTEGER NOT NULL CHECK (state IN (0, 1)),
     holds BLOB,
     expires_at INTEGER,
@@ -39,7 +44,9 @@ const CREATE_TABLE: &str = "CREATE TABLE reservation (
             AND version IS NULL)
         OR (state = 1 AND holds IS NULL AND expires_at IS NULL AND typeof(version) = 'integer')
     )
-) WITHOUT ROWID";
+) WITHOUT ROWID"
+    )
+}
 
 const CREATE_INDEX: &str = "CREATE INDEX reservation_expiry ON reservation (expires_at) WHERE state = 0";
 
@@ -365,7 +372,7 @@ impl<C: Clock> SqliteStore<C> {
         let created = self.write_txn(conn, |conn| {
             let found = identify(conn)?;
             if found.0 == 0 && found.1 == 0 && found.2 == 0 {
-                conn.execute_batch(CREATE_TABLE)?;
+                conn.execute_batch(&create_table())?;
                 conn.execute_batch(CREATE_INDEX)?;
                 conn.pragma_update(None, "application_id", APPLICATION_ID)?;
                 conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
@@ -389,7 +396,7 @@ impl<C: Clock> SqliteStore<C> {
                 })
                 .optional()
                 .map_err(|e| self.error("cannot read the schema", e))?;
-            if sql.as_deref() != Some(CREATE_TABLE) {
+            if sql.as_deref() != Some(create_table().as_str()) {
                 return Err(self.fail("the reservation table is not the one this schema version defines"));
             }
             Ok(())

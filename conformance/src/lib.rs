@@ -211,9 +211,9 @@ macro_rules! tests {
 #[macro_export]
 macro_rules! __tests_module {
     ($module:ident, $harness:expr ; $($name:ident => $check:ident),* $(,)?) => {
-        #[allow(non_snake_case)]
+        #[allow(non_snake_case, reason = "the module is named by the caller, in any case")]
         mod $module {
-            #[allow(unused_imports)]
+            #[allow(unused_imports, reason = "the harness expression may or may not name items of the caller's module")]
             use super::*;
             $(
                 #[test]

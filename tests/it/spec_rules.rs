@@ -914,6 +914,24 @@ fn every_row_is_reached_and_no_step_touches_another_owners_live_reservation<W: W
     assert_eq!(seen.missing_transitions(), Vec::<Rule>::new());
 }
 
+/// Rule texts are read from SPEC.md, so they cannot disagree with it; this pins the other way:
+/// every rule row of SPEC.md names a rule of `Rule::ALL`, once.
+#[test]
+fn spec_md_has_one_row_per_rule_and_no_other() {
+    let spec = include_str!("../../SPEC.md");
+    let ids: Vec<&str> = spec
+        .lines()
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split(" |").next())
+        .filter(|id| id.len() == 2 && id.as_bytes()[1].is_ascii_digit() && id.as_bytes()[0].is_ascii_uppercase())
+        .collect();
+    let mut all: Vec<&str> = Rule::ALL.iter().map(|r| r.id()).collect();
+    let mut found = ids.clone();
+    found.sort_unstable();
+    all.sort_unstable();
+    assert_eq!(found, all, "SPEC.md's rule rows (each once) against Rule::ALL");
+}
+
 #[test]
 fn rule_ids_texts_and_sets() {
     assert_eq!(Rule::ALL.len(), 34);
@@ -926,6 +944,8 @@ fn rule_ids_texts_and_sets() {
         }
     }
     assert!(Rule::R3.text().contains("Joined") && Rule::D1.text().contains("saturates"));
+    assert_eq!(Rule::R1.text(), "reserve on `F`: `P{o,{h},now+ttl}`, Taken");
+    assert_eq!(Rule::L1.text(), "release on `F`, or `P` expired: free, NotHeld");
     assert_eq!(&Rule::TRANSITIONS[..], &Rule::ALL[..27]);
     assert_eq!((Rule::TRANSITIONS[0], Rule::TRANSITIONS[26]), (Rule::R1, Rule::A6));
 

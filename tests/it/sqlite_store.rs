@@ -459,3 +459,67 @@ fn an_unreadable_row_is_a_storage_error_not_a_panic() {
         assert!(raw.execute_batch(&sql).is_err(), "{what} was accepted");
     }
 }
+
+/// The one place a rule is restated outside the spec functions is the index-driven SQL sweep
+/// (`expires_at <= now` on pending rows). After every sweep, the rows left are exactly the ones
+/// the spec calls live (rule D7 through `Reservation::is_live`), at every instant around every
+/// expiry, `Instant::MAX` and confirmed rows included.
+#[test]
+fn d7_the_sql_sweep_removes_exactly_what_the_spec_calls_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = Instant::from_millis(1_000);
+    let clock = ManualClock::new(start);
+    let mut options = SqliteOptions::default();
+    options.sweep_every = 0;
+    let store = SqliteStore::open_with(db(&dir), clock.clone(), options).unwrap();
+    let (s, a) = (scope(Some("acme")), owner(Some("acme"), "a"));
+    let mut expected: Vec<(String, StoredReservation)> = Vec::new();
+    for ms in (1..=20).chain([u64::MAX]) {
+        let k = format!("p{ms}");
+        block_on(store.reserve(&s, &key(&k), &a, &hold("h"), ttl(ms))).unwrap();
+        let row = block_on(store.lookup(&s, &key(&k))).unwrap().expect("just reserved");
+        expected.push((k, row));
+    }
+    for n in 1..=3 {
+        let k = format!("c{n}");
+        block_on(store.confirm(&s, &key(&k), &a, v(n))).unwrap();
+        expected.push((k, Reservation::confirmed(a.clone(), v(n))));
+    }
+    let raw = Connection::open(db(&dir)).unwrap();
+    let rows = || -> BTreeSet<String> {
+        let mut stmt = raw.prepare("SELECT key FROM reservation").unwrap();
+        stmt.query_map([], |r| r.get::<_, Vec<u8>>(0))
+            .unwrap()
+            .map(|k| String::from_utf8(k.unwrap()).unwrap())
+            .collect()
+    };
+    for step in 0..=22 {
+        let now = start.saturating_add_millis(step);
+        clock.set(now);
+        store.sweep().unwrap();
+        let live: BTreeSet<String> = expected.iter().filter(|(_, r)| r.is_live(now)).map(|(k, _)| k.clone()).collect();
+        assert_eq!(rows(), live, "rows left by the sweep at {now}");
+    }
+}
+
+/// The table's length checks are written from `MAX_KEY_LEN` and `MAX_NAME_LEN`: a row at each
+/// limit is accepted by SQLite, one byte more is refused, so the schema cannot drift from the
+/// limits the types enforce.
+#[test]
+fn d6_the_schema_s_length_checks_are_the_types_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(SqliteStore::open(db(&dir)).unwrap());
+    let raw = Connection::open(db(&dir)).unwrap();
+    let insert = |namespace: usize, key: usize, owner_id: usize| {
+        raw.execute(
+            "INSERT INTO reservation (aggregate_type, tenant, namespace, key, owner_tenant, owner_id, state, version)
+             VALUES (x'75', x'', ?1, ?2, x'', ?3, 1, 1)",
+            (vec![b'n'; namespace], vec![b'k'; key], vec![b'o'; owner_id]),
+        )
+    };
+    insert(MAX_NAME_LEN, MAX_KEY_LEN, MAX_NAME_LEN).expect("a row at every limit");
+    assert!(insert(MAX_NAME_LEN + 1, 1, 1).is_err(), "a namespace of MAX_NAME_LEN + 1 bytes was stored");
+    assert!(insert(1, MAX_KEY_LEN + 1, 1).is_err(), "a key of MAX_KEY_LEN + 1 bytes was stored");
+    assert!(insert(1, 2, MAX_NAME_LEN + 1).is_err(), "an owner id of MAX_NAME_LEN + 1 bytes was stored");
+    assert!(Key::new("k".repeat(MAX_KEY_LEN + 1)).is_err());
+}
