@@ -30,7 +30,8 @@ pub use config::{
 };
 pub use model::{
     ALWAYS, Action, Coverage, Op, OpReport, P_CONFIRMED_MOVES, P_CRASHED_FREE, P_NEVER_ABANDONED, P_NO_LEAK,
-    P_OLD_RELEASE, P_ONE_OWNER, P_OTHERS, P_UNIQUE, ReservationModel, Scenario, always_holds,
+    P_OLD_RELEASE, P_ONE_OWNER, P_OTHERS, P_UNIQUE, PROPERTIES, ReservationModel, SafetyProperty, Scenario,
+    always_holds,
 };
 pub use state::{Attempt, MAX_FACTS, Owner, Phase, Slot, State};
 pub use trace::{action_text, store_text, trace_text};
@@ -96,7 +97,7 @@ pub fn walk(config: &ModelConfig, choices: &[u8]) -> Result<WalkReport, Violatio
         for r in report.into_iter().flatten() {
             rules.insert(r.rule);
         }
-        if let Some(property) = ALWAYS.into_iter().find(|p| !always_holds(&model, &state, p)) {
+        if let Some(property) = PROPERTIES.into_iter().find(|p| !(p.holds)(&model, &state)).map(|p| p.name) {
             return Err(Violation { property, trace: trace_text(&model, &start, &taken) });
         }
     }

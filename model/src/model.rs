@@ -753,9 +753,38 @@ fn attempt_mut(s: &mut State, owner: u8, a: u8) -> Option<&mut Attempt> {
 // ---------------------------------------------------------------------------------------------
 // Properties.
 
-/// The always-properties, by name, in the order `check` reports them.
-pub const ALWAYS: [&str; 8] =
-    [P_UNIQUE, P_ONE_OWNER, P_CONFIRMED_MOVES, P_OTHERS, P_NEVER_ABANDONED, P_OLD_RELEASE, P_CRASHED_FREE, P_NO_LEAK];
+/// One safety property of the model: the sentence that names it and the predicate that decides
+/// it on a state.
+#[derive(Clone, Copy)]
+pub struct SafetyProperty {
+    /// The property, as a sentence; the checker reports it by this name.
+    pub name: &'static str,
+    /// Whether a state satisfies it.
+    pub holds: fn(&ReservationModel, &State) -> bool,
+}
+
+/// The always-properties, in the order `check` reports them: the one table of them.
+pub const PROPERTIES: [SafetyProperty; 8] = [
+    SafetyProperty { name: P_UNIQUE, holds: unique },
+    SafetyProperty { name: P_ONE_OWNER, holds: one_owner },
+    SafetyProperty { name: P_CONFIRMED_MOVES, holds: |_, s| s.flags & STEP_CONFIRMED_MOVED == 0 },
+    SafetyProperty { name: P_OTHERS, holds: |_, s| s.flags & STEP_TOUCHED_OTHER == 0 },
+    SafetyProperty { name: P_NEVER_ABANDONED, holds: |_, s| s.flags & STEP_ABANDONED_CONFIRMED == 0 },
+    SafetyProperty { name: P_OLD_RELEASE, holds: |_, s| s.flags & STEP_OLD_RELEASE_FREED == 0 },
+    SafetyProperty { name: P_CRASHED_FREE, holds: crashed_free },
+    SafetyProperty { name: P_NO_LEAK, holds: no_leak },
+];
+
+/// The names of [`PROPERTIES`], in order.
+pub const ALWAYS: [&str; PROPERTIES.len()] = {
+    let mut names = [""; PROPERTIES.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = PROPERTIES[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// G, uniqueness of committed facts: within the scope, no two different owners each have a
 /// latest committed fact that holds the same key.
@@ -779,19 +808,10 @@ pub const P_CRASHED_FREE: &str = "a pending key whose attempts all crashed befor
 /// held by its owner's latest fact, and every key held by a latest fact is confirmed to its owner.
 pub const P_NO_LEAK: &str = "no key leaks once the subscription has applied every fact";
 
-/// Whether state `s` satisfies the always-property named `name`.
-pub fn always_holds(m: &ReservationModel, s: &State, name: &str) -> bool {
-    match name {
-        P_UNIQUE => unique(m, s),
-        P_ONE_OWNER => one_owner(m, s),
-        P_CONFIRMED_MOVES => s.flags & STEP_CONFIRMED_MOVED == 0,
-        P_OTHERS => s.flags & STEP_TOUCHED_OTHER == 0,
-        P_NEVER_ABANDONED => s.flags & STEP_ABANDONED_CONFIRMED == 0,
-        P_OLD_RELEASE => s.flags & STEP_OLD_RELEASE_FREED == 0,
-        P_CRASHED_FREE => crashed_free(m, s),
-        P_NO_LEAK => no_leak(m, s),
-        _ => true,
-    }
+/// Whether state `s` satisfies the always-property named `name`; `None` when no property has
+/// that name.
+pub fn always_holds(m: &ReservationModel, s: &State, name: &str) -> Option<bool> {
+    PROPERTIES.iter().find(|p| p.name == name).map(|p| (p.holds)(m, s))
 }
 
 fn unique(m: &ReservationModel, s: &State) -> bool {
@@ -851,30 +871,15 @@ fn no_leak(m: &ReservationModel, s: &State) -> bool {
 fn first_failure(m: &ReservationModel, holds: bool, property: u8) -> bool {
     holds || m.failed.fetch_or(1 << property, Ordering::Relaxed) & (1 << property) != 0
 }
-fn a_unique(m: &ReservationModel, s: &State) -> bool {
-    first_failure(m, unique(m, s), 0)
+/// Property `I` of [`PROPERTIES`], as the checker calls it (stateright takes function pointers,
+/// so the index is a const parameter).
+fn checked<const I: usize>(m: &ReservationModel, s: &State) -> bool {
+    PROPERTIES.get(I).is_none_or(|p| first_failure(m, (p.holds)(m, s), I as u8))
 }
-fn a_one_owner(m: &ReservationModel, s: &State) -> bool {
-    first_failure(m, one_owner(m, s), 1)
-}
-fn a_confirmed_moves(m: &ReservationModel, s: &State) -> bool {
-    first_failure(m, s.flags & STEP_CONFIRMED_MOVED == 0, 2)
-}
-fn a_others(m: &ReservationModel, s: &State) -> bool {
-    first_failure(m, s.flags & STEP_TOUCHED_OTHER == 0, 3)
-}
-fn a_never_abandoned(m: &ReservationModel, s: &State) -> bool {
-    first_failure(m, s.flags & STEP_ABANDONED_CONFIRMED == 0, 4)
-}
-fn a_old_release(m: &ReservationModel, s: &State) -> bool {
-    first_failure(m, s.flags & STEP_OLD_RELEASE_FREED == 0, 5)
-}
-fn a_crashed_free(m: &ReservationModel, s: &State) -> bool {
-    first_failure(m, crashed_free(m, s), 6)
-}
-fn a_no_leak(m: &ReservationModel, s: &State) -> bool {
-    first_failure(m, no_leak(m, s), 7)
-}
+
+/// [`checked`] for every property, in table order: a table of another length does not compile.
+const CHECKED: [fn(&ReservationModel, &State) -> bool; PROPERTIES.len()] =
+    [checked::<0>, checked::<1>, checked::<2>, checked::<3>, checked::<4>, checked::<5>, checked::<6>, checked::<7>];
 
 impl Model for ReservationModel {
     type State = State;
@@ -925,15 +930,6 @@ impl Model for ReservationModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
-            Property::always(P_UNIQUE, a_unique),
-            Property::always(P_ONE_OWNER, a_one_owner),
-            Property::always(P_CONFIRMED_MOVES, a_confirmed_moves),
-            Property::always(P_OTHERS, a_others),
-            Property::always(P_NEVER_ABANDONED, a_never_abandoned),
-            Property::always(P_OLD_RELEASE, a_old_release),
-            Property::always(P_CRASHED_FREE, a_crashed_free),
-            Property::always(P_NO_LEAK, a_no_leak),
-        ]
+        PROPERTIES.iter().zip(CHECKED).map(|(p, f)| Property::always(p.name, f)).collect()
     }
 }
