@@ -51,7 +51,7 @@ pub use spec::{
     ReserveOutcome, Rule, RuleSet, Step,
 };
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
+pub use sqlite::{MAX_BUSY_TIMEOUT, OpenCheck, SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
 pub use store::{ReservationStore, StoredReservation, block_on};
 pub use time::{Clock, Instant, ManualClock, ReleaseVersion, SystemClock, Ttl, Version};
 pub use types::{

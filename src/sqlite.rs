@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, Row, params};
+use rusqlite::{Connection, ErrorCode, OpenFlags, Row, params};
 
 use crate::error::{StorageError, StoreResult};
 use crate::operation::{Outcome, Request};
@@ -83,13 +83,32 @@ impl Synchronous {
     }
 }
 
+/// The longest [`SqliteOptions::busy_timeout`] SQLite can take, about 24.8 days (`i32::MAX`
+/// milliseconds); a longer one is clamped to it.
+pub const MAX_BUSY_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// Which SQLite consistency check [`SqliteStore::open_with`] runs before it returns a store.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub enum OpenCheck {
+    /// None: opening costs nothing more. The default.
+    #[default]
+    None,
+    /// `PRAGMA quick_check`: the structure of every page, in time linear in the file's size.
+    Quick,
+    /// `PRAGMA integrity_check`: the quick check, and that the expiry index agrees with the table.
+    /// As [`SqliteStore::check_integrity`].
+    Full,
+}
+
 /// How a [`SqliteStore`] uses its file. Start from [`SqliteOptions::default`] and set fields.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct SqliteOptions {
     /// When commits are synced to disk; [`Synchronous::Full`] by default.
     pub synchronous: Synchronous,
-    /// How long one transaction waits for another process's write lock; 5 s by default.
+    /// How long one transaction waits for another process's write lock; 5 s by default. Opening
+    /// a file that another process is creating waits up to this long too. Clamped to
+    /// [`MAX_BUSY_TIMEOUT`].
     pub busy_timeout: Duration,
     /// How many more times a transaction that found the database busy is tried before it
     /// becomes a [`StorageError`]; 2 by default.
@@ -99,6 +118,13 @@ pub struct SqliteOptions {
     pub sweep_every: u64,
     /// How many idle connections the store keeps open for later operations; 8 by default.
     pub max_idle_connections: usize,
+    /// After how many pages the write-ahead log is checkpointed into the database file
+    /// (`PRAGMA wal_autocheckpoint`); 1000 (about 4 MiB of 4 KiB pages), SQLite's default. A
+    /// smaller value keeps the log, and the disk space it holds, smaller at the cost of more
+    /// checkpoints; 0 turns automatic checkpoints off, leaving [`SqliteStore::checkpoint`].
+    pub wal_autocheckpoint: u32,
+    /// The consistency check run at open; [`OpenCheck::None`] by default.
+    pub open_check: OpenCheck,
 }
 
 impl Default for SqliteOptions {
@@ -109,6 +135,8 @@ impl Default for SqliteOptions {
             busy_retries: 2,
             sweep_every: 1024,
             max_idle_connections: 8,
+            wal_autocheckpoint: 1000,
+            open_check: OpenCheck::None,
         }
     }
 }
@@ -253,6 +281,11 @@ impl<C: Clock> SqliteStore<C> {
         };
         let conn = store.connect()?;
         store.prepare_schema(&conn)?;
+        match store.options.open_check {
+            OpenCheck::None => {}
+            OpenCheck::Quick => store.run_check(&conn, "quick_check")?,
+            OpenCheck::Full => store.run_check(&conn, "integrity_check")?,
+        }
         store.give_back(conn);
         Ok(store)
     }
@@ -300,14 +333,87 @@ impl<C: Clock> SqliteStore<C> {
 
     /// Runs SQLite's `PRAGMA integrity_check` on the file: `Ok` when it reports `ok`, otherwise
     /// an error listing what it found.
+    ///
+    /// SQLite detects a torn or flipped page only when it reads it, and a flipped byte inside a
+    /// row may read as a valid row with another owner or no row at all: run this after a crash of
+    /// the machine, a restore from backup, or on a schedule, or open with
+    /// [`SqliteOptions::open_check`].
     pub fn check_integrity(&self) -> Result<(), StorageError> {
         let conn = self.take()?;
-        let found: Vec<String> = conn
-            .prepare("PRAGMA integrity_check")
-            .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
-            .map_err(|e| self.error("cannot run the integrity check", e))?;
+        let result = self.run_check(&conn, "integrity_check");
         self.give_back(conn);
-        if found == ["ok"] { Ok(()) } else { Err(self.fail(format!("integrity check failed: {}", found.join("; ")))) }
+        result
+    }
+
+    /// Runs `PRAGMA {pragma}` (`quick_check` or `integrity_check`): `Ok` when it reports `ok`.
+    fn run_check(&self, conn: &Connection, pragma: &str) -> Result<(), StorageError> {
+        let found: Vec<String> = conn
+            .prepare(&format!("PRAGMA {pragma}"))
+            .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
+            .map_err(|e| match e.sqlite_error_code() {
+                Some(ErrorCode::DatabaseCorrupt) => self.error(format_args!("{pragma} failed: the file is corrupt"), e),
+                _ => self.error(format_args!("cannot run {pragma}"), e),
+            })?;
+        if found == ["ok"] { Ok(()) } else { Err(self.fail(format!("{pragma} failed: {}", found.join("; ")))) }
+    }
+
+    /// Copies every committed transaction from the write-ahead log into the database file and
+    /// truncates the log to zero bytes, returning its disk space. A long-running reader of
+    /// another connection or process can keep it from completing, which is a [`StorageError`];
+    /// try again later. The store also checkpoints by itself, after
+    /// [`SqliteOptions::wal_autocheckpoint`] pages, but only truncates the log here and at close.
+    pub fn checkpoint(&self) -> Result<(), StorageError> {
+        let conn = self.take()?;
+        let busy = conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0))
+            .map_err(|e| self.error("cannot checkpoint the write-ahead log", e));
+        self.give_back(conn);
+        match busy? {
+            0 => Ok(()),
+            _ => Err(self.fail("the checkpoint did not complete: another connection is using the log")),
+        }
+    }
+
+    /// The busy timeout SQLite is given: the option, clamped to [`MAX_BUSY_TIMEOUT`].
+    fn busy_timeout(&self) -> Duration {
+        self.options.busy_timeout.min(MAX_BUSY_TIMEOUT)
+    }
+
+    /// Runs `f` again while SQLite says the database is busy, for up to the busy timeout: the
+    /// steps of an open that SQLite runs without its busy handler (the switch to WAL mode).
+    fn until_not_busy<T>(&self, mut f: impl FnMut() -> Result<T, rusqlite::Error>) -> Result<T, rusqlite::Error> {
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match f() {
+                Err(e) if is_busy(&e) && started.elapsed() < self.busy_timeout() => {
+                    std::thread::sleep(pause);
+                    pause = pause.saturating_mul(2).min(Duration::from_millis(50));
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// Refuses, before SQLite sees it, a path that cannot be a store's file, naming why.
+    fn check_path(&self) -> Result<(), StorageError> {
+        if self.path.as_os_str().is_empty() {
+            return Err(StorageError::new("SQLite store: the path is empty; a store needs a file"));
+        }
+        match std::fs::metadata(&self.path) {
+            Ok(m) if m.is_dir() => Err(self.fail("is a directory, not a database file")),
+            Ok(m) if !m.is_file() => Err(self.fail("is not a regular file (a FIFO, a socket or a device)")),
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    Some(dir) if !dir.is_dir() => {
+                        Err(self.fail(format_args!("its directory {} does not exist", dir.display())))
+                    }
+                    _ => Ok(()),
+                }
+            }
+            Err(_) => Ok(()),
+        }
     }
 
     fn fail(&self, what: impl std::fmt::Display) -> StorageError {
@@ -315,6 +421,11 @@ impl<C: Clock> SqliteStore<C> {
     }
 
     fn error(&self, what: impl std::fmt::Display, e: rusqlite::Error) -> StorageError {
+        if e.sqlite_error_code() == Some(ErrorCode::NotADatabase) {
+            // Whichever statement first read the header, the file is the problem.
+            let what = "is not an SQLite database (another kind of file, or its header is corrupt)";
+            return StorageError::with_source(format!("SQLite store {}: {what}", self.path.display()), e);
+        }
         StorageError::with_source(format!("SQLite store {}: {what}", self.path.display()), e)
     }
 
@@ -336,14 +447,16 @@ impl<C: Clock> SqliteStore<C> {
     /// A new connection, configured; refuses a file the store could not write.
     fn connect(&self) -> Result<Connection, StorageError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&self.path, flags)
-            .map_err(|e| self.error("cannot open the file (does its directory exist?)", e))?;
+        self.check_path()?;
+        let conn = Connection::open_with_flags(&self.path, flags).map_err(|e| self.error("cannot open the file", e))?;
         if conn.is_readonly("main").map_err(|e| self.error("cannot open the file", e))? {
             return Err(self.fail("the file is read-only"));
         }
-        conn.busy_timeout(self.options.busy_timeout).map_err(|e| self.error("cannot set the busy timeout", e))?;
+        conn.busy_timeout(self.busy_timeout()).map_err(|e| self.error("cannot set the busy timeout", e))?;
         conn.pragma_update(None, "synchronous", self.options.synchronous.pragma())
             .map_err(|e| self.error("cannot set synchronous", e))?;
+        conn.pragma_update(None, "wal_autocheckpoint", self.options.wal_autocheckpoint)
+            .map_err(|e| self.error("cannot set wal_autocheckpoint", e))?;
         conn.set_prepared_statement_cache_capacity(16);
         Ok(conn)
     }
@@ -352,15 +465,23 @@ impl<C: Clock> SqliteStore<C> {
     /// schema in an empty one. Never writes to a file it refuses.
     fn prepare_schema(&self, conn: &Connection) -> Result<(), StorageError> {
         let identify = |conn: &Connection| -> Result<(i32, i32, i64), rusqlite::Error> {
-            let app: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
-            let version: i32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-            let objects: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
-            Ok((app, version, objects))
+            // One statement, so one snapshot: another process may be creating the schema.
+            conn.query_row(
+                "SELECT (SELECT application_id FROM pragma_application_id),
+                        (SELECT user_version FROM pragma_user_version),
+                        (SELECT count(*) FROM sqlite_schema)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
         };
-        let found = identify(conn).map_err(|e| self.error("cannot read the file as an SQLite database", e))?;
+        let found = self
+            .until_not_busy(|| identify(conn))
+            .map_err(|e| self.error("cannot read the file as an SQLite database", e))?;
         self.judge_schema(conn, found)?;
-        let mode: String = conn
-            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        // SQLite does not call the busy handler for this switch: another process creating the
+        // file at the same moment makes it fail at once, so it is retried here.
+        let mode: String = self
+            .until_not_busy(|| conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)))
             .map_err(|e| self.error("cannot switch to WAL mode", e))?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(self.fail(format_args!("the file cannot be put in WAL mode (it is in {mode} mode)")));
@@ -390,16 +511,7 @@ impl<C: Clock> SqliteStore<C> {
                     "the reservation schema is version {version}, this build knows only version {SCHEMA_VERSION}"
                 )));
             }
-            let sql: Option<String> = conn
-                .query_row("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'reservation'", [], |r| {
-                    r.get(0)
-                })
-                .optional()
-                .map_err(|e| self.error("cannot read the schema", e))?;
-            if sql.as_deref() != Some(create_table().as_str()) {
-                return Err(self.fail("the reservation table is not the one this schema version defines"));
-            }
-            Ok(())
+            self.verify_objects(conn)
         } else if app == 0 && version == 0 && objects == 0 {
             Ok(())
         } else {
@@ -407,6 +519,42 @@ impl<C: Clock> SqliteStore<C> {
                 "not a reservation store: application_id {app:#x}, user_version {version}, {objects} schema objects"
             )))
         }
+    }
+
+    /// Verifies every object of the file's schema: exactly the `reservation` table and its
+    /// expiry index, each as this schema version defines it. A trigger, a view, another table or
+    /// index (SQLite's own `sqlite_*` statistics excepted), or a missing or altered object could
+    /// change what the store reads back, so each is refused, named.
+    fn verify_objects(&self, conn: &Connection) -> Result<(), StorageError> {
+        let found: Vec<(String, String, Option<String>)> = conn
+            .prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")
+            .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect())
+            .map_err(|e| self.error("cannot read the schema", e))?;
+        let expected =
+            [("table", "reservation", create_table()), ("index", "reservation_expiry", CREATE_INDEX.to_owned())];
+        for (kind, name, want) in &expected {
+            match found.iter().find(|(k, n, _)| k == kind && n == name) {
+                None => return Err(self.fail(format_args!("the {name} {kind} is missing"))),
+                Some((_, _, sql)) if sql.as_deref() != Some(want.as_str()) => {
+                    return Err(self.fail(format_args!(
+                        "the {name} {kind} is not the one schema version {SCHEMA_VERSION} defines"
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        for (kind, name, _) in &found {
+            if name.starts_with("sqlite_") && kind == "table" {
+                continue;
+            }
+            if !expected.iter().any(|(k, n, _)| k == kind && n == name) {
+                return Err(self.fail(format_args!(
+                    "the file holds the {kind} {name:?}, which a reservation store does not have; \
+                     it could change what the store reads back, so the file is refused"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// A connection from the pool, or a new one.

@@ -2,8 +2,7 @@
 //! its own store, and every key must end with exactly one owner, the one whose confirm said so.
 #![cfg(feature = "sqlite")]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 
 use reservation_store::*;
 
@@ -64,25 +63,15 @@ fn sqlite_processes_sharing_a_file_give_each_key_one_owner() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
     // No file yet: the children race to create it and its schema, too.
-    let mut children: Vec<_> = (0..CHILDREN)
+    let (mut children, outputs): (Vec<_>, Vec<_>) = (0..CHILDREN)
         .map(|n| {
-            Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "sqlite_processes::sqlite_processes_sharing_a_file_give_each_key_one_owner",
-                    "--nocapture",
-                ])
-                .env(CHILD_ENV, format!("{n}:{}", path.display()))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap()
+            crate::spawn_ready_child(
+                "sqlite_processes::sqlite_processes_sharing_a_file_give_each_key_one_owner",
+                CHILD_ENV,
+                format!("{n}:{}", path.display()),
+            )
         })
-        .collect();
-    let mut outputs: Vec<_> = children.iter_mut().map(|c| BufReader::new(c.stdout.take().unwrap()).lines()).collect();
-    for lines in &mut outputs {
-        while lines.next().unwrap().unwrap() != "READY" {}
-    }
+        .unzip();
     for child in &mut children {
         writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
     }
