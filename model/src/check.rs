@@ -13,6 +13,11 @@ use crate::trace::trace_text;
 /// How the state space is searched.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Strategy {
+    /// The default: breadth first when the configuration drops an assumption or plants a fault
+    /// (a counterexample is expected, and the shortest one is wanted), depth first otherwise (the
+    /// exhaustive check, as fast as it goes); a depth-first run that finds a counterexample is
+    /// followed by a breadth-first one, so the trace printed is the shortest.
+    Auto,
     /// Depth first, on several threads, with symmetry reduction: the exhaustive check.
     Dfs,
     /// Breadth first: shortest counterexamples (single-threaded); symmetry reduction, if asked,
@@ -26,10 +31,11 @@ impl std::str::FromStr for Strategy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
+            "auto" => Ok(Strategy::Auto),
             "dfs" => Ok(Strategy::Dfs),
             "bfs" => Ok(Strategy::Bfs),
             "simulate" => Ok(Strategy::Simulate),
-            _ => Err(format!("unknown strategy {s:?}: expected dfs, bfs or simulate")),
+            _ => Err(format!("unknown strategy {s:?}: expected auto, dfs, bfs or simulate")),
         }
     }
 }
@@ -58,7 +64,7 @@ pub struct CheckOptions {
 impl Default for CheckOptions {
     fn default() -> Self {
         CheckOptions {
-            strategy: Strategy::Dfs,
+            strategy: Strategy::Auto,
             threads: 2,
             symmetry: true,
             seed: 0,
@@ -81,6 +87,22 @@ pub struct Verdict {
     pub trace: Option<String>,
     /// The counterexample's length in steps.
     pub steps: Option<usize>,
+    /// The counterexample, step by step (empty when the property holds).
+    pub path: Vec<StepRecord>,
+}
+
+/// One step of a counterexample, for machines: what happened, by which rules, and the store and
+/// the owners' latest facts after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepRecord {
+    /// The action, in words.
+    pub action: String,
+    /// The rules that decided its store operations (none for a step without one).
+    pub rules: Vec<Rule>,
+    /// The store after the step.
+    pub store: String,
+    /// Each owner's latest fact after the step.
+    pub facts: String,
 }
 
 /// What a check found.
@@ -206,7 +228,8 @@ impl CheckReport {
                 "{{\"owners\":{},\"attempts\":{},\"keys\":{},\"horizon\":{},\"ttl\":{},\"skew\":{},",
                 "\"dropped_assumptions\":[{}],\"strategy\":\"{:?}\",\"threads\":{},\"symmetry\":{},",
                 "\"unique_states\":{},\"total_states\":{},\"depth\":{},\"seconds\":{:.3},",
-                "\"states_per_second\":{:.0},\"complete\":{},\"holds\":{},\"failed\":[{}],\"unreached_rules\":[{}],\"unreached_scenarios\":[{}]}}"
+                "\"states_per_second\":{:.0},\"complete\":{},\"holds\":{},\"failed\":[{}],\"unreached_rules\":[{}],\"unreached_scenarios\":[{}],",
+                "\"counterexamples\":[{}]}}"
             ),
             c.owners,
             c.attempts,
@@ -227,9 +250,28 @@ impl CheckReport {
             self.holds(),
             failed.join(","),
             unreached.join(","),
-            scenarios.join(",")
+            scenarios.join(","),
+            self.failures().iter().map(|v| counterexample_json(v)).collect::<Vec<_>>().join(",")
         )
     }
+}
+
+fn counterexample_json(v: &Verdict) -> String {
+    let steps: Vec<String> = v
+        .path
+        .iter()
+        .map(|st| {
+            let rules: Vec<String> = st.rules.iter().map(|r| json_string(r.id())).collect();
+            format!(
+                "{{\"action\":{},\"rules\":[{}],\"store\":{},\"facts\":{}}}",
+                json_string(&st.action),
+                rules.join(","),
+                json_string(&st.store),
+                json_string(&st.facts)
+            )
+        })
+        .collect();
+    format!("{{\"property\":{},\"steps\":[{}]}}", json_string(v.name), steps.join(","))
 }
 
 fn json_string(s: &str) -> String {
@@ -250,6 +292,23 @@ fn json_string(s: &str) -> String {
 
 /// Checks the model of `config`. The configuration must be valid ([`ModelConfig::validate`]).
 pub fn check(config: ModelConfig, options: CheckOptions) -> CheckReport {
+    if options.strategy != Strategy::Auto {
+        return check_with(config, options);
+    }
+    let bfs = CheckOptions { strategy: Strategy::Bfs, threads: 1, stop_at_failure: true, ..options };
+    if !config.assumptions.dropped().is_empty() || config.fault.is_some() {
+        return check_with(config, bfs);
+    }
+    let dfs = check_with(config, CheckOptions { strategy: Strategy::Dfs, ..options });
+    if dfs.failures().is_empty() || options.target.is_some() {
+        return dfs;
+    }
+    // Depth first found a counterexample, by a long way round: find the shortest one.
+    let shortest = check_with(config, CheckOptions { timeout: options.timeout, ..bfs });
+    if shortest.failures().is_empty() { dfs } else { shortest }
+}
+
+fn check_with(config: ModelConfig, options: CheckOptions) -> CheckReport {
     // Breadth first ignores the checker's symmetry reduction: reduce inside the model instead.
     let bfs_reduced = options.symmetry && options.strategy == Strategy::Bfs;
     let model = if bfs_reduced { ReservationModel::quotient(config) } else { ReservationModel::new(config) };
@@ -273,7 +332,7 @@ pub fn check(config: ModelConfig, options: CheckOptions) -> CheckReport {
     }
     let start = Instant::now();
     match options.strategy {
-        Strategy::Dfs => finish(builder.spawn_dfs(), config, options, timeout, start),
+        Strategy::Dfs | Strategy::Auto => finish(builder.spawn_dfs(), config, options, timeout, start),
         Strategy::Bfs => finish(builder.spawn_bfs(), config, options, timeout, start),
         Strategy::Simulate => {
             finish(builder.spawn_simulation(options.seed, UniformChooser), config, options, timeout, start)
@@ -333,6 +392,7 @@ fn finish<C: Checker<ReservationModel>>(
                 name,
                 fails: path.is_some(),
                 steps: actions.as_ref().map(Vec::len),
+                path: actions.as_deref().map(|a| records(model, &start_state, a)).unwrap_or_default(),
                 trace: actions.map(|a| trace_text(model, &start_state, &a)),
             }
         })
@@ -348,4 +408,21 @@ fn finish<C: Checker<ReservationModel>>(
         verdicts,
         coverage: model.coverage(),
     }
+}
+
+/// The steps of `actions` from `start`, for machines.
+fn records(model: &ReservationModel, start: &crate::state::State, actions: &[crate::model::Action]) -> Vec<StepRecord> {
+    let mut out = Vec::with_capacity(actions.len());
+    let mut s = *start;
+    for &action in actions {
+        let Some((next, reports)) = model.step(&s, action) else { break };
+        out.push(StepRecord {
+            action: crate::trace::action_text(&action),
+            rules: reports.iter().flatten().map(|r| r.rule).collect(),
+            store: crate::trace::store_text(model, &next),
+            facts: crate::trace::facts_text(model, &next),
+        });
+        s = next;
+    }
+    out
 }

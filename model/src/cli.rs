@@ -13,13 +13,16 @@ use stateright::Model;
 /// The usage text of `check` and `explore`.
 pub const USAGE: &str = "usage:
   reservation-model check [--owners N] [--attempts A] [--keys K] [--horizon T] [--ttl L] [--skew S]
-                          [--drop-assumption H2|H3|H5|H7|H8 ...] [--strategy dfs|bfs|simulate] [--seed X]
+                          [--drop-assumption H2|H3|H5|H7|H8 ...] [--strategy auto|dfs|bfs|simulate] [--seed X]
                           [--threads N] [--no-symmetry] [--symmetry-factor] [--timeout SECONDS] [--json] [--quiet]
   reservation-model explore [--port P] [the configuration flags of check]
 
 check exits 0 when every property holds on a complete run, 1 when a property fails, 2 when the
 run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad arguments.
 --symmetry-factor checks a second time without symmetry reduction and prints the reduction factor.";
+
+/// The longest `--timeout`: a year.
+const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 struct Args {
     command: String,
@@ -34,6 +37,9 @@ struct Args {
 fn parse(args: &[String]) -> Result<Args, String> {
     let mut it = args.iter();
     let command = it.next().cloned().ok_or("missing command: check or explore")?;
+    if command == "-h" || command == "--help" || command == "help" {
+        return Err(String::new());
+    }
     if command != "check" && command != "explore" {
         return Err(format!("unknown command {command:?}"));
     }
@@ -77,7 +83,15 @@ fn parse(args: &[String]) -> Result<Args, String> {
             }
             "--no-symmetry" => out.options.symmetry = false,
             "--symmetry-factor" => out.symmetry_factor = true,
-            "--timeout" => out.options.timeout = Some(Duration::from_secs_f64(num(flag, value()?)?)),
+            "--timeout" => {
+                let v = value()?;
+                let seconds: f64 = num(flag, v.clone())?;
+                let t = Duration::try_from_secs_f64(seconds)
+                    .ok()
+                    .filter(|t| !t.is_zero() && *t <= MAX_TIMEOUT)
+                    .ok_or_else(|| format!("--timeout: not a number of seconds above 0 and at most a year: {v:?}"))?;
+                out.options.timeout = Some(t);
+            }
             "--json" => out.json = true,
             "--quiet" => out.quiet = true,
             "--port" => out.port = num(flag, value()?)?,
