@@ -419,8 +419,8 @@ fn records(model: &ReservationModel, start: &crate::state::State, actions: &[cra
         out.push(StepRecord {
             action: crate::trace::action_text(&action),
             rules: reports.iter().flatten().map(|r| r.rule).collect(),
-            store: crate::trace::store_text(model, &next),
-            facts: crate::trace::facts_text(model, &next),
+            store: crate::trace::store_text(&next),
+            facts: crate::trace::facts_text(&next),
         });
         s = next;
     }

@@ -323,7 +323,7 @@ impl ReservationModel {
 
     /// The state where nothing has happened.
     pub fn initial_state(&self) -> State {
-        State { keys: self.keys(), ..State::default() }
+        State { keys: self.keys(), owner_count: self.owners(), ..State::default() }
     }
 
     /// Calls the specification (or, under a test fault, a deliberately wrong substitute) for
@@ -927,6 +927,11 @@ impl Model for ReservationModel {
 
     fn format_action(&self, action: &Action) -> String {
         crate::trace::action_text(action)
+    }
+
+    /// What the step did, as traces print it: each store operation with its outcome and rule id.
+    fn format_step(&self, last_state: &State, action: Action) -> Option<String> {
+        crate::trace::step_text(self, last_state, action).map(|(_, line)| line)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {

@@ -193,11 +193,15 @@ impl Owner {
     }
 }
 
-/// A state of the model.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Default)]
+/// A state of the model. Its `Debug` form is the protocol's reading of it (keys with their
+/// owner, holds, expiry or version; each owner's latest fact, attempts and subscription; the
+/// clock), which stateright's Explorer shows.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct State {
     /// How many keys the configuration has (constant: symmetry reduction permutes only these).
     pub keys: u8,
+    /// How many owners the configuration has (constant).
+    pub owner_count: u8,
     /// The store's clock.
     pub now: u8,
     /// The store: one reservation per key.

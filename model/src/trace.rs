@@ -42,9 +42,9 @@ fn op_text(r: &OpReport) -> String {
 }
 
 /// The store in a few words: `A=pending(o0 {h0,h1} until t=3) B=confirmed(o1 v2)`.
-pub fn store_text(m: &ReservationModel, s: &State) -> String {
+pub fn store_text(s: &State) -> String {
     let mut out = String::new();
-    for (k, slot) in s.store.iter().enumerate().take(usize::from(m.config.keys)) {
+    for (k, slot) in s.store.iter().enumerate().take(usize::from(s.keys)) {
         let name = key_name(k as u8);
         let _ = match slot.tag {
             PENDING => {
@@ -61,12 +61,12 @@ pub fn store_text(m: &ReservationModel, s: &State) -> String {
 }
 
 /// The latest fact of each owner: `o0: v2 holds B; o1: no fact`.
-pub fn facts_text(m: &ReservationModel, s: &State) -> String {
+pub fn facts_text(s: &State) -> String {
     let parts: Vec<String> = s
         .owners
         .iter()
         .enumerate()
-        .take(usize::from(m.config.owners))
+        .take(usize::from(s.owner_count))
         .map(|(i, o)| match o.log_len {
             0 => format!("o{i}: no fact"),
             v => match o.held_after(v) {
@@ -129,7 +129,7 @@ pub fn step_text(m: &ReservationModel, s: &State, action: Action) -> Option<(Sta
         }
         (other, None) => action_text(&other),
     };
-    let line = format!("[store t={}] {what}\n       store: {}; facts: {}", s.now, store_text(m, &n), facts_text(m, &n));
+    let line = format!("[store t={}] {what}\n       store: {}; facts: {}", s.now, store_text(&n), facts_text(&n));
     Some((n, line))
 }
 
@@ -150,4 +150,42 @@ pub fn trace_text(m: &ReservationModel, start: &State, actions: &[Action]) -> St
         }
     }
     out
+}
+
+/// The attempts that have started and each subscription's position: `o0 a0 reserved A until
+/// t=3; o0 subscription at v1 of 2`.
+pub fn attempts_text(s: &State) -> String {
+    let mut parts = Vec::new();
+    for (i, o) in s.owners.iter().enumerate().take(usize::from(s.owner_count)) {
+        for (a, at) in o.attempts.iter().enumerate() {
+            let key = key_name(at.key);
+            let what = match at.phase {
+                Phase::Idle => continue,
+                Phase::Reserved if at.deadline == 0 => format!("reserved {key}, too late to append"),
+                Phase::Reserved => format!("reserved {key}, may append until t={}", at.deadline),
+                Phase::Appended => format!("appended v{} holding {key}, confirm due", at.version),
+                Phase::Done => "done".to_string(),
+                Phase::CrashedBefore => "crashed before appending".to_string(),
+                Phase::CrashedAfter => format!("crashed after appending v{}", at.version),
+            };
+            parts.push(format!("o{i} a{a} {what}"));
+        }
+        if o.log_len > 0 {
+            parts.push(format!("o{i} subscription applied {} of {} facts", o.cursor.min(o.log_len), o.log_len));
+        }
+    }
+    if parts.is_empty() { "none started".to_string() } else { parts.join("; ") }
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "store clock: t={}", self.now)?;
+        writeln!(f, "store: {}", store_text(self))?;
+        writeln!(f, "latest facts: {}", facts_text(self))?;
+        write!(f, "attempts: {}", attempts_text(self))?;
+        if self.flags != 0 {
+            write!(f, "\nbroken by the last step: step properties {:#06b}", self.flags)?;
+        }
+        Ok(())
+    }
 }

@@ -1,6 +1,7 @@
 //! The crate's one integration-test binary: a module per topic.
 
 mod cli;
+mod explorer;
 mod fuzz_corpus;
 mod model;
 mod walk;
