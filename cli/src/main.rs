@@ -1,6 +1,6 @@
 //! `reservation`: the project's one command line.
 //!
-//! - `reservation check [flags]` and `reservation explore [flags]`: the protocol's model
+//! - `reservation check`, `reservation explore` and `reservation swarm [flags]`: the protocol's model
 //!   (`reservation_model::cli`, the same flags as `reservation-model`).
 //! - `reservation conform [memory|sqlite|all]`: the whole conformance suite against the built-in
 //!   stores.
@@ -17,10 +17,11 @@ use reservation_conformance::{MemoryHarness, Report, Settings, run_all};
 const USAGE: &str = "usage:
   reservation check [the flags of reservation-model check]
   reservation explore [the flags of reservation-model explore]
+  reservation swarm [the flags of reservation-model swarm]
   reservation conform [memory|sqlite|all]
   reservation all
 
-check and explore are the protocol's model (reservation check --help lists their flags).
+check, explore and swarm are the protocol's model (reservation check --help lists their flags).
 conform runs the whole conformance suite (every named check, the differential test and the
 linearizability check) against the built-in stores: MemoryStore, SqliteStore, or both (the
 default). all checks the model with its default configuration, then runs conform all.
@@ -72,7 +73,7 @@ fn run(argv: &[String]) -> ExitCode {
         ExitCode::from(64)
     };
     match argv.first().map(String::as_str) {
-        Some("check" | "explore") => reservation_model::cli::run(argv),
+        Some("check" | "explore" | "swarm") => reservation_model::cli::run(argv),
         Some("conform") => {
             let stores = match argv.get(1).map(String::as_str) {
                 None | Some("all") => Stores::All,

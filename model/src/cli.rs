@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::check::{CheckOptions, Strategy, check};
+use crate::swarm::{SwarmOptions, swarm};
 use crate::{Assumption, ModelConfig, ReservationModel};
 use stateright::Model;
 
@@ -16,6 +17,13 @@ pub const USAGE: &str = "usage:
                           [--drop-assumption H2|H3|H5|H7|H8 ...] [--strategy auto|dfs|bfs|simulate] [--seed X]
                           [--threads N] [--no-symmetry] [--symmetry-factor] [--timeout SECONDS] [--json] [--quiet]
   reservation-model explore [--port P] [the configuration flags of check]
+  reservation-model swarm [the configuration flags of check] [--seeds START..END] [--depth STEPS]
+                          [--threads N] [--stop-at-failure]
+
+swarm runs one seeded random walk per seed (0..1000 by default) over a configuration too large to
+check exhaustively, checking every property after every step; it prints the rule coverage across
+the walks and, for a failure, its seed and the command that replays it. Split the seeds over
+processes (a CI matrix) with --seeds; it exits 0 when no walk failed, 1 when one did.
 
 check exits 0 when every property holds on a complete run, 1 when a property fails, 2 when the
 run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad arguments.
@@ -32,6 +40,9 @@ struct Args {
     quiet: bool,
     port: u16,
     symmetry_factor: bool,
+    swarm: SwarmOptions,
+    /// The arguments that give the configuration, for the replay command.
+    config_args: Vec<String>,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -40,7 +51,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
     if command == "-h" || command == "--help" || command == "help" {
         return Err(String::new());
     }
-    if command != "check" && command != "explore" {
+    if command != "check" && command != "explore" && command != "swarm" {
         return Err(format!("unknown command {command:?}"));
     }
     let mut out = Args {
@@ -51,6 +62,8 @@ fn parse(args: &[String]) -> Result<Args, String> {
         quiet: false,
         port: 3000,
         symmetry_factor: false,
+        swarm: SwarmOptions::default(),
+        config_args: Vec::new(),
     };
     let mut strategy_set = false;
     let mut threads_set = false;
@@ -63,6 +76,17 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--owners" => out.config.owners = num(flag, value()?)?,
             "--attempts" => out.config.attempts = num(flag, value()?)?,
             "--keys" => out.config.keys = num(flag, value()?)?,
+            "--seeds" => {
+                let v = value()?;
+                let (a, b) = v.split_once("..").ok_or_else(|| format!("--seeds: expected START..END, got {v:?}"))?;
+                let (a, b): (u64, u64) = (num(flag, a.to_owned())?, num(flag, b.to_owned())?);
+                if a >= b {
+                    return Err(format!("--seeds: an empty range {v:?}"));
+                }
+                out.swarm.seeds = a..b;
+            }
+            "--depth" => out.swarm.depth = num(flag, value()?)?,
+            "--stop-at-failure" => out.swarm.stop_at_failure = true,
             "--horizon" => out.config.horizon = num(flag, value()?)?,
             "--ttl" => out.config.ttl = num(flag, value()?)?,
             "--skew" => out.config.skew = num(flag, value()?)?,
@@ -79,6 +103,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--seed" => out.options.seed = num(flag, value()?)?,
             "--threads" => {
                 out.options.threads = num(flag, value()?)?;
+                out.swarm.threads = out.options.threads;
                 threads_set = true;
             }
             "--no-symmetry" => out.options.symmetry = false,
@@ -100,6 +125,14 @@ fn parse(args: &[String]) -> Result<Args, String> {
         }
     }
     out.config.validate().map_err(|e| e.to_string())?;
+    let config_flags = ["--owners", "--attempts", "--keys", "--horizon", "--ttl", "--skew", "--drop-assumption"];
+    for pair in args.get(1..).unwrap_or_default().windows(2) {
+        if let [flag, value] = pair
+            && config_flags.contains(&flag.as_str())
+        {
+            out.config_args.extend([flag.clone(), value.clone()]);
+        }
+    }
     if out.options.threads == 0 {
         return Err("--threads must be at least 1".into());
     }
@@ -130,6 +163,19 @@ pub fn run(argv: &[String]) -> ExitCode {
             return ExitCode::from(if e.is_empty() { 0 } else { 64 });
         }
     };
+    if args.command == "swarm" {
+        if !args.quiet {
+            println!("swarm over {}: seeds {:?}, {} threads", args.config, args.swarm.seeds, args.swarm.threads);
+        }
+        let report = swarm(args.config, &args.swarm);
+        let flags = args.config_args.join(" ");
+        let depth = args.swarm.depth;
+        print!(
+            "{}",
+            report.text(|seed| format!("reservation-model swarm {flags} --depth {depth} --seeds {seed}..{}", seed + 1))
+        );
+        return if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) };
+    }
     if args.command == "explore" {
         let address = format!("127.0.0.1:{}", args.port);
         eprintln!("serving stateright's Explorer on http://{address}/ for {}", args.config);

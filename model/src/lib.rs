@@ -22,6 +22,7 @@ pub mod cli;
 mod config;
 mod model;
 mod state;
+pub mod swarm;
 mod symmetry;
 mod trace;
 

@@ -17,7 +17,7 @@ fn text(o: &Output) -> String {
 fn help_exits_0_and_names_every_command() {
     let o = reservation(&["--help"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    for command in ["check", "explore", "conform", "all"] {
+    for command in ["check", "explore", "swarm", "conform", "all"] {
         assert!(text(&o).contains(&format!("reservation {command}")), "{command} missing:\n{}", text(&o));
     }
 }

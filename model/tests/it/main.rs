@@ -4,4 +4,5 @@ mod cli;
 mod explorer;
 mod fuzz_corpus;
 mod model;
+mod swarm;
 mod walk;
