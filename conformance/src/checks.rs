@@ -826,8 +826,9 @@ pub fn lengths<H: Harness>(h: &H) -> Result<(), Failure> {
 }
 
 /// Durability (capability `durable`): after the store is closed and reopened, no confirmed
-/// reservation is lost, no released or abandoned one comes back, and pending ones keep their
-/// holds and expiry.
+/// reservation is lost, no released or abandoned one comes back, pending ones keep their owner,
+/// holds and exact expiry, and an expired one stays expired. A harness that declares the
+/// capability but whose [`Harness::reopen`] returns `None` fails it.
 pub fn durable<H: Harness>(h: &H) -> Result<(), Failure> {
     if !h.capabilities().durable {
         return Ok(());
@@ -835,6 +836,10 @@ pub fn durable<H: Harness>(h: &H) -> Result<(), Failure> {
     let (mut s, f) = start(h, "durable", None);
     let k3 = key("carol");
     let k4 = key("dave");
+    let k5 = key("erin");
+    // A pending reservation that has expired before the restart must stay expired after it.
+    step!(s, Rule::R1, reserve(&f.scope, &k5, &f.bob, &f.h1, f.ttl));
+    s.advance(f.ttl.as_millis());
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(2)));
     step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.bob, &f.h1, f.ttl));
     step!(s, Rule::R3, reserve(&f.scope, &f.k2, &f.bob, &f.h2, f.ttl));
@@ -848,6 +853,7 @@ pub fn durable<H: Harness>(h: &H) -> Result<(), Failure> {
     step!(s, Rule::C1, confirm(&f.scope, &k3, &f.bob, v(5)));
     s.reopen()?;
     step!(s, Rule::C8, confirm(&f.scope, &k3, &f.alice, v(7)));
+    step!(s, Rule::R2, reserve(&f.scope, &k5, &f.alice, &f.h1, f.ttl));
     Ok(())
 }
 

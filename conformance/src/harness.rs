@@ -33,11 +33,13 @@ pub trait Harness: Sync {
         Capabilities::default()
     }
 
-    /// Closes `store` and opens it again on the same storage, as a restart would
-    /// (capability [`Capabilities::durable`]). The default returns `store` unchanged.
-    fn reopen(&self, store: Self::Store, clock: ManualClock) -> Self::Store {
-        let _ = clock;
-        store
+    /// Closes `store` and opens a new store on the same storage, as a process restart would, or
+    /// `None` when the store does not survive a restart (the default). A harness that declares
+    /// [`Capabilities::durable`] must return `Some`: the durable check fails on `None`, since
+    /// handing back the same store object would test nothing.
+    fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
+        let _ = (store, clock);
+        None
     }
 
     /// How much the randomized checks do; [`Settings::default`] unless overridden.

@@ -18,14 +18,17 @@
 //!     fn store(&self, clock: ManualClock) -> MyStore { self.runtime.block_on(MyStore::connect(&self.url, clock)) }
 //!     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output { self.runtime.block_on(f) }
 //!     fn capabilities(&self) -> Capabilities { Capabilities::default().with_durable(true) }
+//!     fn reopen(&self, store: MyStore, clock: ManualClock) -> Option<MyStore> { drop(store); Some(self.store(clock)) }
 //! }
 //!
 //! reservation_conformance::tests!(my_store, MyHarness::new());
 //! ```
 //!
 //! A synchronous store leaves `block_on` out (the default drives ready futures without a
-//! runtime); a store that is not durable leaves `capabilities` out, and its `durable` check
-//! passes without running. Every check works in a namespace of its own, so the stores may share
+//! runtime); a store that is not durable leaves `capabilities` and `reopen` out, and its
+//! `durable` check passes without running. A store that declares `durable` must implement
+//! `reopen` (close, then open a new store on the same storage): the durable check fails on the
+//! default `None`. Every check works in a namespace of its own, so the stores may share
 //! one database. `cargo test my_store` then runs one test per check; `cargo test r3_` or
 //! `cargo test scope_` picks some. Without the macro, [`run_all`] returns a [`Report`].
 //!
@@ -42,7 +45,8 @@
 //!   operation. Keys and holds at their maximum lengths, and thousands of keys with expiries
 //!   that set off a sweeper.
 //! - `durable` (a declared [`Capabilities`]): after [`Harness::reopen`] no confirmed reservation
-//!   is lost and no released one comes back.
+//!   is lost, no released or abandoned one comes back, pending ones keep owner, holds and exact
+//!   expiry, and expired ones stay expired.
 //! - [`differential`]: random scripts of [`reservation_store::ops::Op`] biased to where bugs live
 //!   (2–3 owners, few keys and holds, versions at and around the stored one, `UNVERSIONED`,
 //!   `ANY_VERSION`, clock moves to exactly `expires_at - 1`, `expires_at`, `expires_at + 1`),

@@ -381,7 +381,17 @@ impl<'h, H: Harness> Session<'h, H> {
     pub(crate) fn reopen(&mut self) -> Result<(), Failure> {
         self.steps += 1;
         if let Some(store) = self.store.take() {
-            self.store = Some(self.h.reopen(store, self.clock.clone()));
+            match self.h.reopen(store, self.clock.clone()) {
+                Some(store) => self.store = Some(store),
+                None => {
+                    return Err(self.fail(
+                        None,
+                        "the harness declares the durable capability, but Harness::reopen returned None: \
+                         a durable store must be closed and opened again on the same storage"
+                            .into(),
+                    ));
+                }
+            }
         }
         let n = self.steps;
         self.note(|| format!("{n:>3}   store closed and reopened"));

@@ -98,8 +98,8 @@ impl Harness for SqliteHarness {
         self.settings
     }
 
-    fn reopen(&self, store: Self::Store, clock: ManualClock) -> Self::Store {
+    fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
         drop(store);
-        self.store(clock)
+        Some(self.store(clock))
     }
 }

@@ -44,6 +44,10 @@ enum Bug {
     ReadThenWrite,
     /// durability: confirmed reservations are lost on reopen.
     ForgetsConfirmed,
+    /// durability: a reopen gives every expired pending reservation a moment of life again (its
+    /// expiry restarted from the reopen's clock), as a store that keeps a TTL rather than an
+    /// absolute expiry would.
+    RenewsExpiredOnReopen,
     /// robustness: a key with a NUL byte makes the store panic.
     PanicsOnNul,
     /// atomicity: read, then write, without the lock in between, and no pause either.
@@ -215,12 +219,23 @@ impl Harness for BrokenHarness {
         Capabilities::default().with_durable(true)
     }
 
-    fn reopen(&self, store: BrokenStore, clock: ManualClock) -> BrokenStore {
+    fn reopen(&self, store: BrokenStore, clock: ManualClock) -> Option<BrokenStore> {
         if self.0 == Bug::ForgetsConfirmed {
             let mut rows = store.rows.lock().unwrap_or_else(PoisonError::into_inner);
             rows.retain(|_, r| r.as_confirmed().is_none());
         }
-        BrokenStore { clock, rows: store.rows, bug: self.0 }
+        if self.0 == Bug::RenewsExpiredOnReopen {
+            let now = clock.now();
+            let mut rows = store.rows.lock().unwrap_or_else(PoisonError::into_inner);
+            for r in rows.values_mut() {
+                if let Some(p) = r.as_pending() {
+                    let expires = p.expires_at().max(now.saturating_add_millis(1));
+                    *r = Reservation::pending(p.owner().clone(), p.holds().clone(), expires)
+                        .unwrap_or_else(|| r.clone());
+                }
+            }
+        }
+        Some(BrokenStore { clock, rows: store.rows, bug: self.0 })
     }
 
     fn settings(&self) -> Settings {
@@ -397,6 +412,37 @@ fn read_then_write_without_a_lock_or_a_pause() {
 #[test]
 fn confirmed_reservations_lost_on_reopen() {
     caught(Bug::ForgetsConfirmed, &[("durable_reopen_keeps_every_reservation", "rule C1 broken")]);
+}
+
+/// Before the durable check covered an expired pending reservation across a reopen, this store
+/// passed it.
+#[test]
+fn expired_reservations_revived_on_reopen() {
+    caught(Bug::RenewsExpiredOnReopen, &[("durable_reopen_keeps_every_reservation", "rule D1 broken")]);
+}
+
+/// Declares durability but keeps the default `reopen`: the suite used to reuse the same store
+/// object, so the durable check passed vacuously; now it fails, saying why.
+struct DurableWithoutReopen;
+
+impl Harness for DurableWithoutReopen {
+    type Store = BrokenStore;
+
+    fn store(&self, clock: ManualClock) -> BrokenStore {
+        BrokenHarness(Bug::None).store(clock)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default().with_durable(true)
+    }
+}
+
+#[test]
+fn a_durable_harness_without_a_reopen_fails_the_durable_check() {
+    let failure = reservation_conformance::checks::durable(&DurableWithoutReopen).unwrap_err().to_string();
+    assert!(failure.contains("Harness::reopen returned None"), "{failure}");
+    // The same store, reopened for real, passes.
+    reservation_conformance::checks::durable(&BrokenHarness(Bug::None)).unwrap();
 }
 
 #[test]
