@@ -174,8 +174,14 @@ pub const START: Instant = Instant::from_millis(1_000_000);
 pub fn unique_namespace(label: &str) -> Namespace {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    // The suite's labels are short ASCII names, so the namespace is far below MAX_NAME_LEN.
-    let label: String = label.chars().take(64).collect();
+    // At most 200 bytes of the label (whole characters), so that with the token and counter the
+    // namespace stays below MAX_NAME_LEN whatever the label.
+    let mut label = label.to_owned();
+    let mut end = label.len().min(200);
+    while !label.is_char_boundary(end) {
+        end -= 1;
+    }
+    label.truncate(end);
     Namespace::new(format!("{label}.{:016x}.{n}", run_token())).expect("a short non-empty namespace is valid")
 }
 

@@ -350,6 +350,12 @@ pub struct Stats {
 /// key; if not, a failure with a per-thread timeline of the shortest prefix (by call) of the
 /// failing key's operations that cannot be linearized.
 pub fn check_history(names: &Names, events: &[Event]) -> Result<u64, Failure> {
+    if names.owners.is_empty() || names.holds.is_empty() {
+        return Err(Failure::without_rule(
+            "linearizability",
+            "the history's Names lists no owners or no holds, so its owner and hold indices name nothing",
+        ));
+    }
     if let Some(e) = events.iter().find(|e| matches!(e.ret, Return::Error(_))) {
         let mut f = Failure::new(
             "linearizability",

@@ -46,7 +46,8 @@ pub const CONFIRMED: u8 = 2;
 
 /// The hold id of attempt `attempt` of `owner`: unique per attempt (assumption H6).
 pub fn hold_bit(owner: u8, attempt: u8) -> u8 {
-    owner * MAX_ATTEMPTS as u8 + attempt
+    // Saturating: an owner beyond the configuration's gets no valid hold (HoldBit is below 64).
+    owner.saturating_mul(MAX_ATTEMPTS as u8).saturating_add(attempt)
 }
 
 /// The owner whose attempt has the hold id `bit`.

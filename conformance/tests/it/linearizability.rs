@@ -78,3 +78,22 @@ fn the_report_shows_the_shortest_failing_prefix() {
     assert!(!message.contains("confirm(k0"), "the prefix stops at the failing call:\n{message}");
     assert_eq!(failure.rule, Some(reservation_store::Rule::R5), "{message}");
 }
+
+/// Names without owners (or holds) are a failure that says so, not a panic.
+#[test]
+fn names_without_owners_fail_instead_of_panicking() {
+    let mut names = Names::new();
+    names.owners.clear();
+    let history = vec![event(0, 0, 1, reserve(ALICE), Return::Outcome(Outcome::Taken))];
+    let failure = check_history(&names, &history).unwrap_err().to_string();
+    assert!(failure.contains("no owners or no holds"), "{failure}");
+}
+
+/// A long multi-byte label still gives a valid namespace.
+#[test]
+fn unique_namespace_takes_any_label() {
+    for label in ["", "é".repeat(300).as_str(), "🦀".repeat(100).as_str(), "x".repeat(1000).as_str()] {
+        let ns = reservation_conformance::unique_namespace(label);
+        assert!(ns.as_str().len() <= reservation_store::MAX_NAME_LEN, "{label:?}");
+    }
+}
