@@ -21,7 +21,7 @@
 //!     fn reopen(&self, store: MyStore, clock: ManualClock) -> Option<MyStore> { drop(store); Some(self.store(clock)) }
 //! }
 //!
-//! reservation_conformance::tests!(my_store, MyHarness::new());
+//! reservation_conformance::tests!(my_store, MyHarness::new(), durable); // `durable`: durable stores only
 //! ```
 //!
 //! A synchronous store leaves `block_on` out (the default drives ready futures without a
@@ -184,9 +184,9 @@ macro_rules! __for_each_check {
             owner_differing_only_in_tenant_is_another => owner_tenant,
             lengths_at_the_maximum_are_stored_exactly => lengths,
             volume_thousands_of_keys_survive_sweeps => volume,
-            durable_reopen_keeps_every_reservation => durable,
             differential_against_the_specification => differential,
             linearizability_under_threads => linearizability,
+            ; durable: durable_reopen_keeps_every_reservation => durable
         }
     };
 }
@@ -201,20 +201,29 @@ macro_rules! __for_each_check {
 /// With a single argument the module is named `reservation_conformance`. A failing test panics
 /// with the check's [`Failure`]: the rule, its text, and the operations with expected and actual
 /// outcomes. Filter by rule with `cargo test r3_` or by family with `cargo test scope_`.
+///
+/// A durable store says so a third time, `tests!(my_store, MyHarness::new(), durable)`, so that
+/// its `durable_…` test runs. Without it that test is `#[ignore]`d with the reason, which
+/// `cargo test` prints, instead of passing without running; and a harness that declares the
+/// capability without the word fails `durable_capability_is_tested`.
 #[macro_export]
 macro_rules! tests {
     ($harness:expr $(,)?) => {
         $crate::tests!(reservation_conformance, $harness);
     };
+    ($module:ident, $harness:expr, durable $(,)?) => {
+        $crate::__for_each_check!(__tests_module { $module, $harness, durable });
+    };
     ($module:ident, $harness:expr $(,)?) => {
-        $crate::__for_each_check!(__tests_module { $module, $harness });
+        $crate::__for_each_check!(__tests_module { $module, $harness, not_durable });
     };
 }
 
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __tests_module {
-    ($module:ident, $harness:expr ; $($name:ident => $check:ident),* $(,)?) => {
+    ($module:ident, $harness:expr, $durable:ident ; $($name:ident => $check:ident),* $(,)?
+        ; durable: $dname:ident => $dcheck:ident) => {
         #[allow(non_snake_case, reason = "the module is named by the caller, in any case")]
         mod $module {
             #[allow(unused_imports, reason = "the harness expression may or may not name items of the caller's module")]
@@ -228,6 +237,42 @@ macro_rules! __tests_module {
                     }
                 }
             )*
+            $crate::__durable_test!($durable, $harness, $dname => $dcheck);
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __durable_test {
+    (durable, $harness:expr, $dname:ident => $dcheck:ident) => {
+        #[test]
+        fn $dname() {
+            let harness = $harness;
+            if let ::core::result::Result::Err(failure) = $crate::checks::$dcheck(&harness) {
+                ::core::panic!("{failure}");
+            }
+        }
+    };
+    (not_durable, $harness:expr, $dname:ident => $dcheck:ident) => {
+        #[test]
+        #[ignore = "not run: the harness is not declared durable (tests!(module, harness, durable) runs it)"]
+        fn $dname() {
+            let harness = $harness;
+            if let ::core::result::Result::Err(failure) = $crate::checks::$dcheck(&harness) {
+                ::core::panic!("{failure}");
+            }
+        }
+
+        /// A harness that declares the durable capability must say `durable` to the macro too,
+        /// or its durable check would never run.
+        #[test]
+        fn durable_capability_is_tested() {
+            let harness = $harness;
+            ::core::assert!(
+                !$crate::Harness::capabilities(&harness).durable,
+                "the harness declares the durable capability: write tests!(module, harness, durable) so that its durable check runs"
+            );
         }
     };
 }

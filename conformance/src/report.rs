@@ -76,6 +76,9 @@ impl std::error::Error for Report {}
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __run_all_list {
+    ($h:ident, $report:ident ; $($name:ident => $check:ident),* $(,)? ; durable: $dname:ident => $dcheck:ident) => {
+        $crate::__run_all_list!($h, $report ; $($name => $check,)* $dname => $dcheck);
+    };
     ($h:ident, $report:ident ; $($name:ident => $check:ident),* $(,)?) => {
         $(
             let started = ::std::time::Instant::now();

@@ -14,4 +14,4 @@ fn harness() -> SqliteHarness {
         .with_settings(Settings::default().with_cases(1_000))
 }
 
-reservation_conformance::tests!(sqlite_store, harness());
+reservation_conformance::tests!(sqlite_store, harness(), durable);
