@@ -807,6 +807,45 @@ pub fn volume<H: Harness>(h: &H) -> Result<(), Failure> {
     s.check_lookups()
 }
 
+/// A sweeper never takes a confirmed key, however long ago the key was pending: keys confirmed
+/// from every kind of earlier state (the owner's live pending reservation, C2; its expired one,
+/// C3; another owner's expired one, C4; a free key, C1), then the clock moved by days and
+/// thousands of new keys reserved, enough to set off any sweeper; every confirmed key must still
+/// be confirmed, and after a reopen too when the store is durable.
+pub fn sweeper<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "sweeper", None);
+    s.set_recording(false);
+    s.set_lookup_all(false);
+    const K: usize = 16;
+    const DAYS_MS: u64 = 3 * 24 * 3_600_000;
+    let keys = |prefix: &str| (0..K).map(|i| key(&format!("{prefix}-{i}"))).collect::<Vec<_>>();
+    let (live, own_expired, other_expired, free) = (keys("live"), keys("own"), keys("other"), keys("free"));
+    for i in 0..K {
+        step!(s, Rule::R1, reserve(&f.scope, &own_expired[i], &f.alice, &f.h1, f.ttl));
+        step!(s, Rule::R1, reserve(&f.scope, &other_expired[i], &f.bob, &f.h1, f.ttl));
+    }
+    s.advance(TTL_MS);
+    for i in 0..K {
+        step!(s, Rule::R1, reserve(&f.scope, &live[i], &f.alice, &f.h1, f.ttl));
+        step!(s, Rule::C2, confirm(&f.scope, &live[i], &f.alice, v(1)));
+        step!(s, Rule::C3, confirm(&f.scope, &own_expired[i], &f.alice, v(1)));
+        step!(s, Rule::C4, confirm(&f.scope, &other_expired[i], &f.alice, v(1)));
+        step!(s, Rule::C1, confirm(&f.scope, &free[i], &f.alice, v(1)));
+    }
+    s.advance(DAYS_MS);
+    for i in 0..3_000 {
+        s.reserve(&f.scope, &key(&format!("new-{i}")), &f.bob, &f.h2, ttl(1 + i as u64 % 5))?;
+        if i % 500 == 499 {
+            s.advance(10);
+        }
+    }
+    s.check_lookups()?;
+    if h.capabilities().durable {
+        s.reopen()?;
+    }
+    Ok(())
+}
+
 /// Keys and hold ids at their maximum lengths, in multi-byte characters, are stored and compared
 /// exactly.
 pub fn lengths<H: Harness>(h: &H) -> Result<(), Failure> {

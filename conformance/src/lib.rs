@@ -184,6 +184,7 @@ macro_rules! __for_each_check {
             owner_differing_only_in_tenant_is_another => owner_tenant,
             lengths_at_the_maximum_are_stored_exactly => lengths,
             volume_thousands_of_keys_survive_sweeps => volume,
+            sweeper_keeps_confirmed_keys_across_long_clock_jumps => sweeper,
             differential_against_the_specification => differential,
             linearizability_under_threads => linearizability,
             ; durable: durable_reopen_keeps_every_reservation => durable

@@ -2,7 +2,7 @@
 //! the suite must fail with a message naming the broken rule.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use reservation_conformance::{Capabilities, CheckResult, Harness, Report, Settings, run_all};
 use reservation_store::{
@@ -44,6 +44,9 @@ enum Bug {
     ReadThenWrite,
     /// durability: confirmed reservations are lost on reopen.
     ForgetsConfirmed,
+    /// sweeping: every 1000 new rows, a sweeper deletes the rows whose last pending expiry has
+    /// passed, keeping that expiry even after the key was confirmed.
+    SweeperByOldExpiry,
     /// durability: a reopen gives every expired pending reservation a moment of life again (its
     /// expiry restarted from the reopen's clock), as a store that keeps a TTL rather than an
     /// absolute expiry would.
@@ -55,6 +58,25 @@ enum Bug {
 }
 
 type Rows = HashMap<(ReservationScope, Key), StoredReservation>;
+
+/// The state of [`Bug::SweeperByOldExpiry`]'s sweeper: the last pending expiry of each row, kept
+/// after a confirm, and the rows inserted per scope (every check works in a scope of its own).
+type SweeperState = (HashMap<(ReservationScope, Key), Instant>, HashMap<ReservationScope, u64>);
+static OLD_EXPIRY: LazyLock<Mutex<SweeperState>> = LazyLock::new(Mutex::default);
+
+fn sweep_by_old_expiry(rows: &mut Rows, slot: (ReservationScope, Key), new_row: bool, now: Instant) {
+    let mut old = OLD_EXPIRY.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(p) = rows.get(&slot).and_then(|r| r.as_pending()) {
+        old.0.insert(slot.clone(), p.expires_at());
+    }
+    if new_row {
+        let inserted = old.1.entry(slot.0.clone()).or_default();
+        *inserted += 1;
+        if inserted.is_multiple_of(1000) {
+            rows.retain(|k, _| old.0.get(k).is_none_or(|e| *e > now));
+        }
+    }
+}
 
 struct BrokenStore {
     clock: ManualClock,
@@ -119,10 +141,14 @@ impl BrokenStore {
         let mut rows = lock();
         let (current, now) = self.seen(rows.get(&slot).cloned(), self.clock.now());
         let step = f(current, now);
+        let new_row = !rows.contains_key(&slot);
         match step.next {
-            Some(next) => rows.insert(slot, next),
+            Some(next) => rows.insert(slot.clone(), next),
             None => rows.remove(&slot),
         };
+        if self.bug == Bug::SweeperByOldExpiry {
+            sweep_by_old_expiry(&mut rows, slot, new_row, now);
+        }
         step.outcome
     }
 
@@ -443,6 +469,13 @@ fn a_durable_harness_without_a_reopen_fails_the_durable_check() {
     assert!(failure.contains("Harness::reopen returned None"), "{failure}");
     // The same store, reopened for real, passes.
     reservation_conformance::checks::durable(&BrokenHarness(Bug::None)).unwrap();
+}
+
+/// Passed every check before the sweeper check existed: no check confirmed a key from a pending
+/// state, moved the clock far and then inserted enough keys to start a sweep.
+#[test]
+fn a_sweeper_that_deletes_confirmed_rows_by_an_old_expiry() {
+    caught(Bug::SweeperByOldExpiry, &[("sweeper_keeps_confirmed_keys_across_long_clock_jumps", "rule C")]);
 }
 
 #[test]
