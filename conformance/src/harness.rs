@@ -86,7 +86,8 @@ pub struct Settings {
     pub threads: usize,
     /// Operations of one history of the linearizability check, over all threads and rounds.
     pub concurrent_ops: usize,
-    /// Most histories the linearizability check records (a race shows in some only).
+    /// Most histories the linearizability check records (a race shows in some only); 10,000 by
+    /// default, so that the time budget is what ends the check.
     pub histories: usize,
     /// Wall time after which the linearizability check records no further history.
     pub concurrency_budget: std::time::Duration,
@@ -101,7 +102,7 @@ impl Default for Settings {
             regressions: Some(Settings::REGRESSIONS),
             threads: 3,
             concurrent_ops: 3_000,
-            histories: 10,
+            histories: 10_000,
             concurrency_budget: std::time::Duration::from_secs(1),
         }
     }

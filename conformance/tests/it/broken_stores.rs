@@ -570,3 +570,15 @@ fn the_committed_regression_seeds_catch_their_broken_stores_without_a_new_script
         assert!(message.contains(rule) && !message.contains("never reached"), "{bug:?}: {message}");
     }
 }
+
+/// The catch rate of a tight read-then-write race (no pause between the read and the write) at
+/// the default settings, over 20 runs; prints it. A measurement, run on demand:
+/// `cargo test --release -p reservation-conformance --test it catch_rate_at_the_defaults -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement of about 20 seconds; run it with --ignored"]
+fn catch_rate_at_the_defaults() {
+    let harness = BrokenHarness(Bug::ReadThenWriteTight);
+    let caught = (0..20).filter(|_| reservation_conformance::checks::linearizability(&harness).is_err()).count();
+    println!("read-then-write race caught in {caught} of 20 runs at the default settings");
+    assert!(caught >= 19, "caught in only {caught} of 20 runs");
+}
