@@ -157,9 +157,18 @@ impl<'h, H: Harness> Session<'h, H> {
 
     /// A failure of this session's check at `step_rule` because of `problem`.
     pub(crate) fn fail(&self, step_rule: Option<Rule>, problem: String) -> Failure {
-        let rule = self.rule.or(step_rule);
+        // The headline names the rule that decided the failing step, unless the check is about a
+        // value rule (D1-D7: how expiries, versions, owners and keys compare), which is then the
+        // rule broken whatever step shows it; the check's own rule, when it differs, is context.
+        let rule = match self.rule {
+            Some(r) if !Rule::TRANSITIONS.contains(&r) => Some(r),
+            _ => step_rule.or(self.rule),
+        };
         let mut context: Vec<String> =
             self.scopes.iter().enumerate().map(|(i, s)| format!("scope s{i} = {}", ShowScope(s))).collect();
+        if let Some(check_rule) = self.rule.filter(|r| Some(*r) != rule) {
+            context.push(format!("the check is about {check_rule}: {}", check_rule.text()));
+        }
         context.push(format!("clock started at {START} and reads {} now", self.now()));
         Failure::from(Details {
             check: self.check.clone(),

@@ -7,8 +7,8 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use reservation_conformance::{Capabilities, CheckResult, Harness, Report, Settings, run_all};
 use reservation_store::{
     AggregateRef, AggregateType, Clock, HoldId, Instant, InvalidArgument, Key, ManualClock, Operation, OperationKind,
-    Outcome, ReleaseVersion, Request, Reservation, ReservationScope, ReservationStore, Step, StoreError, StoreResult,
-    StoredReservation, spec,
+    Outcome, ReleaseVersion, Request, Reservation, ReservationScope, ReservationStore, Rule, Step, StoreError,
+    StoreResult, StoredReservation, spec,
 };
 
 /// One bug each.
@@ -581,4 +581,17 @@ fn catch_rate_at_the_defaults() {
     let caught = (0..20).filter(|_| reservation_conformance::checks::linearizability(&harness).is_err()).count();
     println!("read-then-write race caught in {caught} of 20 runs at the default settings");
     assert!(caught >= 19, "caught in only {caught} of 20 runs");
+}
+/// A failure's headline names the rule that decided the failing step, not the check's: a release
+/// bug met by the confirm check c6 reads "rule L5 broken" (it read "rule C6 broken"), with the
+/// check's rule as context.
+#[test]
+fn a_failure_names_the_rule_of_the_failing_step() {
+    let failure = reservation_conformance::checks::c6(&BrokenHarness(Bug::ReleaseIgnoresVersion)).unwrap_err();
+    let text = failure.to_string();
+    assert_eq!(failure.rule, Some(Rule::L5), "{text}");
+    assert!(text.contains("rule L5 broken") && text.contains("the check is about C6"), "{text}");
+    // A value rule stays the headline whatever step shows it.
+    let failure = reservation_conformance::checks::d3(&BrokenHarness(Bug::ReleaseIgnoresVersion)).unwrap_err();
+    assert_eq!(failure.rule, Some(Rule::D3), "{failure}");
 }
