@@ -22,6 +22,14 @@ use crate::session::{panic_message, show_error, show_state};
 pub const ATOMICITY: &str =
     "atomicity (H1) broken: each operation must be one linearizable read-modify-write of one key";
 
+/// The property a failure states when a single thread's history already breaks a rule: no
+/// concurrency is needed to show the bug.
+pub const SEQUENTIAL: &str =
+    "a single thread's operations already break the rule: the bug is not a race (no concurrency needed)";
+
+/// Most operations of the failing prefix a report prints.
+const SHOWN: usize = 24;
+
 /// Keys of the check.
 pub const KEYS: usize = 3;
 const OWNERS: usize = 3;
@@ -394,15 +402,38 @@ fn report(names: &Names, key: usize, ops: &[&Event]) -> Failure {
     f.step_rule = rule;
     f.context.push(format!("scope s0 = {}; keys k0..k{}; clock started at {START}", names.scope, KEYS - 1));
     f.context.push("[call .. return] stamps of one shared counter; an operation precedes another when its return stamp is below the other's call stamp".into());
-    let threads = prefix.iter().map(|e| e.thread).max().map_or(0, |t| t + 1);
+    // The operations just before the one no order can place: the earlier ones are summarised.
+    let hidden = prefix.len().saturating_sub(SHOWN);
+    if hidden > 0 {
+        f.context.push(format!("{hidden} earlier operations of k{key}, all placed, are not shown"));
+    }
+    let shown = prefix.get(hidden..).unwrap_or_default();
+    let threads = shown.iter().map(|e| e.thread).max().map_or(0, |t| t + 1);
     for t in 0..threads {
         let mut lines = String::new();
-        for e in prefix.iter().filter(|e| e.thread == t) {
+        for e in shown.iter().filter(|e| e.thread == t) {
             let _ = write!(lines, "\n      {}", names.show(e));
         }
         f.transcript.push(format!("thread {t}:{lines}"));
     }
     f
+}
+
+/// Replays a failing history's seed on one thread: if that history fails too, the bug needs no
+/// concurrency, and its failure says so and names the sequential rule; otherwise `failure`, the
+/// concurrent one, stands.
+fn sequential_or<H: Harness>(harness: &H, ops: usize, seed: u64, failure: Failure) -> Failure {
+    if failure.property != Some(ATOMICITY) {
+        return failure;
+    }
+    let (names, events) = record(harness, 1, ops, seed);
+    match check_history(&names, &events) {
+        Err(mut single) if single.property == Some(ATOMICITY) => {
+            single.property = Some(SEQUENTIAL);
+            single
+        }
+        _ => failure,
+    }
 }
 
 /// Records histories with `harness`'s [`crate::Settings`] and decides each: up to
@@ -423,7 +454,10 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
         let (names, events) = record(harness, settings.threads, settings.concurrent_ops, seed);
         stats.record += started.elapsed();
         let started = WallInstant::now();
-        stats.nodes += check_history(&names, &events)?;
+        match check_history(&names, &events) {
+            Ok(nodes) => stats.nodes += nodes,
+            Err(failure) => return Err(sequential_or(harness, settings.concurrent_ops, seed, failure)),
+        }
         stats.check += started.elapsed();
         stats.ops += events.len();
     }

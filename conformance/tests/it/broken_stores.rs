@@ -595,3 +595,16 @@ fn a_failure_names_the_rule_of_the_failing_step() {
     let failure = reservation_conformance::checks::d3(&BrokenHarness(Bug::ReleaseIgnoresVersion)).unwrap_err();
     assert_eq!(failure.rule, Some(Rule::D3), "{failure}");
 }
+
+/// A plain sequential bug met by the linearizability check is reported as one, with the rule a
+/// single thread's history breaks, not as "atomicity (H1) broken"; and the report stays short.
+#[test]
+fn the_linearizability_check_tells_a_sequential_bug_from_a_race() {
+    for bug in [Bug::ReleaseIgnoresVersion, Bug::AbandonDropsAllHolds, Bug::ConfirmOverwritesVersion] {
+        let failure = reservation_conformance::checks::linearizability(&BrokenHarness(bug)).unwrap_err();
+        let text = failure.to_string();
+        assert_eq!(failure.property, Some(reservation_conformance::linearizability::SEQUENTIAL), "{bug:?}: {text}");
+        assert!(failure.rule.is_some(), "{bug:?}: {text}");
+        assert!(text.len() < 6_000, "{bug:?}: a report of {} bytes", text.len());
+    }
+}
