@@ -866,8 +866,11 @@ pub fn lengths<H: Harness>(h: &H) -> Result<(), Failure> {
 
 /// Durability (capability `durable`): after the store is closed and reopened, no confirmed
 /// reservation is lost, no released or abandoned one comes back, pending ones keep their owner,
-/// holds and exact expiry, and an expired one stays expired. A harness that declares the
-/// capability but whose [`Harness::reopen`] returns `None` fails it.
+/// holds and exact expiry, and an expired one stays expired. The store is reopened after every
+/// operation, and every key is looked up after each reopen, so that an operation acknowledged
+/// but not persisted (a write that failed, or one still in a buffer) shows, whatever the
+/// operations after it do to the same row. A harness that declares the capability but whose
+/// [`Harness::reopen`] returns `None` fails it.
 pub fn durable<H: Harness>(h: &H) -> Result<(), Failure> {
     if !h.capabilities().durable {
         return Ok(());
@@ -876,23 +879,32 @@ pub fn durable<H: Harness>(h: &H) -> Result<(), Failure> {
     let k3 = key("carol");
     let k4 = key("dave");
     let k5 = key("erin");
+    // Each step, then a reopen and a lookup of every key.
+    macro_rules! durable_step {
+        ($rule:expr, $call:ident($($arg:expr),* $(,)?)) => {
+            step!(s, $rule, $call($($arg),*));
+            s.reopen()?;
+        };
+    }
     // A pending reservation that has expired before the restart must stay expired after it.
-    step!(s, Rule::R1, reserve(&f.scope, &k5, &f.bob, &f.h1, f.ttl));
+    durable_step!(Rule::R1, reserve(&f.scope, &k5, &f.bob, &f.h1, f.ttl));
     s.advance(f.ttl.as_millis());
-    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(2)));
-    step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.bob, &f.h1, f.ttl));
-    step!(s, Rule::R3, reserve(&f.scope, &f.k2, &f.bob, &f.h2, f.ttl));
-    step!(s, Rule::C1, confirm(&f.scope, &k3, &f.alice, v(1)));
-    step!(s, Rule::L4, release(&f.scope, &k3, &f.alice, at(1)));
-    step!(s, Rule::R1, reserve(&f.scope, &k4, &f.alice, &f.h1, f.ttl));
-    step!(s, Rule::A2, abandon(&f.scope, &k4, &f.alice, &f.h1));
     s.reopen()?;
-    step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(1)));
-    step!(s, Rule::A3, abandon(&f.scope, &f.k2, &f.bob, &f.h1));
-    step!(s, Rule::C1, confirm(&f.scope, &k3, &f.bob, v(5)));
-    s.reopen()?;
-    step!(s, Rule::C8, confirm(&f.scope, &k3, &f.alice, v(7)));
-    step!(s, Rule::R2, reserve(&f.scope, &k5, &f.alice, &f.h1, f.ttl));
+    durable_step!(Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(2)));
+    durable_step!(Rule::R1, reserve(&f.scope, &f.k2, &f.bob, &f.h1, f.ttl));
+    durable_step!(Rule::R3, reserve(&f.scope, &f.k2, &f.bob, &f.h2, f.ttl));
+    durable_step!(Rule::C1, confirm(&f.scope, &k3, &f.alice, v(1)));
+    durable_step!(Rule::L4, release(&f.scope, &k3, &f.alice, at(1)));
+    durable_step!(Rule::R1, reserve(&f.scope, &k4, &f.alice, &f.h1, f.ttl));
+    durable_step!(Rule::A2, abandon(&f.scope, &k4, &f.alice, &f.h1));
+    durable_step!(Rule::L5, release(&f.scope, &f.k, &f.alice, at(1)));
+    durable_step!(Rule::A3, abandon(&f.scope, &f.k2, &f.bob, &f.h1));
+    durable_step!(Rule::C1, confirm(&f.scope, &k3, &f.bob, v(5)));
+    durable_step!(Rule::C8, confirm(&f.scope, &k3, &f.alice, v(7)));
+    durable_step!(Rule::C6, confirm(&f.scope, &k3, &f.bob, v(6)));
+    durable_step!(Rule::R2, reserve(&f.scope, &k5, &f.alice, &f.h1, f.ttl));
+    durable_step!(Rule::C2, confirm(&f.scope, &k5, &f.alice, v(3)));
+    durable_step!(Rule::L4, release(&f.scope, &k5, &f.alice, at(3)));
     Ok(())
 }
 

@@ -82,7 +82,8 @@ pub struct Settings {
     /// the crate under test. [`Settings::REGRESSIONS`] by default; `None` neither reads nor
     /// writes one.
     pub regressions: Option<&'static str>,
-    /// Threads of the linearizability check.
+    /// Threads of the linearizability check: 6 by default, enough that a tight read-then-write
+    /// race shows even when the check shares one core with other work.
     pub threads: usize,
     /// Operations of one history of the linearizability check, over all threads and rounds.
     pub concurrent_ops: usize,
@@ -100,7 +101,7 @@ impl Default for Settings {
             max_ops: 48,
             seed: None,
             regressions: Some(Settings::REGRESSIONS),
-            threads: 3,
+            threads: 6,
             concurrent_ops: 3_000,
             histories: 10_000,
             concurrency_budget: std::time::Duration::from_secs(1),

@@ -60,12 +60,18 @@
 //!   Commit that file, so that a bug once found stays tested. [`Settings::regressions`] moves
 //!   it, or turns it off with `None`. This crate commits one with three seeds, found against
 //!   broken stores, that its own suites replay against `MemoryStore` and the async store.
-//! - [`linearizability`]: threads run operations on three keys, the clock frozen within a round
-//!   and moved between rounds; the history of call and return stamps is decided key by key by a
-//!   Wing–Gong–Lowe search with a memo of (linearized set, state), the spec functions as the
-//!   sequential model. Up to ten histories are recorded, each on a fresh store, within a second
-//!   ([`Settings`]), since a race shows in some histories only. A failure prints each thread's
-//!   timeline of the shortest prefix that no order explains.
+//! - [`linearizability`]: six threads run operations on three keys while the clock moves (by a
+//!   random step between rounds, and a millisecond at a time during them); every operation is
+//!   stamped at call and return, with the clock just before and just after. The history is
+//!   decided key by key by a Wing–Gong–Lowe search with a memo of (linearized set, state, last
+//!   instant), the spec functions as the sequential model: each operation acts at one instant of
+//!   its clock window, never earlier than an operation placed before it (so a store that reads
+//!   its clock before taking its lock fails). Histories are recorded, each on a fresh store,
+//!   until a second has passed ([`Settings`]), since a race shows in some histories only. A
+//!   failure prints each thread's timeline of the shortest prefix that no order explains, and
+//!   says whether one thread alone already breaks the rule. [`linearizability::check_history_with`]
+//!   with [`linearizability::Faults::Tolerated`] decides histories of runs that inject faults:
+//!   an indeterminate storage error may or may not have taken effect.
 //!
 //! Expected outcomes always come from the spec functions; no check restates a rule.
 //!
@@ -108,6 +114,8 @@
 //! | lookup | an expired pending reservation still shown | `d7_…` (D7), differential |
 //! | atomicity under threads | read, then write, without the lock in between (with a yield, and without) | `linearizability_…` (atomicity, H1) |
 //! | durability | confirmed reservations lost on reopen | `durable_…` (C1) |
+//! | durability | one write in seven acknowledged but never persisted | `durable_…` (the lost step's rule) |
+//! | time | the clock read before the lock is taken | `linearizability_…` (atomicity, H1) |
 //! | robustness | a panic on a key with a NUL byte | `d5_…` (D5; the step, its rule and the panic message) |
 //!
 //! A store call that panics is reported as that step's failure, with the panic's message; the

@@ -1,7 +1,22 @@
-//! The linearizability check: several threads run operations on a few keys, the clock frozen
-//! during each concurrent round and moved between rounds; every call and return is stamped, and
-//! the history is decided against the specification by a Wing–Gong–Lowe search with a memo of
-//! (linearized set, state), one key at a time.
+//! The linearizability check: several threads run operations on a few keys while the clock moves
+//! (by a random step between rounds, and by a millisecond at a time during a round); every call
+//! and return is stamped, with the clock read just before the call and just after the return,
+//! and the history is decided against the specification by a Wing–Gong–Lowe search with a memo
+//! of (linearized set, state, last instant), one key at a time.
+//!
+//! Each operation takes effect at one point between its call and its return, and acts at the
+//! store's clock at that point: the search gives each operation an instant within its clock
+//! window, never earlier than the instant of an operation placed before it. A store that reads
+//! its clock before it takes its lock can act at an instant earlier than an operation that
+//! completed before it took effect: no such order exists, and the history fails.
+//!
+//! A storage error is judged by [`Faults`]: the suite's own run forbids them (every operation of
+//! a healthy store completes), while a run that injects faults tolerates them. Then a
+//! determinate [`reservation_store::StorageError`] is an operation that did not happen, and an
+//! indeterminate one an operation that may have happened, with any outcome, at one point between
+//! its call and its return, or never (Jepsen's `:info`). This assumes that a store's operation
+//! whose error was returned can no longer take effect later, as holds when its transaction dies
+//! with its connection.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -54,20 +69,43 @@ pub enum Return {
     Outcome(Outcome),
     /// A lookup's answer.
     Lookup(Option<StoredReservation>),
-    /// An error.
+    /// An invalid argument, or a panic: never expected of the check's operations.
     Error(String),
+    /// A [`reservation_store::StorageError`]; `indeterminate` when the operation may have taken
+    /// effect.
+    Storage {
+        /// The error, as displayed.
+        message: String,
+        /// Whether the operation may have taken effect.
+        indeterminate: bool,
+    },
 }
 
-/// One completed operation: who ran it, on which key, at which instant of the store's clock,
-/// and its call and return stamps (a shared counter: `a` precedes `b` when `a.ret < b.call`).
+/// How [`check_history_with`] judges the storage errors of a history.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Faults {
+    /// A storage error fails the history: the suite's own run, on a healthy store.
+    Forbidden,
+    /// A determinate storage error is an operation that did not happen; an indeterminate one may
+    /// have happened (with any outcome) or not. For runs that inject faults: killed connections,
+    /// restarted servers.
+    Tolerated,
+}
+
+/// One completed operation: who ran it, on which key, the store's clock just before its call and
+/// just after its return, and its call and return stamps (a shared counter: `a` precedes `b`
+/// when `a.returned < b.called`).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Event {
     /// The thread.
     pub thread: usize,
-    /// The round (the clock is frozen during one).
+    /// The round.
     pub round: usize,
-    /// The store's clock during the round.
-    pub now: Instant,
+    /// The store's clock just before the call.
+    pub clock_at_call: Instant,
+    /// The store's clock just after the return; the operation acted at an instant in
+    /// `clock_at_call..=clock_at_return`.
+    pub clock_at_return: Instant,
     /// The key's index.
     pub key: usize,
     /// The operation.
@@ -134,9 +172,15 @@ impl Names {
         };
         let ret = match &e.ret {
             Return::Lookup(r) => show_state(r.as_ref()),
+            Return::Storage { message, .. } => format!("StorageError({message})"),
             other => format!("{other:?}"),
         };
-        format!("[{:>5} .. {:>5}] round {} {}: {call} -> {ret}", e.called, e.returned, e.round, e.now)
+        let clock = if e.clock_at_call == e.clock_at_return {
+            format!("{}", e.clock_at_call)
+        } else {
+            format!("{}..{}", e.clock_at_call, e.clock_at_return)
+        };
+        format!("[{:>5} .. {:>5}] round {} {clock}: {call} -> {ret}", e.called, e.returned, e.round)
     }
 }
 
@@ -178,7 +222,12 @@ fn random_call(r: &mut XorShift, hot: usize) -> (usize, Call) {
 
 async fn invoke<S: ReservationStore>(store: &S, names: &Names, key: usize, call: Call) -> Return {
     let (scope, k) = (&names.scope, &names.keys[key % KEYS]);
-    let err = |e: reservation_store::StoreError| Return::Error(show_error(&e));
+    let err = |e: reservation_store::StoreError| match e {
+        reservation_store::StoreError::Storage(s) => {
+            Return::Storage { message: s.to_string(), indeterminate: s.is_indeterminate() }
+        }
+        other => Return::Error(show_error(&other)),
+    };
     match call {
         Call::Op(op) => {
             let operation = op.map(|o| names.owner(o), |h| names.hold(h));
@@ -189,7 +238,9 @@ async fn invoke<S: ReservationStore>(store: &S, names: &Names, key: usize, call:
 }
 
 /// Runs `ops` operations (about; whole rounds) from `threads` threads on a fresh store of
-/// `harness` and returns the history, ordered by call.
+/// `harness` and returns the history, ordered by call. Between rounds the clock moves by a random
+/// step (often zero); during a round thread 0 moves it by a millisecond after one operation in
+/// four, so that other threads' operations see it move.
 pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) -> (Names, Vec<Event>) {
     let threads = threads.max(1);
     let names = Names::new();
@@ -207,24 +258,38 @@ pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) ->
                     let mut mover = XorShift(seed | 1);
                     let mut out = Vec::with_capacity(rounds * ROUND);
                     for round in 0..rounds {
-                        // Every thread draws the same move; the leader applies it while the
-                        // others wait, so the clock is frozen during the round.
+                        // Every thread draws the same move and hot key; the leader applies the
+                        // move while the others wait, so every round starts together.
                         let step = if mover.below(2) == 0 { 0 } else { mover.below(25) };
                         let hot = mover.below(KEYS as u64) as usize;
                         if barrier.wait().is_leader() && round > 0 {
                             clock.advance(step);
                         }
                         barrier.wait();
-                        let now = clock.now();
                         for _ in 0..ROUND {
                             let (key, call) = random_call(&mut r, hot);
+                            let clock_at_call = clock.now();
                             let called = stamp.fetch_add(1, Ordering::SeqCst);
                             let ret = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                                 harness.block_on(invoke(store, names, key, call))
                             }))
                             .unwrap_or_else(|p| Return::Error(format!("the store panicked: {}", panic_message(&*p))));
                             let returned = stamp.fetch_add(1, Ordering::SeqCst);
-                            out.push(Event { thread: t, round, now, key, call, ret, called, returned });
+                            let clock_at_return = clock.now();
+                            out.push(Event {
+                                thread: t,
+                                round,
+                                clock_at_call,
+                                clock_at_return,
+                                key,
+                                call,
+                                ret,
+                                called,
+                                returned,
+                            });
+                            if t == 0 && r.below(4) == 0 {
+                                clock.advance(1);
+                            }
                         }
                     }
                     out
@@ -240,7 +305,8 @@ pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) ->
                     vec![Event {
                         thread: t,
                         round: 0,
-                        now: START,
+                        clock_at_call: START,
+                        clock_at_return: START,
                         key: 0,
                         call: Call::Lookup,
                         ret,
@@ -255,41 +321,49 @@ pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) ->
     (names, events)
 }
 
-/// The specification's answer to `e` on state `state`: the next state, and whether it matches
-/// the recorded result.
-fn apply(names: &Names, state: &Option<StoredReservation>, e: &Event) -> Option<(Option<StoredReservation>, Rule)> {
-    let cur = state.clone();
-    let now = e.now;
+/// The specification's answer to `e` on `state` at `now`: the next state, if it gives the
+/// recorded result (any result, for an indeterminate operation), and the rule that decided it.
+fn apply(
+    names: &Names,
+    state: &Option<StoredReservation>,
+    e: &Event,
+    now: Instant,
+) -> Option<(Option<StoredReservation>, Rule)> {
+    let any = matches!(e.ret, Return::Storage { indeterminate: true, .. });
     let (next, ok, rule) = match e.call {
         Call::Op(op) => {
-            let s = spec::apply(cur, now, op.map(|o| names.owner(o), |h| names.hold(h)));
-            (s.next, e.ret == Return::Outcome(s.outcome), s.rule)
+            let s = spec::apply(state.clone(), now, op.map(|o| names.owner(o), |h| names.hold(h)));
+            (s.next, any || e.ret == Return::Outcome(s.outcome), s.rule)
         }
         Call::Lookup => {
             let seen = spec::lookup(state.as_ref(), now).cloned();
-            (state.clone(), e.ret == Return::Lookup(seen), Rule::D7)
+            (state.clone(), any || e.ret == Return::Lookup(seen), Rule::D7)
         }
     };
     ok.then_some((next, rule))
 }
 
+/// A search node: the linearized operations (a bit set), the key's state, and the instant of the
+/// last operation placed.
+type Node = (Vec<u64>, Option<StoredReservation>, Instant);
+
 /// The WGL search over one key's operations (ordered by call): whether some order that respects
-/// real time gives every recorded result.
+/// real time, with instants that never go back, gives every recorded result.
 struct Search<'a> {
     names: &'a Names,
     ops: &'a [&'a Event],
-    memo: HashSet<(Vec<u64>, Option<StoredReservation>)>,
+    memo: HashSet<Node>,
     nodes: u64,
     /// The rule of the deepest operation that could not be placed, for the report.
     stuck: Option<(usize, Rule)>,
 }
 
 impl Search<'_> {
-    fn run(&mut self, done: &mut Vec<u64>, count: usize, state: &Option<StoredReservation>) -> bool {
+    fn run(&mut self, done: &mut Vec<u64>, count: usize, state: &Option<StoredReservation>, last: Instant) -> bool {
         if count == self.ops.len() {
             return true;
         }
-        if !self.memo.insert((done.clone(), state.clone())) {
+        if !self.memo.insert((done.clone(), state.clone(), last)) {
             return false;
         }
         self.nodes += 1;
@@ -304,31 +378,45 @@ impl Search<'_> {
             if is_done(done, i) {
                 continue;
             }
-            match apply(self.names, state, e) {
-                Some((next, _)) => {
-                    done[i / 64] |= 1 << (i % 64);
-                    if self.run(done, count + 1, &next) {
-                        return true;
+            done[i / 64] |= 1 << (i % 64);
+            // An indeterminate operation may never have happened.
+            if matches!(e.ret, Return::Storage { indeterminate: true, .. }) && self.run(done, count + 1, state, last) {
+                return true;
+            }
+            // Each instant of its window not before `last`; of the instants that give one next
+            // state, the earliest leaves the most room to the operations after it.
+            let mut tried: Vec<Option<StoredReservation>> = Vec::new();
+            let mut placed = false;
+            let from = e.clock_at_call.max(last);
+            let mut now = from;
+            while now <= e.clock_at_return {
+                if let Some((next, _)) = apply(self.names, state, e, now) {
+                    placed = true;
+                    if !tried.contains(&next) {
+                        if self.run(done, count + 1, &next, now) {
+                            return true;
+                        }
+                        tried.push(next);
                     }
-                    done[i / 64] &= !(1 << (i % 64));
                 }
-                None => {
-                    if self.stuck.is_none_or(|(depth, _)| count >= depth) {
-                        let rule = expected_rule(self.names, state, e);
-                        self.stuck = Some((count, rule));
-                    }
+                if now == Instant::MAX {
+                    break;
                 }
+                now = now.saturating_add_millis(1);
+            }
+            done[i / 64] &= !(1 << (i % 64));
+            if !placed && self.stuck.is_none_or(|(depth, _)| count >= depth) {
+                self.stuck = Some((count, expected_rule(self.names, state, e, from)));
             }
         }
         false
     }
 }
 
-/// The rule by which the specification decides `e` on `state`.
-fn expected_rule(names: &Names, state: &Option<StoredReservation>, e: &Event) -> Rule {
-    let cur = state.clone();
+/// The rule by which the specification decides `e` on `state` at `now`.
+fn expected_rule(names: &Names, state: &Option<StoredReservation>, e: &Event, now: Instant) -> Rule {
     match e.call {
-        Call::Op(op) => spec::apply(cur, e.now, op.map(|o| names.owner(o), |h| names.hold(h))).rule,
+        Call::Op(op) => spec::apply(state.clone(), now, op.map(|o| names.owner(o), |h| names.hold(h))).rule,
         Call::Lookup => Rule::D7,
     }
 }
@@ -338,7 +426,7 @@ fn expected_rule(names: &Names, state: &Option<StoredReservation>, e: &Event) ->
 fn linearizable(names: &Names, ops: &[&Event]) -> Result<u64, Option<Rule>> {
     let mut search = Search { names, ops, memo: HashSet::new(), nodes: 0, stuck: None };
     let mut done = vec![0u64; ops.len().div_ceil(64)];
-    if search.run(&mut done, 0, &None) { Ok(search.nodes) } else { Err(search.stuck.map(|(_, r)| r)) }
+    if search.run(&mut done, 0, &None, Instant::ZERO) { Ok(search.nodes) } else { Err(search.stuck.map(|(_, r)| r)) }
 }
 
 /// What a linearizability run did.
@@ -355,28 +443,50 @@ pub struct Stats {
 }
 
 /// Decides whether `events` (ordered by call) are linearizable against the specification, key by
-/// key; if not, a failure with a per-thread timeline of the shortest prefix (by call) of the
-/// failing key's operations that cannot be linearized.
+/// key, with every storage error a failure ([`Faults::Forbidden`]); see [`check_history_with`].
 pub fn check_history(names: &Names, events: &[Event]) -> Result<u64, Failure> {
+    check_history_with(names, events, Faults::Forbidden)
+}
+
+/// Decides whether `events` (ordered by call) are linearizable against the specification, key by
+/// key, judging storage errors by `faults`; if not, a failure with a per-thread timeline of the
+/// shortest prefix (by call) of the failing key's operations that cannot be linearized. An
+/// invalid argument or a panic always fails: the check's operations are all valid.
+pub fn check_history_with(names: &Names, events: &[Event], faults: Faults) -> Result<u64, Failure> {
     if names.owners.is_empty() || names.holds.is_empty() {
         return Err(Failure::without_rule(
             "linearizability",
             "the history's Names lists no owners or no holds, so its owner and hold indices name nothing",
         ));
     }
-    if let Some(e) = events.iter().find(|e| matches!(e.ret, Return::Error(_))) {
+    let failed = |e: &&Event| match e.ret {
+        Return::Error(_) => true,
+        Return::Storage { .. } => faults == Faults::Forbidden,
+        Return::Outcome(_) | Return::Lookup(_) => false,
+    };
+    if let Some(e) = events.iter().find(failed) {
         let mut f = Failure::new(
             "linearizability",
-            expected_rule(names, &None, e),
+            expected_rule(names, &None, e, e.clock_at_call),
             format!("an operation failed: {}", names.show(e)),
         );
         f.property = Some("every operation of a concurrent run must complete; one failed or panicked");
         f.context.push(format!("scope s0 = {}", names.scope));
         return Err(f);
     }
+    if let Some(e) = events.iter().find(|e| e.clock_at_return < e.clock_at_call) {
+        return Err(Failure::without_rule(
+            "linearizability",
+            format!("the history's clock went back during an operation: {}", names.show(e)),
+        ));
+    }
     let mut nodes = 0;
     for key in 0..KEYS {
-        let ops: Vec<&Event> = events.iter().filter(|e| e.key == key).collect();
+        // A determinate storage error is an operation that did not happen.
+        let ops: Vec<&Event> = events
+            .iter()
+            .filter(|e| e.key == key && !matches!(e.ret, Return::Storage { indeterminate: false, .. }))
+            .collect();
         match linearizable(names, &ops) {
             Ok(n) => nodes += n,
             Err(_) => return Err(report(names, key, &ops)),
@@ -402,6 +512,7 @@ fn report(names: &Names, key: usize, ops: &[&Event]) -> Failure {
     f.step_rule = rule;
     f.context.push(format!("scope s0 = {}; keys k0..k{}; clock started at {START}", names.scope, KEYS - 1));
     f.context.push("[call .. return] stamps of one shared counter; an operation precedes another when its return stamp is below the other's call stamp".into());
+    f.context.push("each operation acts at one instant of its clock window (the clock just before its call .. just after its return), never before an operation that takes effect earlier".into());
     // The operations just before the one no order can place: the earlier ones are summarised.
     let hidden = prefix.len().saturating_sub(SHOWN);
     if hidden > 0 {

@@ -14,10 +14,13 @@ use reservation_store::{
 
 type Rows = HashMap<(ReservationScope, Key), StoredReservation>;
 
-/// Validates `request`, reads its row, decides with `spec::apply` at `now` and writes the row.
-fn decide(rows: &Mutex<Rows>, request: Request<'_>, now: reservation_store::Instant) -> StoreResult<Outcome> {
+/// Validates `request`, takes the lock, reads the clock and the row, decides with `spec::apply`
+/// and writes the row. The clock is read under the lock: read before it, an operation could act
+/// at an instant earlier than one that took effect before it.
+fn decide(rows: &Mutex<Rows>, request: Request<'_>, clock: &impl Clock) -> StoreResult<Outcome> {
     request.admitted()?;
     let mut rows = rows.lock().unwrap_or_else(PoisonError::into_inner);
+    let now = clock.now();
     let slot = (request.scope.clone(), request.key.clone());
     let step = spec::apply(rows.get(&slot).cloned(), now, request.operation);
     match step.next {
@@ -27,14 +30,9 @@ fn decide(rows: &Mutex<Rows>, request: Request<'_>, now: reservation_store::Inst
     Ok(step.outcome)
 }
 
-fn read(
-    rows: &Mutex<Rows>,
-    scope: &ReservationScope,
-    key: &Key,
-    now: reservation_store::Instant,
-) -> Option<StoredReservation> {
+fn read(rows: &Mutex<Rows>, scope: &ReservationScope, key: &Key, clock: &impl Clock) -> Option<StoredReservation> {
     let rows = rows.lock().unwrap_or_else(PoisonError::into_inner);
-    spec::lookup(rows.get(&(scope.clone(), key.clone())), now).cloned()
+    spec::lookup(rows.get(&(scope.clone(), key.clone())), clock.now()).cloned()
 }
 
 /// A synchronous store in memory, on a clock the caller gives.
@@ -52,9 +50,7 @@ impl MyStore {
 
 impl ReservationStore for MyStore {
     fn execute(&self, request: Request<'_>) -> impl Future<Output = StoreResult<Outcome>> + Send {
-        // The clock is read inside the critical section's caller, before the lock: with one lock
-        // per store and a clock only the suite moves, that is the same instant.
-        std::future::ready(decide(&self.rows, request, self.clock.now()))
+        std::future::ready(decide(&self.rows, request, &self.clock))
     }
 
     fn lookup(
@@ -62,7 +58,7 @@ impl ReservationStore for MyStore {
         scope: &ReservationScope,
         key: &Key,
     ) -> impl Future<Output = StoreResult<Option<StoredReservation>>> + Send {
-        std::future::ready(Ok(read(&self.rows, scope, key, self.clock.now())))
+        std::future::ready(Ok(read(&self.rows, scope, key, &self.clock)))
     }
 }
 
@@ -88,11 +84,11 @@ impl MyAsyncStore {
 impl ReservationStore for MyAsyncStore {
     async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
         tokio::task::yield_now().await;
-        decide(&self.storage.0, request, self.clock.now())
+        decide(&self.storage.0, request, &self.clock)
     }
 
     async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
         tokio::task::yield_now().await;
-        Ok(read(&self.storage.0, scope, key, self.clock.now()))
+        Ok(read(&self.storage.0, scope, key, &self.clock))
     }
 }
