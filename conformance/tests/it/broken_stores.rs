@@ -613,17 +613,21 @@ fn the_committed_regression_seeds_catch_their_broken_stores_without_a_new_script
     }
 }
 
-/// The catch rate of a tight read-then-write race (no pause between the read and the write) at
-/// the default settings, over 20 runs; prints it. A measurement, run on demand:
+/// The catch rates of two races at the default settings, over 20 runs each: a tight
+/// read-then-write (no pause between the read and the write), and a clock read before the lock;
+/// prints them. A measurement, run on demand (`taskset -c 0` in front for one core):
 /// `cargo test --release -p reservation-conformance --test it catch_rate_at_the_defaults -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement of about 20 seconds; run it with --ignored"]
 fn catch_rate_at_the_defaults() {
-    let harness = BrokenHarness(Bug::ReadThenWriteTight);
-    let caught = (0..20).filter(|_| reservation_conformance::checks::linearizability(&harness).is_err()).count();
-    println!("read-then-write race caught in {caught} of 20 runs at the default settings");
-    assert!(caught >= 19, "caught in only {caught} of 20 runs");
+    for bug in [Bug::ReadThenWriteTight, Bug::ClockBeforeLock] {
+        let harness = BrokenHarness(bug);
+        let caught = (0..20).filter(|_| reservation_conformance::checks::linearizability(&harness).is_err()).count();
+        println!("{bug:?} caught in {caught} of 20 runs at the default settings");
+        assert!(caught >= 19, "{bug:?} caught in only {caught} of 20 runs");
+    }
 }
+
 /// A failure's headline names the rule that decided the failing step, not the check's: a release
 /// bug met by the confirm check c6 reads "rule L5 broken" (it read "rule C6 broken"), with the
 /// check's rule as context.
