@@ -16,7 +16,7 @@ use crate::operation::{Operation, Outcome};
 use crate::time::{Instant, ReleaseVersion, Ttl, Version};
 
 /// A rule id of the specification: R1–R7 reserve, C1–C8 confirm, L1–L6 release, A1–A6 abandon,
-/// D1–D7 values. [`Rule::text`] states each in one line.
+/// D1–D11 values, S1 scopes, P1 durability. [`Rule::text`] states each in one line.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 #[expect(
     missing_docs,
@@ -57,15 +57,21 @@ pub enum Rule {
     D5,
     D6,
     D7,
+    D8,
+    D9,
+    D10,
+    D11,
+    S1,
+    P1,
 }
 
 impl Rule {
     /// Every rule, in table order.
-    pub const ALL: [Rule; 34] = {
+    pub const ALL: [Rule; 40] = {
         use Rule::*;
         [
             R1, R2, R3, R4, R5, R6, R7, C1, C2, C3, C4, C5, C6, C7, C8, L1, L2, L3, L4, L5, L6, A1, A2, A3, A4, A5, A6,
-            D1, D2, D3, D4, D5, D6, D7,
+            D1, D2, D3, D4, D5, D6, D7, D8, D9, D10, D11, S1, P1,
         ]
     };
 
@@ -118,6 +124,12 @@ impl Rule {
             D5 => "D5",
             D6 => "D6",
             D7 => "D7",
+            D8 => "D8",
+            D9 => "D9",
+            D10 => "D10",
+            D11 => "D11",
+            S1 => "S1",
+            P1 => "P1",
         }
     }
 
@@ -139,8 +151,9 @@ impl fmt::Display for Rule {
     }
 }
 
-/// The specification's text, compiled in: [`Rule::text`] reads each rule's row from it.
-const SPEC_MD: &str = include_str!("../SPEC.md");
+/// The specification's text (SPEC.md), compiled in: [`Rule::text`] reads each rule's row from it,
+/// and the conformance suite runs its worked examples as written.
+pub const SPEC_MD: &str = include_str!("../SPEC.md");
 
 /// Each rule's row of SPEC.md, by rule index; empty for a rule the document lacks (a test
 /// asserts there is none).

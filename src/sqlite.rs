@@ -658,14 +658,20 @@ impl<C: Clock> SqliteStore<C> {
         let conn = self.take()?;
         let pk = RowKey::new(scope, key);
         let mut retries = self.options.busy_retries;
-        let result = loop {
-            match read_row(&conn, scope, &pk) {
-                Err(Fail::Sql(e)) if is_busy(&e) && retries > 0 => retries -= 1,
-                other => break other,
-            }
+        // The row and the clock are read under the writers' lock, so that no write of this store
+        // takes effect between them: a lookup never judges an older row at a later instant than
+        // a write that changed it (rule D10).
+        let (result, now) = {
+            let _turn = lock(&self.writer);
+            let result = loop {
+                match read_row(&conn, scope, &pk) {
+                    Err(Fail::Sql(e)) if is_busy(&e) && retries > 0 => retries -= 1,
+                    other => break other,
+                }
+            };
+            (result, self.clock.now())
         };
         let current = self.settle(conn, result)?;
-        let now = self.clock.now();
         Ok(spec::lookup(current.as_ref(), now).cloned())
     }
 }

@@ -167,13 +167,39 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 }
 
 /// The system's wall clock, in milliseconds since the Unix epoch (before it reads as the epoch).
+/// It never goes back (rule D10): when the wall clock is set back, it keeps reading the latest
+/// instant it has read in this process until the wall clock passes it again.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Instant {
+        static LATEST: AtomicU64 = AtomicU64::new(0);
         let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-        Instant(u64::try_from(millis).unwrap_or(u64::MAX))
+        let wall = u64::try_from(millis).unwrap_or(u64::MAX);
+        Instant(LATEST.fetch_max(wall, Ordering::SeqCst).max(wall))
+    }
+}
+
+/// A clock that never goes back (rule D10): `source`'s reading, or the latest instant this clock
+/// has returned if `source` went back since. Wrap any clock whose source may be set back.
+#[derive(Debug, Default)]
+pub struct Monotonic<C> {
+    source: C,
+    latest: AtomicU64,
+}
+
+impl<C: Clock> Monotonic<C> {
+    /// `source`, made monotonic.
+    pub fn new(source: C) -> Self {
+        Monotonic { source, latest: AtomicU64::new(0) }
+    }
+}
+
+impl<C: Clock> Clock for Monotonic<C> {
+    fn now(&self) -> Instant {
+        let read = self.source.now().0;
+        Instant(self.latest.fetch_max(read, Ordering::SeqCst).max(read))
     }
 }
 

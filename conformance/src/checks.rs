@@ -6,8 +6,8 @@
 //! reach the rule the check is named after, so that a check cannot silently test something else.
 
 use reservation_store::{
-    AggregateRef, HoldId, Instant, InvalidArgument, Key, MAX_HOLD_ID_LEN, MAX_KEY_LEN, Namespace, ReleaseVersion,
-    ReservationScope, Rule, Tenant, Ttl, Version,
+    AggregateRef, HoldId, Instant, InvalidArgument, Key, MAX_HOLD_ID_LEN, MAX_KEY_LEN, MAX_NAME_LEN, Namespace,
+    ReleaseVersion, ReservationScope, Rule, Tenant, Ttl, Version,
 };
 
 use crate::failure::Failure;
@@ -635,7 +635,7 @@ pub fn d7<H: Harness>(h: &H) -> Result<(), Failure> {
 
 /// Scopes: a key is independent across aggregate types of one tenant and namespace.
 pub fn scope_aggregate_type<H: Harness>(h: &H) -> Result<(), Failure> {
-    let (mut s, f) = start(h, "scope_aggregate_type", None);
+    let (mut s, f) = start(h, "scope_aggregate_type", Rule::S1);
     let orders = ReservationScope::new(
         reservation_store::AggregateType::new("rc-order").expect("valid"),
         f.scope.tenant.clone(),
@@ -653,7 +653,7 @@ pub fn scope_aggregate_type<H: Harness>(h: &H) -> Result<(), Failure> {
 
 /// Scopes: a key is independent across tenants of one aggregate type and namespace.
 pub fn scope_tenant<H: Harness>(h: &H) -> Result<(), Failure> {
-    let (mut s, f) = start(h, "scope_tenant", None);
+    let (mut s, f) = start(h, "scope_tenant", Rule::S1);
     let globex = ReservationScope { tenant: Tenant::id("globex").expect("valid"), ..f.scope.clone() };
     let bob_globex = owner(Some("globex"), "bob");
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(1)));
@@ -689,7 +689,7 @@ pub fn scope_tenant<H: Harness>(h: &H) -> Result<(), Failure> {
 /// Scopes: a key is independent across namespaces, even when a namespace and a key could be
 /// joined into the same string with a separator.
 pub fn scope_namespace<H: Harness>(h: &H) -> Result<(), Failure> {
-    let (mut s, f) = start(h, "scope_namespace", None);
+    let (mut s, f) = start(h, "scope_namespace", Rule::S1);
     let other = ReservationScope { namespace: ns("scope_namespace_other"), ..f.scope.clone() };
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(1)));
     step!(s, Rule::C1, confirm(&other, &f.k, &f.bob, v(1)));
@@ -707,7 +707,7 @@ pub fn scope_namespace<H: Harness>(h: &H) -> Result<(), Failure> {
 /// Scopes: a `SYSTEM_TENANT` scope is one space for all the type's tenants, and independent of
 /// each tenant's own scope of the same namespace.
 pub fn scope_system_tenant<H: Harness>(h: &H) -> Result<(), Failure> {
-    let (mut s, f) = start(h, "scope_system_tenant", None);
+    let (mut s, f) = start(h, "scope_system_tenant", Rule::S1);
     let carol_globex = owner(Some("globex"), "carol");
     let sys_owner = owner(None, "root");
     step!(s, Rule::R1, reserve(&f.system, &f.k, &f.alice, &f.h1, f.ttl));
@@ -846,14 +846,15 @@ pub fn sweeper<H: Harness>(h: &H) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Keys and hold ids at their maximum lengths, in multi-byte characters, are stored and compared
-/// exactly.
+/// D9: every field at its maximum length in UTF-8 bytes (multi-byte characters), stored and
+/// compared exactly: key, hold id, aggregate type, tenant id, namespace and aggregate id; and
+/// text compared as bytes, never normalised (`é` against `e` and a combining accent).
 pub fn lengths<H: Harness>(h: &H) -> Result<(), Failure> {
-    let (mut s, f) = start(h, "lengths", Rule::D6);
+    let (mut s, f) = start(h, "lengths", Rule::D9);
     let long_key = key(&"é".repeat(MAX_KEY_LEN / 2));
     let almost = key(&format!("{}x", "é".repeat(MAX_KEY_LEN / 2 - 1)));
     let long_hold = hold(&"ü".repeat(MAX_HOLD_ID_LEN / 2));
-    let long_owner = owner(Some(&"t".repeat(reservation_store::MAX_NAME_LEN)), &"i".repeat(256));
+    let long_owner = owner(Some(&"t".repeat(MAX_NAME_LEN)), &"i".repeat(MAX_NAME_LEN));
     let long_scope = ReservationScope { tenant: long_owner.tenant.clone(), ..f.scope.clone() };
     step!(s, Rule::R1, reserve(&f.scope, &long_key, &f.alice, &long_hold, f.ttl));
     step!(s, Rule::R1, reserve(&f.scope, &almost, &f.bob, &long_hold, f.ttl));
@@ -861,6 +862,98 @@ pub fn lengths<H: Harness>(h: &H) -> Result<(), Failure> {
     step!(s, Rule::R1, reserve(&long_scope, &long_key, &long_owner, &long_hold, f.ttl));
     step!(s, Rule::C2, confirm(&long_scope, &long_key, &long_owner, v(1)));
     step!(s, Rule::A2, abandon(&f.scope, &long_key, &f.alice, &long_hold));
+    // A 256-byte aggregate type and a 256-byte namespace (this check's own, padded).
+    let crab = "🦀".repeat(MAX_NAME_LEN / 4);
+    let mut padded = f.scope.namespace.as_str().to_owned();
+    while padded.len() + 2 <= MAX_NAME_LEN {
+        padded.push('ñ');
+    }
+    if padded.len() < MAX_NAME_LEN {
+        padded.push('x');
+    }
+    let invalid = |e: InvalidArgument| s.fail(None, format!("a field at its maximum length was refused: {e}"));
+    let namespace = Namespace::new(&padded).map_err(invalid)?;
+    let ty = reservation_store::AggregateType::new(&crab).map_err(invalid)?;
+    let crab_owner = AggregateRef::new(
+        ty.clone(),
+        long_owner.tenant.clone(),
+        reservation_store::AggregateId::new(&crab).map_err(invalid)?,
+    );
+    let widest = ReservationScope::new(ty, long_owner.tenant.clone(), namespace);
+    step!(s, Rule::R1, reserve(&widest, &long_key, &crab_owner, &long_hold, f.ttl));
+    step!(s, Rule::R1, reserve(&widest, &almost, &crab_owner, &long_hold, f.ttl));
+    step!(s, Rule::C2, confirm(&widest, &long_key, &crab_owner, v(u64::MAX)));
+    // Two spellings of one letter are two keys.
+    let composed = key("caf\u{e9}");
+    let decomposed = key("cafe\u{301}");
+    step!(s, Rule::R1, reserve(&f.scope, &composed, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R1, reserve(&f.scope, &decomposed, &f.bob, &f.h1, f.ttl));
+    step!(s, Rule::C5, confirm(&f.scope, &decomposed, &f.alice, v(1)));
+    step!(s, Rule::C2, confirm(&f.scope, &composed, &f.alice, v(1)));
+    Ok(())
+}
+
+/// D8: versions are unsigned 64-bit integers compared as unsigned (a version above `2^63` is
+/// greater than every one below it), and the clock ends at its last instant: an expiry saturates
+/// there, and a reserve at the last instant writes a reservation that is expired at once.
+pub fn d8<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "d8", Rule::D8);
+    let high = 1u64 << 63;
+    step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(high + 1)));
+    step!(s, Rule::C7, confirm(&f.scope, &f.k, &f.alice, v(high - 1)));
+    step!(s, Rule::C7, confirm(&f.scope, &f.k, &f.alice, v(high)));
+    step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(high - 1)));
+    step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(1)));
+    step!(s, Rule::C6, confirm(&f.scope, &f.k, &f.alice, v(u64::MAX)));
+    step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(u64::MAX - 1)));
+    step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, at(u64::MAX)));
+    // The longest TTL saturates at the last instant.
+    step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.bob, &f.h1, ttl(u64::MAX)));
+    s.lookup(&f.scope, &f.k2)?;
+    s.set_clock(Instant::MAX.saturating_sub_millis(1));
+    step!(s, Rule::R5, reserve(&f.scope, &f.k2, &f.alice, &f.h1, f.ttl));
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, ttl(1)));
+    s.lookup(&f.scope, &f.k)?;
+    // At the last instant both have expired; a reserve there takes the key, expired at once.
+    s.set_clock(Instant::MAX);
+    step!(s, Rule::R2, reserve(&f.scope, &f.k2, &f.alice, &f.h2, f.ttl));
+    step!(s, Rule::R2, reserve(&f.scope, &f.k2, &f.bob, &f.h1, ttl(u64::MAX)));
+    step!(s, Rule::C4, confirm(&f.scope, &f.k2, &f.alice, v(high)));
+    Ok(())
+}
+
+/// D11: a lookup's shapes: nothing for a free or expired key; owner, every hold and the absolute
+/// expiry (not the time left, however the clock moves) for a live pending reservation; owner and
+/// version for a confirmed one.
+pub fn d11<H: Harness>(h: &H) -> Result<(), Failure> {
+    let (mut s, f) = start(h, "d11", Rule::D11);
+    let h3 = hold("attempt-3");
+    s.lookup(&f.scope, &f.k)?;
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &h3, f.ttl));
+    step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
+    s.advance(7);
+    s.lookup(&f.scope, &f.k)?;
+    step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h2, ttl(1)));
+    s.advance(TTL_MS - 8);
+    s.lookup(&f.scope, &f.k)?;
+    step!(s, Rule::C2, confirm(&f.scope, &f.k, &f.alice, v(4)));
+    s.advance(TTL_MS * 10);
+    s.lookup(&f.scope, &f.k)?;
+    step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.bob, &f.h1, f.ttl));
+    s.advance(TTL_MS);
+    s.lookup(&f.scope, &f.k2)?;
+    Ok(())
+}
+
+/// The worked examples of SPEC.md, run as written ([`crate::examples`]): each on a fresh store,
+/// the clock set to each line's instant; the store must agree with the spec functions at every
+/// step, and the spec functions with the example's stated outcome, rule and lookups.
+pub fn examples<H: Harness>(h: &H) -> Result<(), Failure> {
+    let examples = crate::examples::from_spec()
+        .map_err(|e| Failure::without_rule("examples", format!("SPEC.md's worked examples do not parse: {e}")))?;
+    for example in &examples {
+        crate::examples::run(h, example)?;
+    }
     Ok(())
 }
 
@@ -875,7 +968,7 @@ pub fn durable<H: Harness>(h: &H) -> Result<(), Failure> {
     if !h.capabilities().durable {
         return Ok(());
     }
-    let (mut s, f) = start(h, "durable", None);
+    let (mut s, f) = start(h, "durable", Rule::P1);
     let k3 = key("carol");
     let k4 = key("dave");
     let k5 = key("erin");

@@ -30,23 +30,26 @@
 //! `reopen` (close, then open a new store on the same storage): the durable check fails on the
 //! default `None`. Every check works in a namespace of its own, so the stores may share
 //! one database. `cargo test my_store` then runs one test per check; `cargo test r3_` or
-//! `cargo test scope_` picks some. Without the macro, [`run_all`] returns a [`Report`].
+//! `cargo test s1_` picks some. Without the macro, [`run_all`] returns a [`Report`].
 //!
 //! # What is checked
 //!
 //! - One check per rule id, in [`checks`]: `r1` … `r7`, `c1` … `c8`, `l1` … `l6`, `a1` … `a6`,
-//!   `d1` … `d7`. Each runs a short script on a fresh store and on the spec functions side by
-//!   side, compares every outcome, looks up every key it touched after every step, and asserts
-//!   that its script reached the rule it is named after.
-//! - Scopes: a key is independent across aggregate types, tenants and namespaces (also when a
-//!   store could join them into one string with a separator), and a `SYSTEM_TENANT` scope spans
-//!   the type's tenants (and is not a tenant whose id spells `SYSTEM_TENANT`).
-//! - Owners: owners that differ only in id, or only in tenant, are different owners for every
-//!   operation. Keys and holds at their maximum lengths, and thousands of keys with expiries
-//!   that set off a sweeper.
-//! - `durable` (a declared [`Capabilities`]): after [`Harness::reopen`] no confirmed reservation
-//!   is lost, no released or abandoned one comes back, pending ones keep owner, holds and exact
-//!   expiry, and expired ones stay expired.
+//!   `d1` … `d9`, `d11`. Each runs a short script on a fresh store and on the spec functions
+//!   side by side, compares every outcome, looks up every key it touched after every step, and
+//!   asserts that its script reached the rule it is named after. D8: versions above `2^63` and
+//!   the clock's last instant; D9: every field at its maximum length in UTF-8 bytes; D11: the
+//!   lookup's shapes. (D10, a clock that never goes back, is the linearizability check's.)
+//! - S1, scopes: a key is independent across aggregate types, tenants and namespaces (also when
+//!   a store could join them into one string with a separator), and a `SYSTEM_TENANT` scope spans
+//!   the type's tenants (and is not a tenant whose id spells `SYSTEM_TENANT`); owners of the
+//!   system tenant are admitted by a system scope only.
+//! - D5, owners: owners that differ only in id, or only in tenant, are different owners for
+//!   every operation. Thousands of keys with expiries that set off a sweeper.
+//! - The worked examples of SPEC.md, run as written ([`examples`]).
+//! - P1, `durable` (a declared [`Capabilities`]): the store is reopened after every operation;
+//!   no confirmed reservation is lost, no released or abandoned one comes back, pending ones
+//!   keep owner, holds and exact expiry, and expired ones stay expired.
 //! - [`differential`]: random scripts of [`reservation_store::ops::Op`] biased to where bugs live
 //!   (2–3 owners, few keys and holds, versions at and around the stored one, `UNVERSIONED`,
 //!   `ANY_VERSION`, clock moves to exactly `expires_at - 1`, `expires_at`, `expires_at + 1`),
@@ -107,14 +110,14 @@
 //! | expiry boundary | live at `now <= expires_at` instead of `<` | `d1_…` (D1), differential (D1) |
 //! | versions | a release at `UNVERSIONED` is taken as `ANY_VERSION` | `d3_…` (D3), `l5_…` (L5), differential (L5) |
 //! | holds | hold ids compared ignoring ASCII case | `d5_…` (D5), `a4_…` (A4), differential |
-//! | owner comparison | only the owner's id is compared | `owner_differing_only_in_tenant_…` (D5), differential |
+//! | owner comparison | only the owner's id is compared | `d5_owner_differing_only_in_tenant_…` (D5), differential |
 //! | tenant checks | the scope's tenant never checked against the owner's | `d6_…` (D6), differential (D6) |
 //! | keys | trailing spaces trimmed, as a padded SQL column does | `d5_…` (D5), differential |
-//! | scopes | the aggregate type left out of the row's key | `scope_aggregate_types_…` (R1) |
+//! | scopes | the aggregate type left out of the row's key | `s1_scope_aggregate_types_…` (S1) |
 //! | lookup | an expired pending reservation still shown | `d7_…` (D7), differential |
 //! | atomicity under threads | read, then write, without the lock in between (with a yield, and without) | `linearizability_…` (atomicity, H1) |
-//! | durability | confirmed reservations lost on reopen | `durable_…` (C1) |
-//! | durability | one write in seven acknowledged but never persisted | `durable_…` (the lost step's rule) |
+//! | durability | confirmed reservations lost on reopen | `p1_durable_…` (P1) |
+//! | durability | one write in seven acknowledged but never persisted | `p1_durable_…` (P1) |
 //! | time | the clock read before the lock is taken | `linearizability_…` (atomicity, H1) |
 //! | robustness | a panic on a key with a NUL byte | `d5_…` (D5; the step, its rule and the panic message) |
 //!
@@ -131,6 +134,7 @@
 
 pub mod checks;
 pub mod differential;
+pub mod examples;
 mod failure;
 mod harness;
 pub mod linearizability;
@@ -184,18 +188,21 @@ macro_rules! __for_each_check {
             d5_owners_keys_holds_compared_exactly => d5,
             d6_invalid_arguments_are_typed_and_change_nothing => d6,
             d7_expired_pending_is_a_free_key => d7,
-            scope_aggregate_types_are_independent => scope_aggregate_type,
-            scope_tenants_are_independent => scope_tenant,
-            scope_namespaces_are_independent => scope_namespace,
-            scope_system_tenant_spans_tenants => scope_system_tenant,
-            owner_differing_only_in_id_is_another => owner_id,
-            owner_differing_only_in_tenant_is_another => owner_tenant,
-            lengths_at_the_maximum_are_stored_exactly => lengths,
+            d8_unsigned_versions_and_the_last_instant => d8,
+            d9_every_field_at_its_maximum_in_utf8_bytes => lengths,
+            d11_lookup_shapes_and_absolute_expiry => d11,
+            s1_scope_aggregate_types_are_independent => scope_aggregate_type,
+            s1_scope_tenants_are_independent => scope_tenant,
+            s1_scope_namespaces_are_independent => scope_namespace,
+            s1_system_tenant_spans_tenants_and_admits_its_owners => scope_system_tenant,
+            d5_owner_differing_only_in_id_is_another => owner_id,
+            d5_owner_differing_only_in_tenant_is_another => owner_tenant,
+            examples_of_the_specification_run_as_written => examples,
             volume_thousands_of_keys_survive_sweeps => volume,
             sweeper_keeps_confirmed_keys_across_long_clock_jumps => sweeper,
             differential_against_the_specification => differential,
             linearizability_under_threads => linearizability,
-            ; durable: durable_reopen_keeps_every_reservation => durable
+            ; durable: p1_durable_reopen_keeps_every_reservation => durable
         }
     };
 }
@@ -209,10 +216,10 @@ macro_rules! __for_each_check {
 ///
 /// With a single argument the module is named `reservation_conformance`. A failing test panics
 /// with the check's [`Failure`]: the rule, its text, and the operations with expected and actual
-/// outcomes. Filter by rule with `cargo test r3_` or by family with `cargo test scope_`.
+/// outcomes. Filter by rule with `cargo test r3_` or by family with `cargo test s1_`.
 ///
 /// A durable store says so a third time, `tests!(my_store, MyHarness::new(), durable)`, so that
-/// its `durable_…` test runs. Without it that test is `#[ignore]`d with the reason, which
+/// its `p1_durable_…` test runs. Without it that test is `#[ignore]`d with the reason, which
 /// `cargo test` prints, instead of passing without running; and a harness that declares the
 /// capability without the word fails `durable_capability_is_tested`.
 #[macro_export]

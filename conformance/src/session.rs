@@ -158,7 +158,8 @@ impl<'h, H: Harness> Session<'h, H> {
     /// A failure of this session's check at `step_rule` because of `problem`.
     pub(crate) fn fail(&self, step_rule: Option<Rule>, problem: String) -> Failure {
         // The headline names the rule that decided the failing step, unless the check is about a
-        // value rule (D1-D7: how expiries, versions, owners and keys compare), which is then the
+        // value rule (D1-D11, S1, P1: how expiries, versions, owners, keys and scopes compare, what
+        // survives a restart), which is then the
         // rule broken whatever step shows it; the check's own rule, when it differs, is context.
         let rule = match self.rule {
             Some(r) if !Rule::TRANSITIONS.contains(&r) => Some(r),

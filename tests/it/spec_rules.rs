@@ -923,7 +923,11 @@ fn spec_md_has_one_row_per_rule_and_no_other() {
         .lines()
         .filter_map(|l| l.strip_prefix("| "))
         .filter_map(|l| l.split(" |").next())
-        .filter(|id| id.len() == 2 && id.as_bytes()[1].is_ascii_digit() && id.as_bytes()[0].is_ascii_uppercase())
+        .filter(|id| {
+            (2..=3).contains(&id.len())
+                && id.as_bytes()[0].is_ascii_uppercase()
+                && id.as_bytes()[1..].iter().all(u8::is_ascii_digit)
+        })
         .collect();
     let mut all: Vec<&str> = Rule::ALL.iter().map(|r| r.id()).collect();
     let mut found = ids.clone();
@@ -934,7 +938,7 @@ fn spec_md_has_one_row_per_rule_and_no_other() {
 
 #[test]
 fn rule_ids_texts_and_sets() {
-    assert_eq!(Rule::ALL.len(), 34);
+    assert_eq!(Rule::ALL.len(), 40);
     for (i, rule) in Rule::ALL.iter().enumerate() {
         assert_eq!(rule.id(), format!("{rule:?}"));
         assert_eq!(rule.to_string(), rule.id());
@@ -964,7 +968,7 @@ fn rule_ids_texts_and_sets() {
     assert_eq!(union.missing_transitions().len(), 27 - 3);
     assert!(!union.missing_transitions().contains(&Rule::A6));
     let all: RuleSet = Rule::ALL.into_iter().collect();
-    assert_eq!((all.len(), all.iter().count()), (34, 34));
+    assert_eq!((all.len(), all.iter().count()), (40, 40));
     assert!(all.missing_transitions().is_empty());
     let values: RuleSet = Rule::ALL[27..].iter().copied().collect();
     assert_eq!(values.missing_transitions(), Rule::TRANSITIONS.to_vec());
@@ -1073,3 +1077,105 @@ on_both!(
     hold_sets_behave_as_sets,
     reservation_values_and_accessors,
 );
+
+fn frank() -> AggregateRef {
+    AggregateRef::parse("user", Some("acme"), "frank").unwrap()
+}
+
+/// D8: versions compare as unsigned 64-bit integers: one at or above 2^63 is greater than every
+/// one below it (a signed comparison would put it below zero).
+#[test]
+fn d8_versions_compare_unsigned_above_two_to_the_63() {
+    let high = 1u64 << 63;
+    let at_high = Some(Reservation::<AggregateRef, BTreeSet<HoldId>>::confirmed(frank(), v(high)));
+    for below in [high - 1, 1, 0] {
+        let step = spec::confirm(at_high.clone(), at(0), &frank(), Version::from_u64(below));
+        assert_eq!((step.outcome, step.rule), (ConfirmOutcome::AlreadyConfirmed, Rule::C7), "{below}");
+        let step = spec::release(at_high.clone(), at(0), &frank(), ReleaseVersion::At(Version::from_u64(below)));
+        assert_eq!((step.outcome, step.rule), (ReleaseOutcome::Kept, Rule::L5), "{below}");
+    }
+    let step = spec::confirm(at_high.clone(), at(0), &frank(), v(u64::MAX));
+    assert_eq!((step.outcome, step.rule), (ConfirmOutcome::Confirmed, Rule::C6));
+    assert!(Version::from_u64(high) > Version::from_u64(high - 1));
+    assert_eq!(Version::UNVERSIONED.as_u64(), 0);
+}
+
+/// D8: a reserve at the clock's last instant takes a free key (R1) and writes a reservation that
+/// is expired at once; the longest TTL saturates at that instant.
+#[test]
+fn d8_a_reserve_at_the_last_instant_is_taken_and_expired_at_once() {
+    let h = HoldId::new("h1").unwrap();
+    let step = spec::reserve::<_, BTreeSet<HoldId>>(None, Instant::MAX, &frank(), &h, ttl(1));
+    assert_eq!((step.outcome, step.rule), (ReserveOutcome::Taken, Rule::R1));
+    assert_eq!(step.next.as_ref().and_then(Reservation::as_pending).map(Pending::expires_at), Some(Instant::MAX));
+    assert_eq!(spec::lookup(step.next.as_ref(), Instant::MAX), None);
+    let step = spec::reserve::<_, BTreeSet<HoldId>>(None, at(5), &frank(), &h, ttl(u64::MAX));
+    assert_eq!(step.next.as_ref().and_then(Reservation::as_pending).map(Pending::expires_at), Some(Instant::MAX));
+    assert!(spec::lookup(step.next.as_ref(), Instant::MAX.saturating_sub_millis(1)).is_some());
+}
+
+/// D9: limits are inclusive and count UTF-8 bytes, whatever the characters' widths.
+#[test]
+fn d9_limits_are_inclusive_and_count_utf8_bytes() {
+    let crabs = "\u{1f980}".repeat(MAX_KEY_LEN / 4);
+    assert_eq!(Key::new(&crabs).map(|k| k.as_str().len()), Ok(512));
+    assert_eq!(Key::new(format!("{crabs}x")), Err(InvalidArgument::KeyTooLong { len: 513, max: 512 }));
+    let names = "\u{1f980}".repeat(MAX_NAME_LEN / 4);
+    assert!(AggregateRef::parse(&names, Some(&names), &names).is_ok());
+    assert!(ReservationScope::parse(&names, Some(&names), &names).is_ok());
+    assert_eq!(
+        AggregateId::new(format!("{names}\u{e9}")),
+        Err(InvalidArgument::AggregateIdTooLong { len: 258, max: 256 })
+    );
+    assert_eq!(HoldId::new("\u{1f980}".repeat(33)), Err(InvalidArgument::HoldIdTooLong { len: 132, max: 128 }));
+}
+
+/// D10: a clock never goes back: `Monotonic` holds the latest instant while its source is set
+/// back, and follows the source again once it passes; `SystemClock` never reads backwards.
+#[test]
+fn d10_the_clock_never_goes_back() {
+    let source = ManualClock::new(at(1_000));
+    let clock = Monotonic::new(source.clone());
+    assert_eq!(clock.now(), at(1_000));
+    source.set(at(400));
+    assert_eq!(clock.now(), at(1_000));
+    source.set(at(1_001));
+    assert_eq!(clock.now(), at(1_001));
+    source.set(at(0));
+    assert_eq!(clock.now(), at(1_001));
+    let wall = SystemClock;
+    let mut last = wall.now();
+    for _ in 0..1_000 {
+        let now = wall.now();
+        assert!(now >= last);
+        last = now;
+    }
+}
+
+/// D11: a live pending reservation is looked up with its absolute expiry and every hold, at any
+/// instant before it; a confirmed one with its version only.
+#[test]
+fn d11_lookup_shows_the_absolute_expiry_and_every_hold() {
+    let (h1, h2) = (HoldId::new("h1").unwrap(), HoldId::new("h2").unwrap());
+    let first = spec::reserve::<_, BTreeSet<HoldId>>(None, at(100), &frank(), &h1, ttl(50)).next;
+    let joined = spec::reserve(first, at(120), &frank(), &h2, ttl(10)).next;
+    let want = Reservation::pending(frank(), BTreeSet::from([h1, h2]), at(150));
+    for now in [120, 130, 149] {
+        assert_eq!(spec::lookup(joined.as_ref(), at(now)), want.as_ref(), "{now}");
+    }
+    assert_eq!(spec::lookup(joined.as_ref(), at(150)), None);
+    let confirmed = spec::confirm(joined, at(140), &frank(), v(3)).next;
+    assert_eq!(spec::lookup(confirmed.as_ref(), at(10_000)), Some(&Reservation::confirmed(frank(), v(3))));
+}
+
+/// S1: two scopes are one only when every part is equal; parts are never joined, so no spelling
+/// of one part can reach into another, and `SYSTEM_TENANT` is no tenant id.
+#[test]
+fn s1_scopes_are_equal_only_part_by_part() {
+    let scope = |ty: &str, tenant: Option<&str>, ns: &str| ReservationScope::parse(ty, tenant, ns).unwrap();
+    assert_ne!(scope("user", Some("a/b"), "c"), scope("user", Some("a"), "b/c"));
+    assert_ne!(scope("user/a", Some("b"), "c"), scope("user", Some("a/b"), "c"));
+    assert_ne!(scope("user", None, "email"), scope("user", Some("SYSTEM_TENANT"), "email"));
+    assert_ne!(scope("user", Some("acme"), "email"), scope("User", Some("acme"), "email"));
+    assert_eq!(scope("user", Some("acme"), "email"), scope("user", Some("acme"), "email"));
+}
