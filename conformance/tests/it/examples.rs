@@ -47,9 +47,25 @@ fn a_malformed_line_is_reported_with_its_number() {
         ("at 0 fly k by a -> Taken R1", "unknown operation"),
         ("at 0 reserve k by a hold h ttl 5", "no `->`"),
         ("at 0 lookup k -> maybe", "a lookup expects"),
+        ("at 0 reserve k by a hold h ttl 5 colour red -> Taken R1", "unknown word `colour`"),
+        ("at 0 reserve k by a hold h ttl -> Taken R1", "`ttl` has no value"),
+        ("at 0 reserve k hold h ttl 5 -> Taken R1", "no owner"),
+        ("at 0 reserve k by a ttl 5 -> Taken R1", "no hold"),
+        ("at 0 reserve k by a hold h -> Taken R1", "no ttl"),
+        ("at 0 confirm k by a -> Confirmed C1", "no version"),
+        ("at 0 release k by a version 0 -> Released L4", "stream versions start at 1"),
+        ("at 0 abandon k by a hold h -> NotHeld", "`<Outcome> <rule>`"),
+        ("at 0 lookup k -> pending by a holds h until soon", "the expiry"),
     ] {
         let document = format!("**T.**\n```text\n{line}\n```\n");
         let error = parse(&document).unwrap_err();
         assert!(error.starts_with("line 3:") && error.contains(says), "{line}: {error}");
     }
+}
+
+/// A block without script lines is no example, and text outside `text` blocks is never read.
+#[test]
+fn only_text_blocks_with_script_lines_are_examples() {
+    let document = "**Prose.**\n```text\njust words\n```\n\n**Code.**\n```rust\nat 0 nonsense\n```\n";
+    assert_eq!(parse(document), Ok(vec![]));
 }

@@ -191,3 +191,12 @@ fn an_indeterminate_operation_takes_effect_within_its_call() {
         [event(0, 0, 1, Call::Lookup, alices_pending(&names, 10)), event(1, 2, 3, reserve(ALICE), storage(true))];
     assert!(check_history_with(&names, &history, Faults::Tolerated).is_err());
 }
+
+/// A history whose clock went back during an operation is refused, not searched.
+#[test]
+fn a_clock_that_went_back_is_reported() {
+    let names = Names::new();
+    let history = [timed(0, 0, 1, (5, 4), reserve(ALICE), Return::Outcome(Outcome::Taken))];
+    let failure = check_history(&names, &history).unwrap_err().to_string();
+    assert!(failure.contains("clock went back"), "{failure}");
+}
