@@ -13,7 +13,7 @@ use crate::operation::{Outcome, Request};
 use crate::spec::{self, Reservation, Step};
 use crate::store::{ReservationStore, StoredReservation};
 use crate::time::{Clock, Instant, SystemClock, Version};
-use crate::types::{AggregateId, AggregateRef, HoldId, Key, MAX_KEY_LEN, MAX_NAME_LEN, ReservationScope, Tenant};
+use crate::types::{AggregateRef, HoldId, Key, MAX_KEY_LEN, MAX_NAME_LEN, ReservationScope};
 
 /// The version of the table layout this build writes and reads, kept in `PRAGMA user_version`.
 pub const SCHEMA_VERSION: i32 = 1;
@@ -693,13 +693,6 @@ fn unsortable(x: i64) -> u64 {
     u64::from_be_bytes(x.to_be_bytes()) ^ (1 << 63)
 }
 
-fn tenant_bytes(tenant: &Tenant) -> &[u8] {
-    match tenant {
-        Tenant::System => b"",
-        Tenant::Id(id) => id.as_str().as_bytes(),
-    }
-}
-
 /// The primary key of a row, as the bytes it is stored as.
 struct RowKey<'a> {
     aggregate_type: &'a [u8],
@@ -712,7 +705,7 @@ impl<'a> RowKey<'a> {
     fn new(scope: &'a ReservationScope, key: &'a Key) -> Self {
         Self {
             aggregate_type: scope.aggregate_type.as_str().as_bytes(),
-            tenant: tenant_bytes(&scope.tenant),
+            tenant: scope.tenant.as_bytes(),
             namespace: scope.namespace.as_str().as_bytes(),
             key: key.as_str().as_bytes(),
         }
@@ -732,26 +725,12 @@ fn read_row(conn: &Connection, scope: &ReservationScope, pk: &RowKey<'_>) -> Res
     }
 }
 
-fn text(bytes: Vec<u8>, column: &str) -> Result<String, Fail> {
-    String::from_utf8(bytes).map_err(|_| Fail::Corrupt(format!("{column} is not UTF-8")))
-}
-
 fn decode_row(row: &Row<'_>, scope: &ReservationScope) -> Result<StoredReservation, Fail> {
-    let owner_tenant = text(row.get(0)?, "owner_tenant")?;
-    let owner_id = text(row.get(1)?, "owner_id")?;
+    let owner_tenant: Vec<u8> = row.get(0)?;
+    let owner_id: Vec<u8> = row.get(1)?;
     let state: i64 = row.get(2)?;
-    fn invalid(what: &'static str) -> impl Fn(crate::InvalidArgument) -> Fail {
-        move |e| Fail::Corrupt(format!("{what}: {e}"))
-    }
-    let owner = AggregateRef {
-        aggregate_type: scope.aggregate_type.clone(),
-        tenant: if owner_tenant.is_empty() {
-            Tenant::System
-        } else {
-            Tenant::id(owner_tenant).map_err(invalid("owner_tenant"))?
-        },
-        id: AggregateId::new(owner_id).map_err(invalid("owner_id"))?,
-    };
+    let owner =
+        AggregateRef::from_stored(scope.aggregate_type.clone(), &owner_tenant, &owner_id).map_err(Fail::Corrupt)?;
     match state {
         PENDING => {
             let holds = decode_holds(&row.get::<_, Vec<u8>>(3)?)?;
@@ -766,7 +745,7 @@ fn decode_row(row: &Row<'_>, scope: &ReservationScope) -> Result<StoredReservati
 
 fn write_row(conn: &Connection, pk: &RowKey<'_>, next: &StoredReservation) -> Result<(), Fail> {
     let owner = next.owner();
-    let owner_tenant = tenant_bytes(&owner.tenant);
+    let owner_tenant = owner.tenant.as_bytes();
     let owner_id = owner.id.as_str().as_bytes();
     let (state, holds, expires_at, version) = match next {
         Reservation::Pending(p) => {

@@ -118,6 +118,15 @@ impl Tenant {
     pub fn id(value: impl AsRef<str>) -> Result<Self, InvalidArgument> {
         TenantId::new(value).map(Tenant::Id)
     }
+
+    /// The tenant as one column of bytes, as the SQL stores keep it: the id's UTF-8 bytes, or no
+    /// bytes for [`SYSTEM_TENANT`] (which no id can be: ids are not empty).
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Tenant::System => b"",
+            Tenant::Id(id) => id.as_str().as_bytes(),
+        }
+    }
 }
 
 impl fmt::Display for Tenant {
@@ -193,6 +202,19 @@ impl AggregateRef {
     /// An owner from its parts.
     pub fn new(aggregate_type: AggregateType, tenant: Tenant, id: AggregateId) -> Self {
         Self { aggregate_type, tenant, id }
+    }
+
+    /// An owner of `aggregate_type` read back from a stored row: its tenant as
+    /// [`Tenant::as_bytes`] wrote it and its id's bytes. `Err` names the column that is not
+    /// UTF-8 or not a valid value.
+    pub fn from_stored(aggregate_type: AggregateType, tenant: &[u8], id: &[u8]) -> Result<Self, String> {
+        let text = |bytes, column: &str| std::str::from_utf8(bytes).map_err(|_| format!("{column} is not UTF-8"));
+        let tenant = match text(tenant, "owner_tenant")? {
+            "" => Tenant::System,
+            t => Tenant::id(t).map_err(|e| format!("owner_tenant: {e}"))?,
+        };
+        let id = AggregateId::new(text(id, "owner_id")?).map_err(|e| format!("owner_id: {e}"))?;
+        Ok(Self { aggregate_type, tenant, id })
     }
 
     /// An owner from strings, each validated (rule D6); `tenant` `None` is [`SYSTEM_TENANT`].

@@ -48,6 +48,32 @@ pub trait Harness: Sync {
     }
 }
 
+/// A harness borrowed: a test binary keeps one harness (one pool, one runtime) in a static and
+/// hands every test a reference.
+impl<H: Harness> Harness for &H {
+    type Store = H::Store;
+
+    fn store(&self, clock: ManualClock) -> Self::Store {
+        (**self).store(clock)
+    }
+
+    fn block_on<F: Future>(&self, future: F) -> F::Output {
+        (**self).block_on(future)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+
+    fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
+        (**self).reopen(store, clock)
+    }
+
+    fn settings(&self) -> Settings {
+        (**self).settings()
+    }
+}
+
 /// Optional capabilities a store declares, so that the suite checks them rather than guessing.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 #[non_exhaustive]

@@ -140,6 +140,7 @@ mod harness;
 pub mod linearizability;
 pub mod oracle;
 mod report;
+pub mod services;
 mod session;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
@@ -222,23 +223,46 @@ macro_rules! __for_each_check {
 /// its `p1_durable_…` test runs. Without it that test is `#[ignore]`d with the reason, which
 /// `cargo test` prints, instead of passing without running; and a harness that declares the
 /// capability without the word fails `durable_capability_is_tested`.
+///
+/// A store that needs a server writes `?` before an expression of type `Option<harness>`,
+/// usually [`services::service`]: `tests!(my_store, ?service("PostgreSQL", MyHarness::connect()))`.
+/// Each test then returns at once when it is `None` (the server did not answer, which
+/// `service` says in one line, or fails on under [`services::REQUIRE_SERVICES`]).
 #[macro_export]
 macro_rules! tests {
+    ($module:ident, ? $harness:expr, durable $(,)?) => {
+        $crate::__for_each_check!(__tests_module { $module, optional, $harness, durable });
+    };
+    ($module:ident, ? $harness:expr $(,)?) => {
+        $crate::__for_each_check!(__tests_module { $module, optional, $harness, not_durable });
+    };
     ($harness:expr $(,)?) => {
         $crate::tests!(reservation_conformance, $harness);
     };
     ($module:ident, $harness:expr, durable $(,)?) => {
-        $crate::__for_each_check!(__tests_module { $module, $harness, durable });
+        $crate::__for_each_check!(__tests_module { $module, always, $harness, durable });
     };
     ($module:ident, $harness:expr $(,)?) => {
-        $crate::__for_each_check!(__tests_module { $module, $harness, not_durable });
+        $crate::__for_each_check!(__tests_module { $module, always, $harness, not_durable });
+    };
+}
+
+/// The harness of one test, or `None` to skip it.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __harness {
+    (always, $harness:expr) => {
+        ::core::option::Option::Some($harness)
+    };
+    (optional, $harness:expr) => {
+        $harness
     };
 }
 
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __tests_module {
-    ($module:ident, $harness:expr, $durable:ident ; $($name:ident => $check:ident),* $(,)?
+    ($module:ident, $get:ident, $harness:expr, $durable:ident ; $($name:ident => $check:ident),* $(,)?
         ; durable: $dname:ident => $dcheck:ident) => {
         #[allow(non_snake_case, reason = "the module is named by the caller, in any case")]
         mod $module {
@@ -247,13 +271,13 @@ macro_rules! __tests_module {
             $(
                 #[test]
                 fn $name() {
-                    let harness = $harness;
+                    let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
                     if let ::core::result::Result::Err(failure) = $crate::checks::$check(&harness) {
                         ::core::panic!("{failure}");
                     }
                 }
             )*
-            $crate::__durable_test!($durable, $harness, $dname => $dcheck);
+            $crate::__durable_test!($durable, $get, $harness, $dname => $dcheck);
         }
     };
 }
@@ -261,20 +285,20 @@ macro_rules! __tests_module {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __durable_test {
-    (durable, $harness:expr, $dname:ident => $dcheck:ident) => {
+    (durable, $get:ident, $harness:expr, $dname:ident => $dcheck:ident) => {
         #[test]
         fn $dname() {
-            let harness = $harness;
+            let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
             if let ::core::result::Result::Err(failure) = $crate::checks::$dcheck(&harness) {
                 ::core::panic!("{failure}");
             }
         }
     };
-    (not_durable, $harness:expr, $dname:ident => $dcheck:ident) => {
+    (not_durable, $get:ident, $harness:expr, $dname:ident => $dcheck:ident) => {
         #[test]
         #[ignore = "not run: the harness is not declared durable (tests!(module, harness, durable) runs it)"]
         fn $dname() {
-            let harness = $harness;
+            let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
             if let ::core::result::Result::Err(failure) = $crate::checks::$dcheck(&harness) {
                 ::core::panic!("{failure}");
             }
@@ -284,7 +308,7 @@ macro_rules! __durable_test {
         /// or its durable check would never run.
         #[test]
         fn durable_capability_is_tested() {
-            let harness = $harness;
+            let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
             ::core::assert!(
                 !$crate::Harness::capabilities(&harness).durable,
                 "the harness declares the durable capability: write tests!(module, harness, durable) so that its durable check runs"

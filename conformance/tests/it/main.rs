@@ -6,4 +6,5 @@ mod fuzz_corpus;
 mod linearizability;
 mod memory;
 mod oracle;
+mod services;
 mod tokio_store;

@@ -1,0 +1,523 @@
+//! [`PostgresStore`]: a [`ReservationStore`] on PostgreSQL.
+//!
+//! Each operation is one transaction on one pooled connection: it takes a transaction-scoped
+//! advisory lock on its (scope, key) — which locks a key that has no row yet as well as one that
+//! has — reads the row, reads the clock, decides with [`reservation_store::spec::apply`], and
+//! writes or deletes the row. The lock is the whole concurrency control: two first reserves of a
+//! free key queue on it, and the second reads the row the first committed. A lookup takes the
+//! same lock shared. The rules live only in the spec functions; the one statement that restates
+//! one is the sweep of expired pending rows, which the tests prove equal to
+//! [`reservation_store::spec::lookup`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use reservation_postgres::{PostgresOptions, PostgresStore, Time};
+//! use reservation_store::*;
+//!
+//! let store = PostgresStore::connect("postgres://app@db.internal/app", Time::Database, PostgresOptions::default()).await?;
+//! let scope = ReservationScope::parse("user", Some("acme"), "user-name")?;
+//! let alice = AggregateRef::parse("user", Some("acme"), "alice-id")?;
+//! let outcome = store.reserve(&scope, &Key::new("alice")?, &alice, &HoldId::new("decision-1")?, Ttl::from_millis(5_000)?).await?;
+//! # let _ = outcome;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Errors
+//!
+//! A lost connection, a statement timeout, a server shutting down, a pool with no connection to
+//! give: each is a [`StorageError`], never an outcome. An error before the transaction's
+//! `COMMIT` was sent, or one that the server reported as an aborted statement, is determinate:
+//! nothing changed. An error after `COMMIT` was sent that the server did not answer (the
+//! connection dropped) is [`StorageError::is_indeterminate`]: the operation may have taken effect.
+//! With advisory locks under `READ COMMITTED` no transaction meets a serialization failure or a
+//! deadlock (each takes one lock); if the server reports one all the same, the operation is
+//! retried [`PostgresOptions::retries`] times before it becomes a [`StorageError`].
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "conformance")]
+mod harness;
+mod row;
+mod schema;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use reservation_store::spec::{self, Step};
+use reservation_store::{
+    Clock, Instant, Key, Outcome, Request, ReservationScope, ReservationStore, StorageError, StoreResult,
+    StoredReservation, SystemClock,
+};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{NoTls, Statement};
+
+#[cfg(feature = "conformance")]
+pub use harness::{PostgresHarness, pg_url};
+pub use schema::SCHEMA_VERSION;
+
+use row::RowKey;
+
+/// Which clock decides expiry.
+#[derive(Clone, Debug)]
+pub enum Time<C = SystemClock> {
+    /// The application's clock `C`, read inside the transaction after the key's lock is taken
+    /// (tests inject a `ManualClock`). Each node decides expiry on its own clock, so assumption
+    /// H3 needs a safety margin at least as large as the skew between the nodes' clocks.
+    Local(C),
+    /// The database server's clock (`clock_timestamp()`, in milliseconds since the Unix epoch),
+    /// read inside the transaction after the key's lock is taken. Every node then decides expiry
+    /// on one clock, so the skew of H3 between the nodes' clocks no longer matters to the store;
+    /// the attempts still judge their own deadline by their own clock, so H3 remains, with the
+    /// skew between each node and the database server as its margin. PostgreSQL's clock follows
+    /// the server's system time: stepping it backwards breaks rule D10 (the store's clock never
+    /// goes back), so slew it.
+    Database,
+}
+
+/// How a [`PostgresStore`] uses its database. Start from [`PostgresOptions::default`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct PostgresOptions {
+    /// The PostgreSQL schema that holds the store's two tables (`reservation` and
+    /// `reservation_schema`); created if missing. `public` by default.
+    pub schema: String,
+    /// Most connections in the pool; 16 by default.
+    pub max_connections: usize,
+    /// Longest wait for a pooled connection, and for a new connection to be made; 5 s by default.
+    pub connect_timeout: Duration,
+    /// The server's `statement_timeout` on the store's connections: a statement running longer,
+    /// including one waiting for a key's lock, fails with a [`StorageError`]; 5 s by default.
+    pub statement_timeout: Duration,
+    /// How many more times an operation that met a serialization failure or a deadlock is tried;
+    /// 3 by default.
+    pub retries: u32,
+    /// Expired pending rows are swept after this many new rows; 1024 by default (0: only
+    /// [`PostgresStore::sweep`] sweeps).
+    pub sweep_every: u64,
+    /// The `application_name` of the store's connections, as `pg_stat_activity` shows it.
+    pub application_name: String,
+    /// How the key is locked. [`KeyLock::Advisory`] unless a test plants a bug.
+    #[doc(hidden)]
+    pub key_lock: KeyLock,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            schema: "public".to_owned(),
+            max_connections: 16,
+            connect_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(5),
+            retries: 3,
+            sweep_every: 1024,
+            application_name: "reservation-store".to_owned(),
+            key_lock: KeyLock::Advisory,
+        }
+    }
+}
+
+impl PostgresOptions {
+    /// These options with the store's tables in `schema`.
+    pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// These options with at most `n` pooled connections.
+    pub fn with_max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
+        self
+    }
+
+    /// These options with `name` as the connections' `application_name`.
+    pub fn with_application_name(mut self, name: impl Into<String>) -> Self {
+        self.application_name = name.into();
+        self
+    }
+}
+
+/// How an operation locks its (scope, key).
+#[doc(hidden)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum KeyLock {
+    /// A transaction-scoped advisory lock on a hash of the (scope, key): it locks a key with no
+    /// row too. The store's only mode.
+    Advisory,
+    /// `SELECT … FOR UPDATE` only, which locks an existing row but not an absent one: two first
+    /// reserves of a free key both win. A planted bug, kept so that the tests show the
+    /// linearizability check catching it.
+    RowOnly,
+}
+
+/// A [`ReservationStore`] on PostgreSQL; see the crate documentation.
+///
+/// Its futures need a tokio runtime (tokio-postgres). Cloning it is cheap and shares the pool.
+pub struct PostgresStore<C = SystemClock> {
+    pool: Pool,
+    time: Time<C>,
+    sql: schema::Sql,
+    options: PostgresOptions,
+    inserted: std::sync::Arc<AtomicU64>,
+}
+
+impl<C: Clone> Clone for PostgresStore<C> {
+    fn clone(&self) -> Self {
+        PostgresStore {
+            pool: self.pool.clone(),
+            time: self.time.clone(),
+            sql: self.sql.clone(),
+            options: self.options.clone(),
+            inserted: self.inserted.clone(),
+        }
+    }
+}
+
+impl<C> std::fmt::Debug for PostgresStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = self.pool.status();
+        f.debug_struct("PostgresStore")
+            .field("schema", &self.options.schema)
+            .field("clock", &matches!(self.time, Time::Database).then_some("database").unwrap_or("local"))
+            .field("connections", &status.size)
+            .field("max_connections", &status.max_size)
+            .finish()
+    }
+}
+
+/// What went wrong.
+enum Cause {
+    /// The client or the server reported an error.
+    Pg(tokio_postgres::Error),
+    /// A row or a clock reading that this store would not have written.
+    Corrupt(String),
+}
+
+/// What failed, and whether the transaction's `COMMIT` had been sent when it did.
+struct Fail {
+    what: &'static str,
+    cause: Cause,
+    commit_sent: bool,
+}
+
+impl Fail {
+    fn at(what: &'static str, commit_sent: bool) -> impl FnOnce(tokio_postgres::Error) -> Fail {
+        move |error| Fail { what, cause: Cause::Pg(error), commit_sent }
+    }
+
+    fn corrupt(what: &'static str) -> impl FnOnce(String) -> Fail {
+        move |message| Fail { what, cause: Cause::Corrupt(message), commit_sent: false }
+    }
+
+    fn pg(&self) -> Option<&tokio_postgres::Error> {
+        match &self.cause {
+            Cause::Pg(e) => Some(e),
+            Cause::Corrupt(_) => None,
+        }
+    }
+
+    /// Whether the server reported a serialization failure or a deadlock, which a retry may pass.
+    fn is_retryable(&self) -> bool {
+        self.pg()
+            .and_then(tokio_postgres::Error::code)
+            .is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
+    }
+
+    /// Whether the operation may have taken effect: the `COMMIT` was sent and the server did not
+    /// answer with an error of its own (an `ERROR`, which aborts the transaction, as opposed to
+    /// the connection closing or a `FATAL` that ends the session, after which the commit may or
+    /// may not have happened).
+    fn is_indeterminate(&self) -> bool {
+        self.commit_sent && self.pg().and_then(|e| e.as_db_error()).is_none_or(|db| db.severity() != "ERROR")
+    }
+
+    fn into_storage(self) -> StorageError {
+        let indeterminate = self.is_indeterminate();
+        let what = format!("PostgreSQL: {}", self.what);
+        match self.cause {
+            // A server's error says what it is in its fields, not in its `Display` ("db error").
+            Cause::Pg(e) => match e.as_db_error() {
+                Some(db) => {
+                    let message = format!("{what}: {} {}: {}", db.severity(), db.code().code(), db.message());
+                    StorageError::with_source(message, e)
+                }
+                None => StorageError::with_source(what, e),
+            },
+            Cause::Corrupt(message) => StorageError::new(format!("{what}: {message}")),
+        }
+        .with_indeterminate(indeterminate)
+    }
+}
+
+/// `sql` prepared on `client`, once per connection.
+async fn prepared(client: &Object, sql: &str) -> Result<Statement, Fail> {
+    client.prepare_cached(sql).await.map_err(Fail::at("prepare a statement", false))
+}
+
+impl PostgresStore<SystemClock> {
+    /// Connects to the database at `url` (a `postgres://` URL or a `key=value` string), creates
+    /// the store's tables in [`PostgresOptions::schema`] if they are missing, and verifies them:
+    /// a schema version this build does not know, or a `reservation` table it did not create, is
+    /// refused with an error that says which.
+    pub async fn connect_system(url: &str, options: PostgresOptions) -> Result<Self, StorageError> {
+        PostgresStore::connect(url, Time::Local(SystemClock), options).await
+    }
+}
+
+impl<C: Clock> PostgresStore<C> {
+    /// Connects to the database at `url`, deciding expiry by `time`; as
+    /// [`PostgresStore::connect_system`].
+    pub async fn connect(url: &str, time: Time<C>, options: PostgresOptions) -> Result<Self, StorageError> {
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e| StorageError::with_source("PostgreSQL: the connection string", e))?;
+        config
+            .application_name(&options.application_name)
+            .connect_timeout(options.connect_timeout)
+            .options(format!("-c statement_timeout={}", options.statement_timeout.as_millis()));
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(options.max_connections.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.connect_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| StorageError::with_source("PostgreSQL: the connection pool", e))?;
+        let sql = schema::Sql::new(&options.schema, options.key_lock)?;
+        let store = PostgresStore { pool, time, sql, options, inserted: Default::default() };
+        let mut client = store.client().await?;
+        schema::prepare(&mut client, &store.sql, &store.options.schema).await?;
+        Ok(store)
+    }
+
+    /// A store on the same pool and tables that decides expiry by `time`.
+    pub fn with_time<D>(&self, time: Time<D>) -> PostgresStore<D> {
+        PostgresStore {
+            pool: self.pool.clone(),
+            time,
+            sql: self.sql.clone(),
+            options: self.options.clone(),
+            inserted: self.inserted.clone(),
+        }
+    }
+
+    /// The options the store was made with.
+    pub fn options(&self) -> &PostgresOptions {
+        &self.options
+    }
+
+    /// Connections the pool holds now (busy or idle).
+    pub fn connections(&self) -> usize {
+        self.pool.status().size
+    }
+
+    /// Closes the pool: its idle connections now, busy ones when they come back.
+    pub fn close(&self) {
+        self.pool.close();
+    }
+
+    /// Rows in the table, live or not.
+    pub async fn len(&self) -> Result<u64, StorageError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(&self.sql.count, &[])
+            .await
+            .map_err(|e| Fail::at("count rows", false)(e).into_storage())?;
+        Ok(row.get::<_, i64>(0).unsigned_abs())
+    }
+
+    /// Whether the table has no row.
+    pub async fn is_empty(&self) -> Result<bool, StorageError> {
+        Ok(self.len().await? == 0)
+    }
+
+    /// Deletes the pending rows that expired by the store's clock (an index scan on
+    /// `expires_at`), never a confirmed row or a live pending one; returns how many. Runs by
+    /// itself after every [`PostgresOptions::sweep_every`] new rows.
+    pub async fn sweep(&self) -> Result<u64, StorageError> {
+        let client = self.client().await?;
+        let now = match &self.time {
+            Time::Local(clock) => clock.now(),
+            Time::Database => {
+                let row = client
+                    .query_one(&self.sql.clock, &[])
+                    .await
+                    .map_err(|e| Fail::at("read the clock", false)(e).into_storage())?;
+                row::instant(row.get(0))
+            }
+        };
+        client
+            .execute(&self.sql.sweep, &[&row::sortable(now.as_millis())])
+            .await
+            .map_err(|e| Fail::at("sweep expired rows", false)(e).into_storage())
+    }
+
+    async fn client(&self) -> Result<Object, StorageError> {
+        // deadpool reports a timeout, a closed pool or a failed connect, all before any statement.
+        self.pool.get().await.map_err(|e| {
+            let mut message = format!("PostgreSQL: no connection: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            StorageError::new(message)
+        })
+    }
+
+    /// Runs `request` as one transaction, retrying a serialization failure or a deadlock.
+    async fn run(&self, request: &Request<'_>) -> StoreResult<Outcome> {
+        let mut retries = self.options.retries;
+        loop {
+            let client = self.client().await?;
+            match self.transaction(&client, request).await {
+                Ok((outcome, inserted)) => {
+                    drop(client);
+                    if inserted {
+                        self.after_insert().await;
+                    }
+                    return Ok(outcome);
+                }
+                Err(fail) => {
+                    // The connection may be mid-transaction or broken: it never goes back to the pool.
+                    let _ = Object::take(client);
+                    if fail.is_retryable() && !fail.is_indeterminate() && retries > 0 {
+                        retries -= 1;
+                        continue;
+                    }
+                    return Err(fail.into_storage().into());
+                }
+            }
+        }
+    }
+
+    /// Begins a transaction, takes the key's lock (`shared` for a lookup), reads the row and then
+    /// the clock, in one pipeline: the server runs the statements in order, so the row and the
+    /// clock are read with the lock held.
+    async fn lock_and_read(
+        &self,
+        client: &Object,
+        request_scope: &ReservationScope,
+        pk: &RowKey<'_>,
+        shared: bool,
+    ) -> Result<(Option<StoredReservation>, Instant), Fail> {
+        let sql = &self.sql;
+        let params = pk.params();
+        let lock = pk.lock_id();
+        let (lock_sql, select_sql) =
+            if shared { (&sql.lock_shared, &sql.select) } else { (&sql.lock, &sql.select_for_write) };
+        let lock_statement = prepared(client, lock_sql).await?;
+        let select = prepared(client, select_sql).await?;
+        let clock_statement = match self.time {
+            Time::Database => Some(prepared(client, &sql.clock).await?),
+            Time::Local(_) => None,
+        };
+        let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&lock.0, &lock.1];
+        let (begin, locked, row, clock) = tokio::join!(
+            client.batch_execute("BEGIN"),
+            client.execute(&lock_statement, &lock_params),
+            client.query_opt(&select, &params),
+            async {
+                match &clock_statement {
+                    Some(st) => client.query_one(st, &[]).await.map(|r| r.try_get::<_, i64>(0).ok()),
+                    None => Ok(None),
+                }
+            },
+        );
+        begin.map_err(Fail::at("begin", false))?;
+        locked.map_err(Fail::at("lock the key", false))?;
+        let row = row.map_err(Fail::at("read the row", false))?;
+        let clock = clock.map_err(Fail::at("read the clock", false))?;
+        let now = match (&self.time, clock) {
+            (Time::Local(c), _) => c.now(),
+            (Time::Database, Some(millis)) => row::instant(millis),
+            (Time::Database, None) => return Err(Fail::corrupt("read the clock")("no reading".into())),
+        };
+        let current =
+            row.map(|r| row::decode(&r, request_scope)).transpose().map_err(Fail::corrupt("decode the row"))?;
+        Ok((current, now))
+    }
+
+    /// One transaction: lock the key, read the row and the clock, decide, write, commit. Returns
+    /// the outcome and whether a row was inserted.
+    async fn transaction(&self, client: &Object, request: &Request<'_>) -> Result<(Outcome, bool), Fail> {
+        let pk = RowKey::new(request.scope, request.key);
+        let (current, now) = self.lock_and_read(client, request.scope, &pk, false).await?;
+        let Step { next, outcome, .. } = spec::apply(current.clone(), now, request.operation);
+        if next == current {
+            client.batch_execute("COMMIT").await.map_err(Fail::at("commit", false))?;
+            return Ok((outcome, false));
+        }
+        let inserted = current.is_none();
+        let params = pk.params();
+        let statement = prepared(client, if next.is_some() { &self.sql.upsert } else { &self.sql.delete }).await?;
+        let write = async {
+            match &next {
+                Some(next) => {
+                    let r = row::encode(next);
+                    let values: [&(dyn tokio_postgres::types::ToSql + Sync); 10] = [
+                        params[0],
+                        params[1],
+                        params[2],
+                        params[3],
+                        &r.owner_tenant,
+                        &r.owner_id,
+                        &r.state,
+                        &r.holds,
+                        &r.expires_at,
+                        &r.version,
+                    ];
+                    client.execute(&statement, &values).await
+                }
+                None => client.execute(&statement, &params).await,
+            }
+        };
+        // The write and the COMMIT in one pipeline: once it is sent, a lost connection leaves the
+        // outcome unknown.
+        let (written, committed) = tokio::join!(write, client.batch_execute("COMMIT"));
+        written.map_err(Fail::at("write the row", true))?;
+        committed.map_err(Fail::at("commit", true))?;
+        Ok((outcome, inserted))
+    }
+
+    async fn after_insert(&self) {
+        let every = self.options.sweep_every;
+        if every > 0 && self.inserted.fetch_add(1, Ordering::Relaxed).saturating_add(1) >= every {
+            self.inserted.store(0, Ordering::Relaxed);
+            // Best effort: the operation has committed; a failed sweep is left to the next one.
+            let _ = self.sweep().await;
+        }
+    }
+
+    async fn read(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
+        let client = self.client().await?;
+        let pk = RowKey::new(scope, key);
+        // The row and the clock are read under the key's lock (shared), so that no write takes
+        // effect between them (rule D10).
+        let result = async {
+            let read = self.lock_and_read(&client, scope, &pk, true).await?;
+            client.batch_execute("COMMIT").await.map_err(Fail::at("commit", false))?;
+            Ok::<_, Fail>(read)
+        }
+        .await;
+        match result {
+            Ok((current, now)) => Ok(spec::lookup(current.as_ref(), now).cloned()),
+            Err(fail) => {
+                let _ = Object::take(client);
+                Err(fail.into_storage().into())
+            }
+        }
+    }
+}
+
+impl<C: Clock> ReservationStore for PostgresStore<C> {
+    async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
+        request.admitted()?;
+        self.run(&request).await
+    }
+
+    async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
+        self.read(scope, key).await
+    }
+}

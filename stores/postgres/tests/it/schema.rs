@@ -1,0 +1,126 @@
+//! The tables at connect: created once under concurrent connects, and anything this build did
+//! not create refused with a message that names it.
+
+use reservation_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION, Time};
+use reservation_store::SystemClock;
+
+use reservation_postgres::PostgresHarness;
+
+use crate::{admin, harness};
+
+fn fresh_schema(label: &str) -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    format!("reservation_test_{secs}_{}_{label}", std::process::id())
+}
+
+fn connect(h: &PostgresHarness, schema: &str) -> Result<PostgresStore<SystemClock>, String> {
+    h.runtime()
+        .block_on(PostgresStore::connect(
+            h.url(),
+            Time::Local(SystemClock),
+            PostgresOptions::default().with_schema(schema).with_max_connections(2),
+        ))
+        .map_err(|e| e.to_string())
+}
+
+fn sql(h: &PostgresHarness, statements: &str) {
+    h.runtime().block_on(async { admin().await.batch_execute(statements).await.expect("the admin statements ran") });
+}
+
+fn drop_schema(h: &PostgresHarness, schema: &str) {
+    sql(h, &format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+}
+
+#[test]
+fn concurrent_first_connects_create_the_tables_once() {
+    let Some(h) = harness() else { return };
+    let schema = fresh_schema("concurrent");
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4).map(|_| s.spawn(|| connect(&h, &schema).map(drop))).collect();
+        handles.into_iter().map(|h| h.join().expect("no panic")).collect()
+    });
+    drop_schema(&h, &schema);
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+}
+
+#[test]
+fn an_unknown_schema_version_is_refused() {
+    let Some(h) = harness() else { return };
+    let schema = fresh_schema("version");
+    connect(&h, &schema).expect("a new schema is created");
+    sql(&h, &format!("UPDATE \"{schema}\".reservation_schema SET version = {}", SCHEMA_VERSION + 1));
+    let refused = connect(&h, &schema).expect_err("a later version was accepted");
+    drop_schema(&h, &schema);
+    assert!(refused.contains(&format!("records version [{}]", SCHEMA_VERSION + 1)), "{refused}");
+    assert!(refused.contains(&format!("reads version {SCHEMA_VERSION} only")), "{refused}");
+}
+
+#[test]
+fn a_foreign_reservation_table_is_refused() {
+    let Some(h) = harness() else { return };
+    let schema = fresh_schema("foreign");
+    sql(&h, &format!("CREATE SCHEMA \"{schema}\"; CREATE TABLE \"{schema}\".reservation (id integer PRIMARY KEY)"));
+    let refused = connect(&h, &schema).expect_err("a foreign table was accepted");
+    drop_schema(&h, &schema);
+    assert!(refused.contains("a table `reservation` that this store did not create"), "{refused}");
+}
+
+#[test]
+fn a_version_table_without_its_table_is_refused() {
+    let Some(h) = harness() else { return };
+    let schema = fresh_schema("orphan");
+    connect(&h, &schema).expect("a new schema is created");
+    sql(&h, &format!("DROP TABLE \"{schema}\".reservation"));
+    let refused = connect(&h, &schema).expect_err("a schema without its table was accepted");
+    drop_schema(&h, &schema);
+    assert!(refused.contains("but no `reservation` table"), "{refused}");
+}
+
+#[test]
+fn altered_columns_primary_key_or_index_are_refused() {
+    let Some(h) = harness() else { return };
+    let cases = [
+        ("column", "ALTER TABLE {t} ADD COLUMN note text", "has columns"),
+        ("type", "ALTER TABLE {t} ALTER COLUMN expires_at TYPE numeric", "has columns"),
+        ("nullable", "ALTER TABLE {t} ALTER COLUMN holds SET NOT NULL", "has columns"),
+        (
+            "pkey",
+            "ALTER TABLE {t} DROP CONSTRAINT reservation_pkey; ALTER TABLE {t} ADD PRIMARY KEY (aggregate_type, tenant, key, namespace)",
+            "has primary key",
+        ),
+        ("index", "DROP INDEX {s}.reservation_expiry", "lacks its expiry index"),
+        (
+            "partial",
+            "DROP INDEX {s}.reservation_expiry; CREATE INDEX reservation_expiry ON {t} (expires_at)",
+            "lacks its expiry index",
+        ),
+    ];
+    for (label, alter, expected) in cases {
+        let schema = fresh_schema(label);
+        connect(&h, &schema).expect("a new schema is created");
+        let s = format!("\"{schema}\"");
+        sql(&h, &alter.replace("{t}", &format!("{s}.reservation")).replace("{s}", &s));
+        let refused = connect(&h, &schema);
+        drop_schema(&h, &schema);
+        let refused = refused.expect_err(label);
+        assert!(refused.contains(expected), "{label}: {refused}");
+    }
+}
+
+#[test]
+fn a_bad_connection_string_or_a_closed_port_is_a_storage_error() {
+    let Some(h) = harness() else { return };
+    for url in [
+        "postgres://postgres@127.0.0.1:1/test",
+        "not a url at all =",
+        "postgres://postgres@127.0.0.1:5432/no_such_database_here",
+    ] {
+        let mut options = PostgresOptions::default();
+        options.connect_timeout = std::time::Duration::from_secs(2);
+        let result = h.runtime().block_on(PostgresStore::connect(url, Time::Local(SystemClock), options));
+        let error = result.expect_err(url);
+        assert!(error.to_string().starts_with("PostgreSQL: "), "{url}: {error}");
+        assert!(!error.is_indeterminate(), "{url}: {error}");
+    }
+}

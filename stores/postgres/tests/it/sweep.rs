@@ -1,0 +1,140 @@
+//! The sweep, the one statement that restates a rule, proven equal to `spec::lookup`; and the
+//! database's clock deciding expiry.
+
+use std::collections::BTreeSet;
+
+use reservation_conformance::{START, unique_namespace};
+use reservation_postgres::Time;
+use reservation_store::spec::{self, Reservation};
+use reservation_store::{
+    AggregateRef, AggregateType, Clock, HoldId, Instant, Key, ManualClock, Operation, Request, ReservationScope,
+    ReservationStore, Tenant, TenantId, Ttl, Version,
+};
+
+use crate::{admin, harness, harness_with};
+
+fn scope(label: &str) -> ReservationScope {
+    ReservationScope::new(
+        AggregateType::new("user").expect("a valid type"),
+        Tenant::Id(TenantId::new("acme").expect("a valid tenant")),
+        unique_namespace(label),
+    )
+}
+
+fn owner(i: usize) -> AggregateRef {
+    AggregateRef::parse("user", Some("acme"), &format!("owner-{i}")).expect("a valid owner")
+}
+
+#[test]
+fn sweep_deletes_exactly_the_rows_spec_lookup_calls_free() {
+    let Some(h) = harness() else { return };
+    let clock = ManualClock::new(START);
+    let store = h.store_with(Time::Local(clock.clone()));
+    let scope = scope("sweep");
+    let hold = HoldId::new("attempt").expect("a valid hold");
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut expected = Vec::new();
+    let mut at = START;
+    // Keys reserved at several instants with TTLs that end before, at and after the sweep's
+    // instant, some confirmed, some confirmed over an expired pending, some joined.
+    for i in 0..120 {
+        let key = Key::new(format!("k{i}")).expect("a valid key");
+        let mut state: Option<reservation_store::StoredReservation> = None;
+        for _ in 0..=next(3) {
+            at = START.saturating_add_millis(next(20));
+            clock.set(at);
+            let who = owner(next(2) as usize);
+            let operation = match next(4) {
+                0 => Operation::Confirm { owner: &who, version: Version::from_u64(next(3)) },
+                _ => Operation::Reserve {
+                    owner: &who,
+                    hold: &hold,
+                    ttl: Ttl::from_millis(1 + next(15)).expect("non-zero"),
+                },
+            };
+            let outcome =
+                h.runtime().block_on(store.execute(Request::new(&scope, &key, operation))).expect("no storage error");
+            let step = spec::apply(state.clone(), clock.now(), operation);
+            assert_eq!(outcome, step.outcome);
+            state = step.next;
+        }
+        expected.push((key, state));
+    }
+    let now = START.saturating_add_millis(20);
+    clock.set(now);
+    let _ = at;
+    let swept = h.runtime().block_on(store.sweep()).expect("the sweep ran");
+    let left: BTreeSet<String> = h.runtime().block_on(async {
+        let rows = admin()
+            .await
+            .query(
+                &format!(
+                    "SELECT convert_from(key, 'UTF8') FROM \"{}\".reservation WHERE namespace = $1",
+                    h.options().schema
+                ),
+                &[&scope.namespace.as_str().as_bytes()],
+            )
+            .await
+            .expect("the rows were read");
+        rows.iter().map(|r| r.get(0)).collect()
+    });
+    let kept: BTreeSet<String> = expected
+        .iter()
+        .filter(|(_, state)| spec::lookup(state.as_ref(), now).is_some())
+        .map(|(key, _)| key.as_str().to_owned())
+        .collect();
+    let stored = expected.iter().filter(|(_, s)| s.is_some()).count() as u64;
+    assert_eq!(left, kept, "the sweep at {now:?} kept other rows than spec::lookup");
+    assert_eq!(swept, stored - kept.len() as u64);
+    assert!(swept > 10 && !kept.is_empty(), "the case swept {swept} and kept {}: too few to tell", kept.len());
+    let at_boundary = expected.iter().any(|(_, s)| matches!(s, Some(Reservation::Pending(p)) if p.expires_at() == now));
+    assert!(at_boundary, "no row expired exactly at the sweep's instant (D1's boundary)");
+}
+
+#[test]
+fn the_database_clock_decides_expiry() {
+    let Some(h) = harness() else { return };
+    let store = h.store_with(Time::<reservation_store::SystemClock>::Database);
+    let scope = scope("database-clock");
+    let hold = HoldId::new("attempt").expect("a valid hold");
+    let (a, b) = (owner(0), owner(1));
+    let key = Key::new("long").expect("a valid key");
+    let server_now = || {
+        h.runtime().block_on(async {
+            let row = admin()
+                .await
+                .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[])
+                .await
+                .expect("the clock was read");
+            Instant::from_millis(row.get::<_, i64>(0).unsigned_abs())
+        })
+    };
+    let before = server_now();
+    let ttl = Ttl::from_millis(60_000).expect("non-zero");
+    h.runtime().block_on(store.reserve(&scope, &key, &a, &hold, ttl)).expect("reserved");
+    let after = server_now();
+    let found = h.runtime().block_on(store.lookup(&scope, &key)).expect("looked up").expect("live");
+    let expires = found.as_pending().expect("pending").expires_at();
+    assert!(
+        before.saturating_add(ttl) <= expires && expires <= after.saturating_add(ttl),
+        "expiry {expires:?} is not the server's clock plus the TTL ({before:?}..{after:?})"
+    );
+    let short = Key::new("short").expect("a valid key");
+    let one = Ttl::from_millis(1).expect("non-zero");
+    let outcome = h.runtime().block_on(store.reserve(&scope, &short, &a, &hold, one)).expect("reserved");
+    assert_eq!(outcome, reservation_store::ReserveOutcome::Taken);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(
+        h.runtime().block_on(store.lookup(&scope, &short)).expect("looked up"),
+        None,
+        "D7 on the server's clock"
+    );
+    let outcome = h.runtime().block_on(store.reserve(&scope, &short, &b, &hold, ttl)).expect("reserved");
+    assert_eq!(outcome, reservation_store::ReserveOutcome::Taken, "R2 on the server's clock");
+}
