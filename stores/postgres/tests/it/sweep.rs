@@ -11,7 +11,7 @@ use reservation_store::{
     ReservationStore, Tenant, TenantId, Ttl, Version,
 };
 
-use crate::{admin, harness, harness_with};
+use crate::{admin, harness};
 
 fn scope(label: &str) -> ReservationScope {
     ReservationScope::new(
