@@ -24,7 +24,7 @@ fn help_exits_0_and_names_every_command() {
 
 #[test]
 fn bad_arguments_exit_64() {
-    for args in [&[][..], &["frobnicate"], &["conform", "postgres"], &["conform", "memory", "sqlite"], &["all", "-v"]] {
+    for args in [&[][..], &["frobnicate"], &["conform", "oracle"], &["conform", "memory", "sqlite"], &["all", "-v"]] {
         let o = reservation(args);
         assert_eq!(o.status.code(), Some(64), "reservation {args:?}:\n{}", text(&o));
         assert!(text(&o).contains("usage:"), "reservation {args:?} prints no usage:\n{}", text(&o));
@@ -61,4 +61,44 @@ fn conform_sqlite_runs_the_suite_on_a_scratch_file() {
     let o = reservation(&["conform", "sqlite"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("SqliteStore: conforms"), "{}", text(&o));
+}
+
+#[test]
+fn conform_postgres_runs_the_suite_or_says_why_not() {
+    let o = reservation(&["conform", "postgres"]);
+    let out = text(&o);
+    if out.contains("PostgresStore: DOES NOT CONFORM: no server at") {
+        // Asked for by name, a missing server is a failure; the workspace's own PostgreSQL
+        // tests say whether one was required.
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        assert!(!reservation_conformance::services::services_required(), "no PostgreSQL server answered:\n{out}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("PostgresStore: conforms"), "{out}");
+    assert!(out.contains("p1_durable"), "the durable check did not run:\n{out}");
+}
+
+#[test]
+fn conform_all_without_a_postgres_server_skips_it_saying_so() {
+    let run = |required: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_reservation"));
+        command.args(["conform", "all"]).env("RESERVATION_PG_URL", "postgres://postgres@127.0.0.1:1/test");
+        if required {
+            command.env("RESERVATION_REQUIRE_SERVICES", "1");
+        } else {
+            command.env_remove("RESERVATION_REQUIRE_SERVICES");
+        }
+        command.output().expect("the binary ran")
+    };
+    let o = run(false);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("PostgresStore: skipped: no server at postgres://postgres@127.0.0.1:1/test"),
+        "{}",
+        text(&o)
+    );
+    let o = run(true);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("PostgresStore: DOES NOT CONFORM: no server at"), "{}", text(&o));
 }

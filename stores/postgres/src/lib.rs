@@ -51,7 +51,8 @@ use reservation_store::{
     StoredReservation, SystemClock,
 };
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{NoTls, Statement};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row, Statement};
 
 #[cfg(feature = "conformance")]
 pub use harness::{PostgresHarness, pg_url};
@@ -393,15 +394,9 @@ impl<C: Clock> PostgresStore<C> {
     }
 
     /// Begins a transaction, takes the key's lock (`shared` for a lookup), reads the row and then
-    /// the clock, in one pipeline: the server runs the statements in order, so the row and the
-    /// clock are read with the lock held.
-    async fn lock_and_read(
-        &self,
-        client: &Object,
-        request_scope: &ReservationScope,
-        pk: &RowKey<'_>,
-        shared: bool,
-    ) -> Result<(Option<StoredReservation>, Instant), Fail> {
+    /// (on the database's clock) the clock, in one pipeline: the server runs the statements in
+    /// order, so the row and the clock are read with the lock held.
+    async fn fetch(&self, client: &Object, pk: &RowKey<'_>, shared: bool) -> Result<(Option<Row>, Option<i64>), Fail> {
         let sql = &self.sql;
         let params = pk.params();
         let lock = pk.lock_id();
@@ -413,7 +408,7 @@ impl<C: Clock> PostgresStore<C> {
             Time::Database => Some(prepared(client, &sql.clock).await?),
             Time::Local(_) => None,
         };
-        let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&lock.0, &lock.1];
+        let lock_params: [&(dyn ToSql + Sync); 2] = [&lock.0, &lock.1];
         let (begin, locked, row, clock) = tokio::join!(
             client.batch_execute("BEGIN"),
             client.execute(&lock_statement, &lock_params),
@@ -429,34 +424,43 @@ impl<C: Clock> PostgresStore<C> {
         locked.map_err(Fail::at("lock the key", false))?;
         let row = row.map_err(Fail::at("read the row", false))?;
         let clock = clock.map_err(Fail::at("read the clock", false))?;
+        Ok((row, clock))
+    }
+
+    /// [`PostgresStore::fetch`], then the row decoded and the clock read (the local clock now,
+    /// with the lock held).
+    async fn lock_and_read(
+        &self,
+        client: &Object,
+        scope: &ReservationScope,
+        pk: &RowKey<'_>,
+        shared: bool,
+    ) -> Result<(Option<StoredReservation>, Instant), Fail> {
+        let (row, clock) = self.fetch(client, pk, shared).await?;
         let now = match (&self.time, clock) {
             (Time::Local(c), _) => c.now(),
             (Time::Database, Some(millis)) => row::instant(millis),
             (Time::Database, None) => return Err(Fail::corrupt("read the clock")("no reading".into())),
         };
-        let current =
-            row.map(|r| row::decode(&r, request_scope)).transpose().map_err(Fail::corrupt("decode the row"))?;
+        let current = row.map(|r| row::decode(&r, scope)).transpose().map_err(Fail::corrupt("decode the row"))?;
         Ok((current, now))
     }
 
-    /// One transaction: lock the key, read the row and the clock, decide, write, commit. Returns
-    /// the outcome and whether a row was inserted.
-    async fn transaction(&self, client: &Object, request: &Request<'_>) -> Result<(Outcome, bool), Fail> {
-        let pk = RowKey::new(request.scope, request.key);
-        let (current, now) = self.lock_and_read(client, request.scope, &pk, false).await?;
-        let Step { next, outcome, .. } = spec::apply(current.clone(), now, request.operation);
-        if next == current {
-            client.batch_execute("COMMIT").await.map_err(Fail::at("commit", false))?;
-            return Ok((outcome, false));
-        }
-        let inserted = current.is_none();
+    /// Writes `next` as the row of `pk` (deletes it for `None`) and commits, in one pipeline:
+    /// once it is sent, a lost connection leaves the outcome unknown.
+    async fn write_and_commit(
+        &self,
+        client: &Object,
+        pk: &RowKey<'_>,
+        next: Option<&StoredReservation>,
+    ) -> Result<(), Fail> {
         let params = pk.params();
         let statement = prepared(client, if next.is_some() { &self.sql.upsert } else { &self.sql.delete }).await?;
         let write = async {
-            match &next {
+            match next {
                 Some(next) => {
                     let r = row::encode(next);
-                    let values: [&(dyn tokio_postgres::types::ToSql + Sync); 10] = [
+                    let values: [&(dyn ToSql + Sync); 10] = [
                         params[0],
                         params[1],
                         params[2],
@@ -473,12 +477,47 @@ impl<C: Clock> PostgresStore<C> {
                 None => client.execute(&statement, &params).await,
             }
         };
-        // The write and the COMMIT in one pipeline: once it is sent, a lost connection leaves the
-        // outcome unknown.
         let (written, committed) = tokio::join!(write, client.batch_execute("COMMIT"));
         written.map_err(Fail::at("write the row", true))?;
         committed.map_err(Fail::at("commit", true))?;
-        Ok((outcome, inserted))
+        Ok(())
+    }
+
+    /// One transaction: lock the key, read the row and the clock, decide, write, commit. Returns
+    /// the outcome and whether a row was inserted.
+    async fn transaction(&self, client: &Object, request: &Request<'_>) -> Result<(Outcome, bool), Fail> {
+        let pk = RowKey::new(request.scope, request.key);
+        let (current, now) = self.lock_and_read(client, request.scope, &pk, false).await?;
+        let Step { next, outcome, .. } = spec::apply(current.clone(), now, request.operation);
+        if next == current {
+            client.batch_execute("COMMIT").await.map_err(Fail::at("commit", false))?;
+            return Ok((outcome, false));
+        }
+        self.write_and_commit(client, &pk, next.as_ref()).await?;
+        Ok((outcome, current.is_none()))
+    }
+
+    /// The benchmark's baseline: the statements of one operation that writes — begin, lock, read
+    /// the row, write `next`, commit — with no decoding, no clock and no spec function between
+    /// them.
+    #[doc(hidden)]
+    pub async fn baseline_write(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        next: Option<&StoredReservation>,
+    ) -> Result<(), StorageError> {
+        let client = self.client().await?;
+        let pk = RowKey::new(scope, key);
+        let result = async {
+            self.fetch(&client, &pk, false).await?;
+            self.write_and_commit(&client, &pk, next).await
+        }
+        .await;
+        result.map_err(|fail| {
+            let _ = Object::take(client);
+            fail.into_storage()
+        })
     }
 
     async fn after_insert(&self) {
