@@ -14,11 +14,20 @@
 //! use reservation_postgres::{PostgresOptions, PostgresStore, Time};
 //! use reservation_store::*;
 //!
-//! let store = PostgresStore::connect("postgres://app@db.internal/app", Time::Database, PostgresOptions::default()).await?;
+//! let options = PostgresOptions::default().with_schema("reservations");
+//! let store = PostgresStore::connect("postgres://app@db.internal:5432/app", Time::DATABASE, options).await?;
 //! let scope = ReservationScope::parse("user", Some("acme"), "user-name")?;
 //! let alice = AggregateRef::parse("user", Some("acme"), "alice-id")?;
-//! let outcome = store.reserve(&scope, &Key::new("alice")?, &alice, &HoldId::new("decision-1")?, Ttl::from_millis(5_000)?).await?;
-//! # let _ = outcome;
+//! let (key, hold) = (Key::new("alice")?, HoldId::new("decision-7f3a")?);
+//! match store.reserve(&scope, &key, &alice, &hold, Ttl::from_millis(5_000)?).await {
+//!     Ok(ReserveOutcome::Taken | ReserveOutcome::Joined | ReserveOutcome::AlreadyConfirmed) => {
+//!         // append the events, at stream version 1, then:
+//!         store.confirm(&scope, &key, &alice, Version::stream(1)?).await?;
+//!     }
+//!     Ok(ReserveOutcome::Conflict) => { /* the name is taken */ }
+//!     Err(e) if e.is_indeterminate() => { /* it may have been reserved: look it up, or reserve again */ }
+//!     Err(e) => return Err(e.into()),
+//! }
 //! # Ok(())
 //! # }
 //! ```
@@ -75,6 +84,11 @@ pub enum Time<C = SystemClock> {
     /// the server's system time: stepping it backwards breaks rule D10 (the store's clock never
     /// goes back), so slew it.
     Database,
+}
+
+impl Time<SystemClock> {
+    /// [`Time::Database`], with no local clock type to name.
+    pub const DATABASE: Time<SystemClock> = Time::Database;
 }
 
 /// How a [`PostgresStore`] uses its database. Start from [`PostgresOptions::default`].
