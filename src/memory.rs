@@ -195,10 +195,10 @@ impl Shard {
     fn sweep(&mut self, now: Instant, hasher: &foldhash::fast::RandomState) {
         self.rows.retain(|row| row.reservation.as_ref().is_some_and(|r| r.is_live(now)));
         self.sweep_above = SWEEP_FLOOR.max(2 * self.rows.len());
-        // Give memory back after a burst, so the table's capacity follows the bound on rows.
-        if self.rows.capacity() > 4 * self.sweep_above {
-            self.rows.shrink_to(self.sweep_above, |r| hasher.hash_one((&r.scope, &r.key)));
-        }
+        // Give memory back after a burst, so the table's capacity follows the bound on rows. It
+        // reallocates only when the table is larger than `sweep_above` rows need, and then costs
+        // about what the sweep did.
+        self.rows.shrink_to(self.sweep_above, |r| hasher.hash_one((&r.scope, &r.key)));
     }
 }
 

@@ -75,10 +75,19 @@ pub enum Synchronous {
 }
 
 impl Synchronous {
+    /// The value `PRAGMA synchronous` is set to.
     fn pragma(self) -> &'static str {
         match self {
             Synchronous::Normal => "NORMAL",
             Synchronous::Full => "FULL",
+        }
+    }
+
+    /// The number `PRAGMA synchronous` reads back once set.
+    fn level(self) -> i64 {
+        match self {
+            Synchronous::Normal => 1,
+            Synchronous::Full => 2,
         }
     }
 }
@@ -446,15 +455,25 @@ impl<C: Clock> SqliteStore<C> {
 
     /// A new connection, configured; refuses a file the store could not write.
     fn connect(&self) -> Result<Connection, StorageError> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            .union(OpenFlags::SQLITE_OPEN_CREATE)
+            .union(OpenFlags::SQLITE_OPEN_NO_MUTEX);
         self.check_path()?;
         let conn = Connection::open_with_flags(&self.path, flags).map_err(|e| self.error("cannot open the file", e))?;
         if conn.is_readonly("main").map_err(|e| self.error("cannot open the file", e))? {
             return Err(self.fail("the file is read-only"));
         }
         conn.busy_timeout(self.busy_timeout()).map_err(|e| self.error("cannot set the busy timeout", e))?;
-        conn.pragma_update(None, "synchronous", self.options.synchronous.pragma())
+        // Read back: SQLite ignores a value it does not know, and the durability promised by
+        // `Synchronous` rests on this one setting.
+        let synchronous = self.options.synchronous;
+        let level: i64 = conn
+            .pragma_update(None, "synchronous", synchronous.pragma())
+            .and_then(|()| conn.pragma_query_value(None, "synchronous", |r| r.get(0)))
             .map_err(|e| self.error("cannot set synchronous", e))?;
+        if level != synchronous.level() {
+            return Err(self.fail(format_args!("PRAGMA synchronous is {level} after setting it to {synchronous:?}")));
+        }
         conn.pragma_update(None, "wal_autocheckpoint", self.options.wal_autocheckpoint)
             .map_err(|e| self.error("cannot set wal_autocheckpoint", e))?;
         conn.set_prepared_statement_cache_capacity(16);
@@ -492,7 +511,7 @@ impl<C: Clock> SqliteStore<C> {
         // An empty database: create the schema, unless another connection just did.
         let created = self.write_txn(conn, |conn| {
             let found = identify(conn)?;
-            if found.0 == 0 && found.1 == 0 && found.2 == 0 {
+            if found == (0, 0, 0) {
                 conn.execute_batch(&create_table())?;
                 conn.execute_batch(CREATE_INDEX)?;
                 conn.pragma_update(None, "application_id", APPLICATION_ID)?;
@@ -512,7 +531,7 @@ impl<C: Clock> SqliteStore<C> {
                 )));
             }
             self.verify_objects(conn)
-        } else if app == 0 && version == 0 && objects == 0 {
+        } else if (app, version, objects) == (0, 0, 0) {
             Ok(())
         } else {
             Err(self.fail(format_args!(
@@ -657,19 +676,14 @@ impl<C: Clock> SqliteStore<C> {
     fn read(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
         let conn = self.take()?;
         let pk = RowKey::new(scope, key);
-        let mut retries = self.options.busy_retries;
         // The row and the clock are read under the writers' lock, so that no write of this store
         // takes effect between them: a lookup never judges an older row at a later instant than
-        // a write that changed it (rule D10).
+        // a write that changed it (rule D10). In WAL mode no writer blocks a reader, so the read
+        // is not retried: a read that still finds the database busy after SQLite's busy timeout
+        // (another connection in exclusive locking mode) is a storage error at once.
         let (result, now) = {
             let _turn = lock(&self.writer);
-            let result = loop {
-                match read_row(&conn, scope, &pk) {
-                    Err(Fail::Sql(e)) if is_busy(&e) && retries > 0 => retries -= 1,
-                    other => break other,
-                }
-            };
-            (result, self.clock.now())
+            (read_row(&conn, scope, &pk), self.clock.now())
         };
         let current = self.settle(conn, result)?;
         Ok(spec::lookup(current.as_ref(), now).cloned())

@@ -204,6 +204,32 @@ fn a_shard_below_its_threshold_is_not_swept() {
     assert_eq!(fx.store.sweep(), 1);
 }
 
+/// The shards are allocated lazily, in groups: an empty store is its clock, its hasher and one
+/// pointer-sized slot per group, about 2 KiB (`SHARDS / 8` groups).
+#[test]
+fn an_empty_memory_store_takes_about_two_kib() {
+    let size = size_of::<MemoryStore<ManualClock>>();
+    assert!((2 * 1024..3 * 1024).contains(&size), "{size} bytes");
+}
+
+/// With keys spread over all [`SHARDS`] shards, half as many keys as shards put nowhere near
+/// [`SWEEP_FLOOR`] rows in any shard: every expired row is kept until a sweep. Fewer shards (a
+/// wrong shard index) would reach the floor and sweep them early.
+#[test]
+fn expired_rows_below_every_shard_s_floor_are_kept_until_a_sweep() {
+    let fx = Fx::new();
+    let n = SHARDS / 2;
+    for i in 0..n {
+        fx.set(START + 2 * i as u64);
+        let outcome = block_on(fx.store.reserve(&fx.scope, &key(&format!("k{i}")), &alice(), &hold(1), ttl(1)));
+        assert_eq!(outcome.unwrap(), ReserveOutcome::Taken);
+    }
+    fx.set(START + 2 * n as u64);
+    assert_eq!(fx.store.len(), n, "expired rows were swept before their shard reached its floor");
+    assert_eq!(fx.store.sweep(), 0);
+    assert!(fx.store.is_empty());
+}
+
 #[test]
 fn sweep_drops_only_expired_pending_reservations() {
     let fx = Fx::new();

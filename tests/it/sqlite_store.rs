@@ -391,13 +391,18 @@ impl Drop for Immutable<'_> {
     }
 }
 
+/// A store's file in `dir` holding one confirmed row, closed.
+fn file_with_one_row(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    let path = db(dir);
+    let store = SqliteStore::open(&path).unwrap();
+    block_on(store.confirm(&scope(None), &key("k"), &owner(None, "a"), v(1))).unwrap();
+    path
+}
+
 #[test]
 fn a_read_only_file_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    let store = SqliteStore::open(&path).unwrap();
-    block_on(store.confirm(&scope(None), &key("k"), &owner(None, "a"), v(1))).unwrap();
-    drop(store);
+    let path = file_with_one_row(&dir);
     let mut perms = std::fs::metadata(&path).unwrap().permissions();
     perms.set_readonly(true);
     std::fs::set_permissions(&path, perms).unwrap();
@@ -522,4 +527,297 @@ fn d6_the_schema_s_length_checks_are_the_types_limits() {
     assert!(insert(1, MAX_KEY_LEN + 1, 1).is_err(), "a key of MAX_KEY_LEN + 1 bytes was stored");
     assert!(insert(1, 2, MAX_NAME_LEN + 1).is_err(), "an owner id of MAX_NAME_LEN + 1 bytes was stored");
     assert!(Key::new("k".repeat(MAX_KEY_LEN + 1)).is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// integrity, busy retries and the public accessors
+
+/// Flips one byte of a confirmed row's owner tenant in the table's data page, so that the row
+/// breaks the table's `CHECK (owner_tenant = tenant)`: a healthy file passes `check_integrity`,
+/// the flipped one fails it, naming the check.
+#[test]
+fn check_integrity_reports_a_flipped_byte_in_a_data_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let (s, o) = (scope(Some("acme")), owner(Some("acme"), "marker-owner"));
+    {
+        let store = open(&path, &clock);
+        block_on(store.confirm(&s, &key("marker-key"), &o, v(1))).unwrap();
+        store.check_integrity().expect("a healthy file passes");
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    let row = b"marker-keyacmemarker-owner";
+    let at = bytes.windows(row.len()).position(|w| w == row).expect("the row is in the database file");
+    bytes[at + "marker-key".len()] ^= 0x03; // "acme" becomes "bcme"
+    std::fs::write(&path, &bytes).unwrap();
+    let store = open(&path, &clock);
+    let msg = storage_error(store.check_integrity());
+    assert!(msg.contains("integrity_check failed"), "{msg}");
+}
+
+/// A clock that counts how often it is read: the store reads it once per attempted transaction
+/// that reached its body.
+#[derive(Clone, Default)]
+struct CountingClock(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl Clock for CountingClock {
+    fn now(&self) -> Instant {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Instant::from_millis(1)
+    }
+}
+
+impl CountingClock {
+    fn reads(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+fn busy_options(timeout_ms: u64, retries: u32) -> SqliteOptions {
+    let mut options = SqliteOptions::default();
+    options.busy_timeout = Duration::from_millis(timeout_ms);
+    options.busy_retries = retries;
+    options
+}
+
+/// Opens a store on `dir` with `busy_timeout` and `busy_retries`, and confirms key `k` for owner
+/// `a` on another thread while a second connection holds SQLite's write lock, which it lets go
+/// when the confirm returned or after `release_after`, whichever comes first.
+fn confirm_while_locked(
+    dir: &tempfile::TempDir,
+    (timeout_ms, retries): (u64, u32),
+    release_after: Duration,
+) -> (SqliteStore<ManualClock>, StoreResult<ConfirmOutcome>) {
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let store = SqliteStore::open_with(db(dir), clock, busy_options(timeout_ms, retries)).unwrap();
+    let holder = Connection::open(db(dir)).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let result = std::thread::scope(|t| {
+        let worker = t.spawn(|| {
+            let out = block_on(store.confirm(&scope(None), &key("k"), &owner(None, "a"), v(1)));
+            let _ = done.send(());
+            out
+        });
+        let _ = finished.recv_timeout(release_after);
+        holder.execute_batch("ROLLBACK").unwrap();
+        worker.join().unwrap()
+    });
+    (store, result)
+}
+
+/// Another connection holds the write lock past one busy timeout and then lets go: the store's
+/// transaction found the database busy, was tried again, and succeeded.
+#[test]
+fn a_busy_write_is_retried_until_the_lock_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    // About 5 s of tries in all; the lock is held for 4 busy timeouts.
+    let (store, outcome) = confirm_while_locked(&dir, (50, 100), Duration::from_millis(200));
+    assert_eq!(outcome.unwrap(), ConfirmOutcome::Confirmed);
+    let found = block_on(store.lookup(&scope(None), &key("k"))).unwrap();
+    assert_eq!(found, Some(Reservation::confirmed(owner(None, "a"), v(1))));
+}
+
+/// The lock is held until the store gives up: the error is a storage error that says the
+/// database stayed locked through every try, with SQLite's busy error as its source, and the
+/// operation did not happen.
+#[test]
+fn a_write_lock_held_through_every_retry_is_a_typed_busy_storage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // Released early only if the store keeps trying far longer than its 3 tries of 20 ms.
+    let (store, result) = confirm_while_locked(&dir, (20, 2), Duration::from_secs(10));
+    let Err(StoreError::Storage(e)) = result else { panic!("expected a storage error, got {result:?}") };
+    assert!(e.message().contains("stayed locked by another connection (3 tries of 20ms)"), "{e}");
+    assert!(!e.is_indeterminate());
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<rusqlite::Error>());
+    assert_eq!(source.and_then(rusqlite::Error::sqlite_error_code), Some(rusqlite::ErrorCode::DatabaseBusy), "{e}");
+    assert_eq!(block_on(store.lookup(&scope(None), &key("k"))).unwrap(), None);
+}
+
+/// A trigger added behind the store's back makes every write fail with a constraint error: that
+/// failure is reported as a failed transaction, at once, not retried as if the database were
+/// busy (the clock is read once, by the one attempt).
+#[test]
+fn a_failure_other_than_busy_is_reported_without_retrying() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = CountingClock::default();
+    let store = SqliteStore::open_with(db(&dir), clock.clone(), busy_options(20, 5)).unwrap();
+    Connection::open(db(&dir))
+        .unwrap()
+        .execute_batch("CREATE TRIGGER refuse BEFORE INSERT ON reservation BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        .unwrap();
+    let before = clock.reads();
+    let result = block_on(store.confirm(&scope(None), &key("k"), &owner(None, "a"), v(1)));
+    let Err(StoreError::Storage(e)) = result else { panic!("expected a storage error, got {result:?}") };
+    assert_eq!(clock.reads() - before, 1, "the failed transaction was tried again: {e}");
+    assert!(e.message().contains("the transaction failed"), "{e}");
+    assert!(e.to_string().contains("refused"), "{e}");
+}
+
+/// `len` counts every row, an expired pending one included, and `is_empty` agrees with it.
+#[test]
+fn len_and_is_empty_count_every_row_until_it_is_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let store = open(&db(&dir), &clock);
+    let (s, a) = (scope(None), owner(None, "a"));
+    assert_eq!((store.len().unwrap(), store.is_empty().unwrap()), (0, true));
+    block_on(store.reserve(&s, &key("p"), &a, &hold("h"), ttl(5))).unwrap();
+    assert_eq!((store.len().unwrap(), store.is_empty().unwrap()), (1, false));
+    block_on(store.confirm(&s, &key("c"), &a, v(1))).unwrap();
+    clock.advance(10);
+    assert_eq!((store.len().unwrap(), store.is_empty().unwrap()), (2, false));
+    assert_eq!(store.sweep().unwrap(), 1);
+    block_on(store.release(&s, &key("c"), &a, ReleaseVersion::ANY_VERSION)).unwrap();
+    assert_eq!((store.len().unwrap(), store.is_empty().unwrap()), (0, true));
+}
+
+/// `options` and `path` give back what the store was opened with, and its `Debug` output names
+/// both.
+#[test]
+fn options_path_and_debug_show_what_the_store_was_opened_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = SqliteOptions::default();
+    options.synchronous = Synchronous::Normal;
+    options.busy_timeout = Duration::from_millis(1234);
+    options.busy_retries = 7;
+    options.sweep_every = 99;
+    options.max_idle_connections = 3;
+    options.wal_autocheckpoint = 77;
+    options.open_check = OpenCheck::Quick;
+    let store = SqliteStore::open_with(db(&dir), ManualClock::new(Instant::from_millis(1)), options.clone()).unwrap();
+    assert_eq!(store.path(), db(&dir));
+    assert_eq!(format!("{:?}", store.options()), format!("{options:?}"));
+    let debug = format!("{store:?}");
+    assert!(debug.starts_with("SqliteStore {"), "{debug}");
+    assert!(debug.contains(&format!("{:?}", db(&dir))), "{debug}");
+    assert!(debug.contains(&format!("{options:?}")), "{debug}");
+}
+
+/// A path whose directory is a regular file is not a missing directory: SQLite refuses to open
+/// it, and the file in its place is left as it was.
+#[test]
+fn a_path_under_a_regular_file_cannot_be_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain");
+    std::fs::write(&file, "not a directory").unwrap();
+    let msg = storage_error(SqliteStore::open(file.join("r.db")));
+    assert!(msg.contains("cannot open the file"), "{msg}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a directory");
+}
+
+/// A database with no tables but another application's id, or a user version, belongs to
+/// someone else: it is refused, and no schema is created in it.
+#[test]
+fn an_empty_database_of_another_application_is_refused_untouched() {
+    for (pragma, value) in [("application_id", 7), ("user_version", 3)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db(&dir);
+        Connection::open(&path).unwrap().pragma_update(None, pragma, value).unwrap();
+        let msg = storage_error(SqliteStore::open(&path));
+        assert!(msg.contains("not a reservation store"), "{pragma}: {msg}");
+        let raw = Connection::open(&path).unwrap();
+        let objects: i64 = raw.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).unwrap();
+        assert_eq!(objects, 0, "{pragma}: a schema was created");
+    }
+}
+
+/// `ANALYZE` adds SQLite's own statistics table, `sqlite_stat1`: the file is still a reservation
+/// store.
+#[test]
+fn a_file_with_sqlite_s_statistics_tables_still_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = file_with_one_row(&dir);
+    Connection::open(&path).unwrap().execute_batch("ANALYZE").unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.len().unwrap(), 1);
+}
+
+/// The write-ahead log exists while some connection has the file open; closing the last one
+/// checkpoints and removes it. So it shows whether the store kept a connection.
+fn log_exists(dir: &tempfile::TempDir) -> bool {
+    dir.path().join("reservations.db-wal").exists()
+}
+
+/// With `max_idle_connections` 0 the store keeps no connection between operations (the log is
+/// removed after each); with 1 it keeps one, even after a transaction that failed (it was rolled
+/// back, so the connection is reusable).
+#[test]
+fn idle_connections_are_kept_up_to_max_idle_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let (s, a) = (scope(None), owner(None, "a"));
+    let with_idle = |max: usize| {
+        let mut options = SqliteOptions::default();
+        options.max_idle_connections = max;
+        SqliteStore::open_with(db(&dir), clock.clone(), options).unwrap()
+    };
+    let store = with_idle(0);
+    assert!(!log_exists(&dir));
+    block_on(store.confirm(&s, &key("k"), &a, v(1))).unwrap();
+    assert!(!log_exists(&dir), "a connection was kept with max_idle_connections 0");
+    drop(store);
+    let store = with_idle(1);
+    assert!(log_exists(&dir), "no connection was kept after the open");
+    block_on(store.confirm(&s, &key("k2"), &a, v(1))).unwrap();
+    assert!(log_exists(&dir), "no connection was kept after an operation");
+    // An unreadable row makes the transaction fail inside its body.
+    let raw = Connection::open(db(&dir)).unwrap();
+    raw.execute_batch(
+        "INSERT INTO reservation VALUES (CAST('user' AS BLOB), x'', CAST('user-name' AS BLOB), \
+         CAST('bad' AS BLOB), x'', x'ff', 1, NULL, NULL, 1)",
+    )
+    .unwrap();
+    drop(raw);
+    let err = block_on(store.confirm(&s, &key("bad"), &a, v(1))).unwrap_err();
+    assert!(err.to_string().contains("unreadable row"), "{err}");
+    assert!(log_exists(&dir), "the connection of the failed transaction was not kept");
+    drop(store);
+    assert!(!log_exists(&dir));
+}
+
+/// The automatic sweep runs when the `sweep_every`-th new row is inserted, not before, and only
+/// new rows count; `sweep_every` 0 turns it off.
+#[test]
+fn the_automatic_sweep_runs_after_exactly_sweep_every_new_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Instant::from_millis(1));
+    let (s, a) = (scope(None), owner(None, "a"));
+    let with_sweep_every = |every: u64, file: &str| {
+        let mut options = SqliteOptions::default();
+        options.sweep_every = every;
+        SqliteStore::open_with(dir.path().join(file), clock.clone(), options).unwrap()
+    };
+    // Each reservation has expired by the time the next one is made.
+    let reserve_expiring = |store: &SqliteStore<ManualClock>, k: &str| {
+        assert_eq!(block_on(store.reserve(&s, &key(k), &a, &hold("h"), ttl(1))).unwrap(), ReserveOutcome::Taken);
+        clock.advance(10);
+    };
+    let store = with_sweep_every(4, "every4.db");
+    for k in ["a", "b", "c"] {
+        reserve_expiring(&store, k);
+    }
+    // Operations that insert no row do not count.
+    block_on(store.release(&s, &key("none"), &a, ReleaseVersion::ANY_VERSION)).unwrap();
+    block_on(store.abandon(&s, &key("none"), &a, &hold("h"))).unwrap();
+    assert_eq!(store.len().unwrap(), 3, "swept before the fourth new row");
+    block_on(store.confirm(&s, &key("d"), &a, v(1))).unwrap();
+    assert_eq!(store.len().unwrap(), 1, "the fourth new row did not sweep the three expired ones");
+    let store = with_sweep_every(0, "never.db");
+    for i in 0..20 {
+        reserve_expiring(&store, &format!("k{i}"));
+    }
+    assert_eq!(store.len().unwrap(), 20, "swept with sweep_every 0");
+}
+
+/// `clock` is the clock the store was opened with.
+#[test]
+fn the_store_reads_the_clock_it_was_opened_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(Instant::from_millis(42));
+    let store = open(&db(&dir), &clock);
+    assert_eq!(store.clock().now(), Instant::from_millis(42));
+    clock.advance(1);
+    assert_eq!(store.clock().now(), Instant::from_millis(43));
 }
