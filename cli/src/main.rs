@@ -2,8 +2,8 @@
 //!
 //! - `reservation check`, `reservation explore` and `reservation swarm [flags]`: the protocol's model
 //!   (`reservation_model::cli`, the same flags as `reservation-model`).
-//! - `reservation conform [memory|sqlite|postgres|all]`: the whole conformance suite against the
-//!   built-in stores.
+//! - `reservation conform [memory|sqlite|postgres|redis|all]`: the whole conformance suite against
+//!   the built-in stores.
 //! - `reservation all`: the main job, the model check and then the suite against every built-in
 //!   store; exits 0 only if everything holds.
 #![deny(missing_docs)]
@@ -14,20 +14,23 @@ use std::time::Instant;
 use reservation_conformance::sqlite::SqliteHarness;
 use reservation_conformance::{MemoryHarness, Report, Settings, run_all};
 use reservation_postgres::{PostgresHarness, PostgresOptions};
+use reservation_redis::{RedisHarness, RedisOptions};
 
 const USAGE: &str = "usage:
   reservation check [the flags of reservation-model check]
   reservation explore [the flags of reservation-model explore]
   reservation swarm [the flags of reservation-model swarm]
-  reservation conform [memory|sqlite|postgres|all]
+  reservation conform [memory|sqlite|postgres|redis|all]
   reservation all
 
 check, explore and swarm are the protocol's model (reservation check --help lists their flags).
 conform runs the whole conformance suite (every named check, the differential test and the
 linearizability check) against the built-in stores: MemoryStore, SqliteStore, PostgresStore
 (on the server at RESERVATION_PG_URL, by default postgres://postgres@127.0.0.1:5432/test, in a
-schema of its own), or all of them (the default; PostgresStore is skipped, saying so, when no
-server answers, unless RESERVATION_REQUIRE_SERVICES=1). all checks the model with its default configuration, then runs conform all.
+schema of its own), RedisStore (on the server at RESERVATION_REDIS_URL, by default
+redis://127.0.0.1:6379/, under a key prefix of its own; its durable check on a redis-server of
+its own with an append-only file), or all of them (the default; a store whose server does not
+answer is skipped, saying so, unless RESERVATION_REQUIRE_SERVICES=1). all checks the model with its default configuration, then runs conform all.
 
 Exit codes: 0 when everything holds, 1 when a property or a check fails, 2 when a model run did
 not complete, 64 on bad arguments.";
@@ -38,6 +41,7 @@ enum Stores {
     Memory,
     Sqlite,
     Postgres,
+    Redis,
     All,
 }
 
@@ -57,7 +61,22 @@ fn conform(stores: Stores) -> bool {
         ok &= section("MemoryStore", || run_all(&MemoryHarness));
     }
     if matches!(stores, Stores::Postgres | Stores::All) {
-        ok &= conform_postgres(stores == Stores::Postgres);
+        let url = reservation_postgres::pg_url();
+        let harness = PostgresHarness::connect(&url, PostgresOptions::default());
+        ok &= conform_service("PostgresStore", &url, harness, stores == Stores::Postgres);
+    }
+    if matches!(stores, Stores::Redis | Stores::All) {
+        let url = reservation_redis::redis_url();
+        ok &= conform_service(
+            "RedisStore",
+            &url,
+            RedisHarness::connect(&url, RedisOptions::default()),
+            stores == Stores::Redis,
+        );
+        // Durability needs a server that keeps its writes: one of its own, restarted at every reopen.
+        if let Ok(durable) = RedisHarness::durable() {
+            ok &= section("RedisStore on an append-only redis-server", || run_only(&durable, "p1_durable"));
+        }
     }
     if matches!(stores, Stores::Sqlite | Stores::All) {
         ok &= match SqliteHarness::new() {
@@ -74,20 +93,29 @@ fn conform(stores: Stores) -> bool {
     ok
 }
 
-/// The suite against `PostgresStore` on the server at `RESERVATION_PG_URL` (by default the
-/// local one), in a schema of its own that is dropped afterwards. Without a server it says so and
-/// passes, unless the store was asked for by name or `RESERVATION_REQUIRE_SERVICES=1`.
-fn conform_postgres(named: bool) -> bool {
-    let url = reservation_postgres::pg_url();
-    match PostgresHarness::connect(&url, PostgresOptions::default()) {
-        Ok(harness) => section("PostgresStore", || run_all(&harness)),
+/// The suite against a store on a server at `url` (in a schema or key prefix of its own, removed
+/// afterwards). Without a server it says so and passes, unless the store was asked for by name or
+/// `RESERVATION_REQUIRE_SERVICES=1`.
+fn conform_service<H: reservation_conformance::Harness>(
+    name: &str,
+    url: &str,
+    harness: Result<H, reservation_store::StorageError>,
+    named: bool,
+) -> bool {
+    match harness {
+        Ok(harness) => section(name, || run_all(&harness)),
         Err(e) => {
             let required = named || reservation_conformance::services::services_required();
             let verdict = if required { "DOES NOT CONFORM" } else { "skipped" };
-            println!("PostgresStore: {verdict}: no server at {url}: {e}\n");
+            println!("{name}: {verdict}: no server at {url}: {e}\n");
             !required
         }
     }
+}
+
+/// The checks of `harness` whose names start with `prefix`.
+fn run_only<H: reservation_conformance::Harness>(harness: &H, prefix: &str) -> Report {
+    reservation_conformance::run_matching(harness, |name| name.starts_with(prefix))
 }
 
 fn run(argv: &[String]) -> ExitCode {
@@ -103,8 +131,9 @@ fn run(argv: &[String]) -> ExitCode {
                 Some("memory") => Stores::Memory,
                 Some("sqlite") => Stores::Sqlite,
                 Some("postgres") => Stores::Postgres,
+                Some("redis") => Stores::Redis,
                 Some(other) => {
-                    return bad(format!("conform: unknown store {other:?}: memory, sqlite, postgres or all"));
+                    return bad(format!("conform: unknown store {other:?}: memory, sqlite, postgres, redis or all"));
                 }
             };
             if argv.len() > 2 {

@@ -139,6 +139,7 @@ mod failure;
 mod harness;
 pub mod linearizability;
 pub mod oracle;
+pub mod proxy;
 mod report;
 pub mod services;
 mod session;
@@ -147,7 +148,7 @@ pub mod sqlite;
 
 pub use failure::{Details, Failure};
 pub use harness::{Capabilities, Harness, MemoryHarness, START, Settings, unique_namespace};
-pub use report::{CheckResult, Report, run_all};
+pub use report::{CheckResult, Report, run_all, run_matching};
 
 /// Calls `$callback!` with the list of every check: `test_name => check_function`.
 #[doc(hidden)]

@@ -64,6 +64,21 @@ fn conform_sqlite_runs_the_suite_on_a_scratch_file() {
 }
 
 #[test]
+fn conform_redis_runs_the_suite_and_the_durable_check_or_says_why_not() {
+    let o = reservation(&["conform", "redis"]);
+    let out = text(&o);
+    if out.contains("RedisStore: DOES NOT CONFORM: no server at") {
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        assert!(!reservation_conformance::services::services_required(), "no Redis server answered:\n{out}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("RedisStore: conforms"), "{out}");
+    assert!(out.contains("RedisStore on an append-only redis-server: conforms"), "{out}");
+    assert!(out.contains("ok      p1_durable"), "the durable check did not run:\n{out}");
+}
+
+#[test]
 fn conform_postgres_runs_the_suite_or_says_why_not() {
     let o = reservation(&["conform", "postgres"]);
     let out = text(&o);
@@ -80,10 +95,13 @@ fn conform_postgres_runs_the_suite_or_says_why_not() {
 }
 
 #[test]
-fn conform_all_without_a_postgres_server_skips_it_saying_so() {
+fn conform_all_without_servers_skips_their_stores_saying_so() {
     let run = |required: bool| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_reservation"));
-        command.args(["conform", "all"]).env("RESERVATION_PG_URL", "postgres://postgres@127.0.0.1:1/test");
+        command
+            .args(["conform", "all"])
+            .env("RESERVATION_PG_URL", "postgres://postgres@127.0.0.1:1/test")
+            .env("RESERVATION_REDIS_URL", "redis://127.0.0.1:1/");
         if required {
             command.env("RESERVATION_REQUIRE_SERVICES", "1");
         } else {

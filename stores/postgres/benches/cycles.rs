@@ -7,102 +7,13 @@
 //! `cargo bench -p reservation-postgres --bench cycles` (needs a server: `RESERVATION_PG_URL`,
 //! by default the local one). `-- --quick` runs each measurement for 1 s instead of 3 s.
 
-use std::collections::BTreeSet;
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant as WallInstant};
+use std::time::Duration;
 
 use reservation_postgres::{PostgresOptions, PostgresStore, Time, pg_url};
-use reservation_store::spec::Reservation;
-use reservation_store::{
-    AggregateRef, Clock, HoldId, Key, ReleaseVersion, ReservationScope, ReservationStore, SystemClock, Ttl, Version,
-};
-
-const CONNECTIONS: [usize; 3] = [1, 4, 16];
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    Store,
-    Baseline,
-}
-
-struct Figures {
-    cycles_per_second: f64,
-    p50: Duration,
-    p99: Duration,
-}
-
-async fn cycle(
-    store: &PostgresStore<SystemClock>,
-    mode: Mode,
-    scope: &ReservationScope,
-    key: &Key,
-    owner: &AggregateRef,
-    hold: &HoldId,
-) {
-    let ttl = Ttl::from_millis(60_000).expect("non-zero");
-    let version = Version::stream(1).expect("a stream version");
-    match mode {
-        Mode::Store => {
-            store.reserve(scope, key, owner, hold, ttl).await.expect("reserved");
-            store.confirm(scope, key, owner, version).await.expect("confirmed");
-            store.release(scope, key, owner, ReleaseVersion::At(version)).await.expect("released");
-        }
-        Mode::Baseline => {
-            let expires = SystemClock.now().saturating_add(ttl);
-            let pending =
-                Reservation::pending(owner.clone(), BTreeSet::from([hold.clone()]), expires).expect("one hold");
-            let confirmed = Reservation::confirmed(owner.clone(), version);
-            store.baseline_write(scope, key, Some(&pending)).await.expect("written");
-            store.baseline_write(scope, key, Some(&confirmed)).await.expect("written");
-            store.baseline_write(scope, key, None).await.expect("deleted");
-        }
-    }
-}
-
-fn measure(
-    runtime: &tokio::runtime::Runtime,
-    store: &PostgresStore<SystemClock>,
-    mode: Mode,
-    connections: usize,
-    run: Duration,
-) -> Figures {
-    let started = WallInstant::now();
-    let latencies: Vec<Duration> = runtime.block_on(async {
-        let tasks: Vec<_> = (0..connections)
-            .map(|task| {
-                let store = store.clone();
-                tokio::spawn(async move {
-                    let scope =
-                        ReservationScope::parse("user", Some("acme"), &format!("bench-{mode:?}-{connections}-{task}"))
-                            .expect("scope");
-                    let owner = AggregateRef::parse("user", Some("acme"), &format!("owner-{task}")).expect("owner");
-                    let hold = HoldId::new("attempt").expect("hold");
-                    let mut out = Vec::new();
-                    let mut i = 0u64;
-                    while started.elapsed() < run {
-                        let key = Key::new(format!("k{}", i % 64)).expect("key");
-                        let t = WallInstant::now();
-                        cycle(&store, mode, &scope, &key, &owner, &hold).await;
-                        out.push(t.elapsed());
-                        i += 1;
-                    }
-                    out
-                })
-            })
-            .collect();
-        let mut all = Vec::new();
-        for task in tasks {
-            all.extend(task.await.expect("the task ran"));
-        }
-        all
-    });
-    let elapsed = started.elapsed();
-    let mut sorted = latencies;
-    sorted.sort();
-    let at = |q: f64| sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)];
-    Figures { cycles_per_second: sorted.len() as f64 / elapsed.as_secs_f64(), p50: at(0.50), p99: at(0.99) }
-}
+use reservation_store::SystemClock;
+use reservation_testkit::{Cycle, baseline_rows, print_table, store_cycle};
 
 /// `pgbench`'s transactions per second at `clients` with its built-in script `script`
 /// (`simple-update` or `select-only`), if pgbench is installed.
@@ -140,34 +51,28 @@ fn main() {
         "PostgresStore, reserve → confirm → release cycles ({} s per figure, best of two runs; {url})",
         run.as_secs()
     );
-    println!(
-        "| connections | store cycles/s | p50 | p99 | baseline cycles/s | p50 | p99 | store/baseline time | store tx/s | pgbench simple-update tps | pgbench select-only tps |"
+    let (s, b) = (store.clone(), store.clone());
+    print_table(
+        &runtime,
+        run,
+        move |c: Arc<Cycle>| {
+            let s = s.clone();
+            async move { store_cycle(&*s, &c).await }
+        },
+        move |c: Arc<Cycle>| {
+            let b = b.clone();
+            async move {
+                for row in baseline_rows(&c) {
+                    b.baseline_write(&c.scope, &c.key, row.as_ref()).await.expect("written");
+                }
+            }
+        },
+        ["pgbench simple-update tps", "pgbench select-only tps"],
+        |connections| {
+            let tps = |script| if pgbench_ready { pgbench(&url, script, connections, run) } else { None };
+            [tps("simple-update"), tps("select-only")]
+        },
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for connections in CONNECTIONS {
-        let best = |mode| {
-            let a = measure(&runtime, &store, mode, connections, run);
-            let b = measure(&runtime, &store, mode, connections, run);
-            if a.cycles_per_second >= b.cycles_per_second { a } else { b }
-        };
-        let baseline = best(Mode::Baseline);
-        let ours = best(Mode::Store);
-        let ceiling = |script| if pgbench_ready { pgbench(&url, script, connections, run) } else { None };
-        let show = |tps: Option<f64>| tps.map_or("n/a".to_owned(), |t| format!("{t:.0}"));
-        println!(
-            "| {connections} | {:.0} | {:.2?} | {:.2?} | {:.0} | {:.2?} | {:.2?} | {:.2} | {:.0} | {} | {} |",
-            ours.cycles_per_second,
-            ours.p50,
-            ours.p99,
-            baseline.cycles_per_second,
-            baseline.p50,
-            baseline.p99,
-            baseline.cycles_per_second / ours.cycles_per_second,
-            ours.cycles_per_second * 3.0,
-            show(ceiling("simple-update")),
-            show(ceiling("select-only")),
-        );
-    }
     runtime.block_on(async {
         let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("an admin connection");
         tokio::spawn(connection);

@@ -2,13 +2,11 @@
 //! `COMMIT`, a statement timeout. Each is a `StorageError`, indeterminate exactly when the
 //! operation may have taken effect, and the histories stay linearizable.
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reservation_conformance::linearizability::{self, Faults, Return};
+use reservation_conformance::linearizability;
+use reservation_conformance::proxy::CuttingProxy;
 use reservation_conformance::{START, unique_namespace};
 use reservation_postgres::{PostgresOptions, PostgresStore, Time};
 use reservation_store::{
@@ -58,126 +56,35 @@ fn killed_backends_give_storage_errors_and_linearizable_histories() {
         stop.store(true, Ordering::SeqCst);
         recorded
     });
-    let errors: Vec<_> = events.iter().filter(|e| matches!(e.ret, Return::Storage { .. })).collect();
-    let indeterminate = errors.iter().filter(|e| matches!(e.ret, Return::Storage { indeterminate: true, .. })).count();
-    let others: Vec<_> = events.iter().filter(|e| matches!(e.ret, Return::Error(_))).collect();
-    eprintln!(
-        "{} operations, {} backends terminated, {} storage errors ({indeterminate} indeterminate)",
-        events.len(),
-        killed.load(Ordering::SeqCst),
-        errors.len()
-    );
-    assert!(others.is_empty(), "a killed backend gave something else than a StorageError: {:?}", others[0]);
-    assert!(killed.load(Ordering::SeqCst) > 0 && !errors.is_empty(), "no backend was killed mid-operation");
-    assert!(linearizability::check_history(&names, &events).is_err(), "the history's storage errors went unseen");
-    if let Err(failure) = linearizability::check_history_with(&names, &events, Faults::Tolerated) {
-        panic!("{failure}");
-    }
-}
-
-/// The pattern that cuts the connection, and whether its chunk is forwarded first.
-type Trigger = Arc<Mutex<Option<(&'static [u8], bool)>>>;
-
-/// A TCP proxy to the test server that, once armed with a pattern, forwards the client's bytes
-/// up to and including the first chunk that contains it (or, with `forward` false, excluding
-/// it), then cuts both connections without relaying any answer.
-struct Cutter {
-    port: u16,
-    armed: Trigger,
-    cut: Arc<AtomicBool>,
-}
-
-impl Cutter {
-    fn start() -> Cutter {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-        let port = listener.local_addr().expect("bound").port();
-        let armed: Trigger = Arc::default();
-        let cut = Arc::new(AtomicBool::new(false));
-        let (a, c) = (armed.clone(), cut.clone());
-        std::thread::spawn(move || {
-            for client in listener.incoming().flatten() {
-                let Ok(server) = TcpStream::connect("127.0.0.1:5432") else { continue };
-                let (mut c_read, mut s_write) =
-                    (client.try_clone().expect("clone"), server.try_clone().expect("clone"));
-                let (mut s_read, mut c_write) = (server, client);
-                let (armed, cut) = (a.clone(), c.clone());
-                let (c_to_close, s_to_close) =
-                    (c_write.try_clone().expect("clone"), s_read.try_clone().expect("clone"));
-                let muted = Arc::new(AtomicBool::new(false));
-                let mute = muted.clone();
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 65536];
-                    while let Ok(n @ 1..) = c_read.read(&mut buf) {
-                        let chunk = &buf[..n];
-                        let trigger = *armed.lock().expect("not poisoned");
-                        if let Some((pattern, forward)) = trigger
-                            && chunk.windows(pattern.len()).any(|w| w == pattern)
-                        {
-                            // No answer reaches the client from now on.
-                            mute.store(true, Ordering::SeqCst);
-                            if forward {
-                                let _ = s_write.write_all(chunk);
-                                // Let the server read the bytes before its connection closes.
-                                std::thread::sleep(Duration::from_millis(100));
-                            }
-                            *armed.lock().expect("not poisoned") = None;
-                            cut.store(true, Ordering::SeqCst);
-                            let _ = c_to_close.shutdown(Shutdown::Both);
-                            let _ = s_to_close.shutdown(Shutdown::Both);
-                            return;
-                        }
-                        if s_write.write_all(chunk).is_err() {
-                            return;
-                        }
-                    }
-                });
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 65536];
-                    while let Ok(n @ 1..) = s_read.read(&mut buf) {
-                        if muted.load(Ordering::SeqCst) || c_write.write_all(&buf[..n]).is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        Cutter { port, armed, cut }
-    }
-
-    fn arm(&self, pattern: &'static [u8], forward: bool) {
-        self.cut.store(false, Ordering::SeqCst);
-        *self.armed.lock().expect("not poisoned") = Some((pattern, forward));
-    }
+    assert!(killed.load(Ordering::SeqCst) > 0, "no backend was killed mid-operation");
+    reservation_testkit::judge_faults(&names, &events, "terminated backends");
 }
 
 /// Cuts the connection when the client sends `pattern` (forwarding it or not) during a first
 /// reserve of a free key; returns the error and whether the reservation exists afterwards.
-fn cut_reserve(label: &str, pattern: &'static [u8], forward: bool) -> Option<(reservation_store::StoreError, bool)> {
+fn cut_reserve(label: &str, pattern: &[u8], forward: bool) -> Option<(reservation_store::StoreError, bool)> {
     let h = harness_with(PostgresOptions::default())?;
-    let cutter = Cutter::start();
-    let url = format!("postgres://postgres@127.0.0.1:{}/test", cutter.port);
+    let config: tokio_postgres::Config = reservation_postgres::pg_url().parse().expect("a valid test URL");
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        _ => "127.0.0.1".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let cutter = CuttingProxy::start((host.as_str(), port)).expect("a proxy");
+    let url = format!(
+        "host=127.0.0.1 port={} user={} dbname={}",
+        cutter.port(),
+        config.get_user().unwrap_or("postgres"),
+        config.get_dbname().unwrap_or("test")
+    );
     let clock = ManualClock::new(START);
+    let options = h.options().clone().with_max_connections(1);
     let through = h
         .runtime()
-        .block_on(PostgresStore::connect(&url, Time::Local(clock.clone()), h.options().clone().with_max_connections(1)))
+        .block_on(PostgresStore::connect(&url, Time::Local(clock.clone()), options))
         .expect("connected through the proxy");
-    let (scope, key, alice, hold) =
-        (scope(label), Key::new("k").expect("key"), owner("alice"), HoldId::new("h").expect("hold"));
-    let ttl = Ttl::from_millis(60_000).expect("non-zero");
-    // Prepare the statements first, so that the cut operation sends only its own messages.
-    let warm = Key::new("warm").expect("key");
-    h.runtime()
-        .block_on(through.reserve(&scope, &warm, &alice, &hold, ttl))
-        .expect("a first reserve through the proxy");
-    cutter.arm(pattern, forward);
-    let error = h
-        .runtime()
-        .block_on(through.reserve(&scope, &key, &alice, &hold, ttl))
-        .expect_err("the cut connection answered");
-    assert!(cutter.cut.load(Ordering::SeqCst), "the proxy never saw {:?}", String::from_utf8_lossy(pattern));
     let direct = h.store_with(Time::Local(clock));
-    let exists = h.runtime().block_on(direct.lookup(&scope, &key)).expect("looked up directly").is_some();
-    Some((error, exists))
+    Some(reservation_testkit::cut_first_reserve(h.runtime(), &cutter, &through, &direct, label, pattern, forward))
 }
 
 #[test]

@@ -40,19 +40,9 @@ pub async fn admin() -> tokio_postgres::Client {
     client
 }
 
-/// The README quotes the crate's example (a doctest, so it compiles) exactly, hidden lines left
-/// out.
+/// The README quotes the crate's example (a doctest, so it compiles) exactly.
 #[test]
 fn the_readme_quotes_the_crate_example() {
-    let source = include_str!("../../src/lib.rs");
-    let start = source.find("//! ```no_run\n").expect("the example") + "//! ```no_run\n".len();
-    let end = start + source[start..].find("//! ```\n").expect("its end");
-    let code: Vec<&str> = source[start..end]
-        .lines()
-        .map(|l| l.strip_prefix("//! ").unwrap_or(l.trim_start_matches("//!")))
-        .filter(|l| !l.starts_with("# "))
-        .collect();
-    let readme = include_str!("../../../../README.md");
-    let quoted = format!("```rust\n{}\n```", code.join("\n"));
-    assert!(readme.contains(&quoted), "README.md does not quote the example of reservation-postgres:\n{quoted}");
+    let (lib, readme) = (include_str!("../../src/lib.rs"), include_str!("../../../../README.md"));
+    reservation_testkit::assert_readme_quotes_example(lib, readme, "reservation-postgres");
 }

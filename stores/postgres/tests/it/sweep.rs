@@ -5,10 +5,9 @@ use std::collections::BTreeSet;
 
 use reservation_conformance::{START, unique_namespace};
 use reservation_postgres::Time;
-use reservation_store::spec::{self, Reservation};
 use reservation_store::{
-    AggregateRef, AggregateType, Clock, HoldId, Instant, Key, ManualClock, Operation, Request, ReservationScope,
-    ReservationStore, Tenant, TenantId, Ttl, Version,
+    AggregateRef, AggregateType, HoldId, Instant, Key, ManualClock, ReservationScope, ReservationStore, Tenant,
+    TenantId, Ttl,
 };
 
 use crate::{admin, harness};
@@ -31,44 +30,7 @@ fn sweep_deletes_exactly_the_rows_spec_lookup_calls_free() {
     let clock = ManualClock::new(START);
     let store = h.store_with(Time::Local(clock.clone()));
     let scope = scope("sweep");
-    let hold = HoldId::new("attempt").expect("a valid hold");
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
-    let mut expected = Vec::new();
-    let mut at = START;
-    // Keys reserved at several instants with TTLs that end before, at and after the sweep's
-    // instant, some confirmed, some confirmed over an expired pending, some joined.
-    for i in 0..120 {
-        let key = Key::new(format!("k{i}")).expect("a valid key");
-        let mut state: Option<reservation_store::StoredReservation> = None;
-        for _ in 0..=next(3) {
-            at = START.saturating_add_millis(next(20));
-            clock.set(at);
-            let who = owner(next(2) as usize);
-            let operation = match next(4) {
-                0 => Operation::Confirm { owner: &who, version: Version::from_u64(next(3)) },
-                _ => Operation::Reserve {
-                    owner: &who,
-                    hold: &hold,
-                    ttl: Ttl::from_millis(1 + next(15)).expect("non-zero"),
-                },
-            };
-            let outcome =
-                h.runtime().block_on(store.execute(Request::new(&scope, &key, operation))).expect("no storage error");
-            let step = spec::apply(state.clone(), clock.now(), operation);
-            assert_eq!(outcome, step.outcome);
-            state = step.next;
-        }
-        expected.push((key, state));
-    }
-    let now = START.saturating_add_millis(20);
-    clock.set(now);
-    let _ = at;
+    let (case, now) = reservation_testkit::sweep_case(h.runtime(), &store, &clock, &scope);
     let swept = h.runtime().block_on(store.sweep()).expect("the sweep ran");
     let left: BTreeSet<String> = h.runtime().block_on(async {
         let rows = admin()
@@ -84,17 +46,7 @@ fn sweep_deletes_exactly_the_rows_spec_lookup_calls_free() {
             .expect("the rows were read");
         rows.iter().map(|r| r.get(0)).collect()
     });
-    let kept: BTreeSet<String> = expected
-        .iter()
-        .filter(|(_, state)| spec::lookup(state.as_ref(), now).is_some())
-        .map(|(key, _)| key.as_str().to_owned())
-        .collect();
-    let stored = expected.iter().filter(|(_, s)| s.is_some()).count() as u64;
-    assert_eq!(left, kept, "the sweep at {now:?} kept other rows than spec::lookup");
-    assert_eq!(swept, stored - kept.len() as u64);
-    assert!(swept > 10 && !kept.is_empty(), "the case swept {swept} and kept {}: too few to tell", kept.len());
-    let at_boundary = expected.iter().any(|(_, s)| matches!(s, Some(Reservation::Pending(p)) if p.expires_at() == now));
-    assert!(at_boundary, "no row expired exactly at the sweep's instant (D1's boundary)");
+    reservation_testkit::assert_sweep(&case, now, &left, swept);
 }
 
 #[test]

@@ -1,0 +1,533 @@
+//! [`RedisStore`]: a [`ReservationStore`] on Redis.
+//!
+//! One Redis key per (scope, key) holds the reservation as bytes. Each operation is an optimistic
+//! transaction on one pooled connection: `WATCH` the key and `GET` it (and, on Redis's clock,
+//! `TIME`) in one round trip; read the clock; decide with [`reservation_store::spec::apply`];
+//! then `MULTI`, write the key, `EXEC` in a second. When another client wrote the key in between,
+//! `EXEC` answers nothing and the operation starts again, up to [`RedisOptions::retries`] times.
+//! No Lua script, and no rule anywhere but in the spec functions.
+//!
+//! Every operation writes its key, a lookup or an operation that changes nothing included (it
+//! writes the same bytes back, or an empty value, a tombstone, where there was no row). So no
+//! two operations on a key overlap between their `WATCH` and their `EXEC`: each one's clock is
+//! read while no other can commit on its key, as a lock would give, and a decision by an older
+//! clock reading can never land after a later reading was acted on.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use reservation_redis::{RedisOptions, RedisStore, Time};
+//! use reservation_store::*;
+//!
+//! let store = RedisStore::connect("redis://cache.internal:6379/0", Time::REDIS, RedisOptions::default()).await?;
+//! let scope = ReservationScope::parse("user", Some("acme"), "user-name")?;
+//! let alice = AggregateRef::parse("user", Some("acme"), "alice-id")?;
+//! let (key, hold) = (Key::new("alice")?, HoldId::new("decision-7f3a")?);
+//! let outcome = store.reserve(&scope, &key, &alice, &hold, Ttl::from_millis(5_000)?).await?;
+//! # let _ = outcome;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Errors
+//!
+//! A dropped connection, a server restart, a timeout (every wait is bounded by
+//! [`RedisOptions::timeout`]), or more conflicts than [`RedisOptions::retries`] is a
+//! [`StorageError`], never an outcome. An error before the `EXEC` was sent, and an `EXECABORT`,
+//! are determinate: nothing changed. Any other error once the `EXEC` was sent is
+//! [`StorageError::is_indeterminate`]: the write may have landed.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "conformance")]
+mod harness;
+mod pool;
+mod row;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::Value;
+use reservation_store::spec::{self, Reservation, Step};
+use reservation_store::{
+    Clock, Instant, Key, Outcome, Request, ReservationScope, ReservationStore, StorageError, StoreResult,
+    StoredReservation, SystemClock,
+};
+
+#[cfg(feature = "conformance")]
+pub use harness::{AofServer, RedisHarness, redis_url};
+
+use pool::{Conn, Pool};
+
+/// Which clock decides expiry.
+#[derive(Clone, Debug)]
+pub enum Time<C = SystemClock> {
+    /// The application's clock `C` (tests inject a `ManualClock`), read after the key is watched
+    /// and read. Rows never expire in Redis: an expired pending row stays, invisible (rule D7),
+    /// until the sweep deletes it, which finds candidates in a sorted set by expiry and deletes
+    /// each only if [`reservation_store::spec::lookup`] calls it free.
+    Local(C),
+    /// Redis's own clock (`TIME`, read in the same round trip as the row), so that every
+    /// application node decides expiry on one clock (assumption H3 then needs a margin for the
+    /// skew between each node and the Redis server only). A pending row is written with Redis's
+    /// own expiry at its `expires_at` (`PXAT`), so Redis removes it when it expires by the same
+    /// clock; nothing needs sweeping.
+    Redis,
+}
+
+impl Time<SystemClock> {
+    /// [`Time::Redis`], with no local clock type to name.
+    pub const REDIS: Time<SystemClock> = Time::Redis;
+}
+
+/// How a [`RedisStore`] uses its server. Start from [`RedisOptions::default`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RedisOptions {
+    /// The start of every Redis key the store writes (`{prefix}:r:…` rows, `{prefix}:x` the expiry
+    /// index); `rsv` by default. Stores with different prefixes never see each other's keys.
+    pub prefix: String,
+    /// Most connections in the pool; 16 by default.
+    pub max_connections: usize,
+    /// The longest wait for a connection from the pool, for a new connection, and for any answer
+    /// from the server; 5 s by default.
+    pub timeout: Duration,
+    /// How many more times an operation whose `EXEC` met another client's write is tried before
+    /// it becomes a [`StorageError`]; 100 by default.
+    pub retries: u32,
+    /// On a local clock, expired pending rows are swept after this many new rows; 1024 by default
+    /// (0: only [`RedisStore::sweep`] sweeps).
+    pub sweep_every: u64,
+    /// How long a tombstone (the empty value a free key's operation writes) lives in Redis; 10 s.
+    pub tombstone_ttl: Duration,
+    /// Whether the key is watched. `true` unless a test plants a bug.
+    #[doc(hidden)]
+    pub watch: bool,
+    /// Whether an operation that changes nothing writes its key back. `true` unless a test plants
+    /// a bug.
+    #[doc(hidden)]
+    pub touch: bool,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            prefix: "rsv".to_owned(),
+            max_connections: 16,
+            timeout: Duration::from_secs(5),
+            retries: 100,
+            sweep_every: 1024,
+            tombstone_ttl: Duration::from_secs(10),
+            watch: true,
+            touch: true,
+        }
+    }
+}
+
+impl RedisOptions {
+    /// These options with the keys under `prefix`.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// These options with at most `n` pooled connections.
+    pub fn with_max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
+        self
+    }
+}
+
+/// A [`ReservationStore`] on Redis; see the crate documentation.
+///
+/// Its futures need a tokio runtime. Cloning it is cheap and shares the pool.
+pub struct RedisStore<C = SystemClock> {
+    pool: Arc<Pool>,
+    time: Time<C>,
+    options: RedisOptions,
+    index: Vec<u8>,
+    inserted: Arc<AtomicU64>,
+}
+
+impl<C: Clone> Clone for RedisStore<C> {
+    fn clone(&self) -> Self {
+        RedisStore {
+            pool: self.pool.clone(),
+            time: self.time.clone(),
+            options: self.options.clone(),
+            index: self.index.clone(),
+            inserted: self.inserted.clone(),
+        }
+    }
+}
+
+impl<C> std::fmt::Debug for RedisStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.options.prefix)
+            .field("clock", &if matches!(self.time, Time::Redis) { "redis" } else { "local" })
+            .field("connections", &self.pool.size())
+            .finish()
+    }
+}
+
+/// What failed, and whether the `EXEC` had been sent when it did.
+struct Fail {
+    what: &'static str,
+    error: Result<redis::RedisError, String>,
+    exec_sent: bool,
+}
+
+impl Fail {
+    fn at(what: &'static str, exec_sent: bool) -> impl FnOnce(redis::RedisError) -> Fail {
+        move |e| Fail { what, error: Ok(e), exec_sent }
+    }
+
+    fn corrupt(what: &'static str) -> impl FnOnce(String) -> Fail {
+        move |message| Fail { what, error: Err(message), exec_sent: false }
+    }
+
+    /// Whether the write may have landed: the `EXEC` was sent, and the server did not refuse the
+    /// whole transaction (`EXECABORT`, after which nothing ran).
+    fn is_indeterminate(&self) -> bool {
+        self.exec_sent
+            && !matches!(&self.error, Ok(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort))
+    }
+
+    fn into_storage(self) -> StorageError {
+        let indeterminate = self.is_indeterminate();
+        let what = format!("Redis: {}", self.what);
+        match self.error {
+            Ok(e) => StorageError::with_source(what, e),
+            Err(message) => StorageError::new(format!("{what}: {message}")),
+        }
+        .with_indeterminate(indeterminate)
+    }
+}
+
+/// What the store was asked.
+enum Job<'a> {
+    Execute(&'a Request<'a>),
+    Lookup(&'a ReservationScope, &'a Key),
+}
+
+/// What it answered: an operation's outcome and whether it inserted a row, or a lookup's.
+enum Answer {
+    Executed(Outcome, bool),
+    Found(Option<StoredReservation>),
+}
+
+/// What one attempt of an operation came to.
+enum Attempt<T> {
+    Done(T),
+    /// Another client wrote the key between the `WATCH` and the `EXEC`.
+    Conflict,
+}
+
+impl RedisStore<SystemClock> {
+    /// Connects to the server at `url` (`redis://host:port/db`) on the local system clock; as
+    /// [`RedisStore::connect`].
+    pub async fn connect_system(url: &str, options: RedisOptions) -> Result<Self, StorageError> {
+        RedisStore::connect(url, Time::Local(SystemClock), options).await
+    }
+}
+
+impl<C: Clock> RedisStore<C> {
+    /// Connects to the server at `url` (`redis://host:port/db`), deciding expiry by `time`. The
+    /// first connection is made (and answers `PING`) before this returns.
+    pub async fn connect(url: &str, time: Time<C>, options: RedisOptions) -> Result<Self, StorageError> {
+        if options.prefix.is_empty() {
+            return Err(StorageError::new("Redis: the key prefix is empty"));
+        }
+        let pool = Pool::new(url, options.max_connections, options.timeout)?;
+        let store = RedisStore {
+            pool: Arc::new(pool),
+            time,
+            index: row::index_key(&options.prefix),
+            options,
+            inserted: Arc::default(),
+        };
+        let mut conn = store.pool.get().await?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut *conn)
+            .await
+            .map_err(|e| Fail::at("ping", false)(e).into_storage())?;
+        conn.keep();
+        Ok(store)
+    }
+
+    /// A store on the same pool and keys that decides expiry by `time`.
+    pub fn with_time<D>(&self, time: Time<D>) -> RedisStore<D> {
+        RedisStore {
+            pool: self.pool.clone(),
+            time,
+            options: self.options.clone(),
+            index: self.index.clone(),
+            inserted: self.inserted.clone(),
+        }
+    }
+
+    /// The options the store was made with.
+    pub fn options(&self) -> &RedisOptions {
+        &self.options
+    }
+
+    /// Connections the pool holds now (busy or idle).
+    pub fn connections(&self) -> usize {
+        self.pool.size()
+    }
+
+    /// On a local clock: deletes the pending rows that expired by the store's clock, finding them
+    /// in the expiry index and deleting each only when
+    /// [`reservation_store::spec::lookup`] calls it free (each in its own optimistic
+    /// transaction); returns how many. On Redis's clock, Redis deletes them itself: 0.
+    pub async fn sweep(&self) -> Result<u64, StorageError> {
+        let Time::Local(clock) = &self.time else { return Ok(0) };
+        let now = clock.now();
+        let mut conn = self.pool.get().await?;
+        let candidates: Vec<Vec<u8>> = redis::cmd("ZRANGEBYSCORE")
+            .arg(&self.index)
+            .arg("-inf")
+            .arg(score(now))
+            .query_async(&mut *conn)
+            .await
+            .map_err(|e| Fail::at("read the expiry index", false)(e).into_storage())?;
+        let mut deleted = 0;
+        for key in candidates {
+            let Some((scope, _)) = row::parse_row_key(&self.options.prefix, &key) else {
+                continue;
+            };
+            let (value,): (Option<Vec<u8>>,) = redis::pipe()
+                .cmd("WATCH")
+                .arg(&key)
+                .ignore()
+                .cmd("GET")
+                .arg(&key)
+                .query_async(&mut *conn)
+                .await
+                .map_err(|e| Fail::at("read a row", false)(e).into_storage())?;
+            let current =
+                value.as_deref().map(|b| row::decode(b, &scope)).transpose().map_err(StorageError::new)?.flatten();
+            let free = spec::lookup(current.as_ref(), now).is_none();
+            let mut p = redis::pipe();
+            match &current {
+                // Expired by the store's clock: the spec calls it free, so it goes.
+                Some(_) if free => p.atomic().cmd("DEL").arg(&key).cmd("ZREM").arg(&self.index).arg(&key),
+                // Live: it stays, and so does its index entry.
+                Some(Reservation::Pending(_)) => p.cmd("UNWATCH"),
+                // Confirmed or free: the index entry is stale.
+                _ => p.atomic().cmd("ZREM").arg(&self.index).arg(&key),
+            };
+            let done: Value =
+                p.query_async(&mut *conn).await.map_err(|e| Fail::at("sweep a row", true)(e).into_storage())?;
+            if current.is_some() && free && !matches!(done, Value::Nil) {
+                deleted += 1;
+            }
+        }
+        conn.keep();
+        Ok(deleted)
+    }
+
+    /// Reads the row of `key` (watching it) and the clock, in one round trip.
+    async fn watch_and_read(
+        &self,
+        conn: &mut Conn<'_>,
+        key: &[u8],
+        scope: &ReservationScope,
+    ) -> Result<(Option<Vec<u8>>, Option<StoredReservation>, Instant), Fail> {
+        let mut p = redis::pipe();
+        if self.options.watch {
+            p.cmd("WATCH").arg(key).ignore();
+        }
+        p.cmd("GET").arg(key);
+        if matches!(self.time, Time::Redis) {
+            p.cmd("TIME");
+        }
+        let values: Vec<Value> = p.query_async(&mut **conn).await.map_err(Fail::at("read the row", false))?;
+        let mut values = values.into_iter();
+        let raw: Option<Vec<u8>> = redis::from_redis_value(values.next().unwrap_or(Value::Nil))
+            .map_err(|e| Fail::corrupt("read the row")(e.to_string()))?;
+        let now = match &self.time {
+            Time::Local(clock) => clock.now(),
+            Time::Redis => {
+                let (secs, micros): (u64, u64) = redis::from_redis_value(values.next().unwrap_or(Value::Nil))
+                    .map_err(|e| Fail::corrupt("read the clock")(e.to_string()))?;
+                Instant::from_millis(secs.saturating_mul(1000).saturating_add(micros / 1000))
+            }
+        };
+        let current = raw
+            .as_deref()
+            .map(|b| row::decode(b, scope))
+            .transpose()
+            .map_err(Fail::corrupt("decode the row"))?
+            .flatten();
+        Ok((raw, current, now))
+    }
+
+    /// `MULTI`, the write of `key` (`next` when `changed`, else the same bytes `raw` back),
+    /// `EXEC`: whether it committed.
+    async fn write(
+        &self,
+        conn: &mut Conn<'_>,
+        key: &[u8],
+        raw: Option<&[u8]>,
+        next: Option<&StoredReservation>,
+        changed: bool,
+    ) -> Result<bool, Fail> {
+        let mut p = redis::pipe();
+        p.atomic();
+        let tombstone = u64::try_from(self.options.tombstone_ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        if !changed && !self.options.touch {
+            let _: Value = redis::cmd("UNWATCH").query_async(&mut **conn).await.map_err(Fail::at("unwatch", false))?;
+            return Ok(true);
+        }
+        if !changed {
+            // A write of what is there: it changes nothing, but no other operation on the key
+            // can now commit between its own WATCH and EXEC across this one.
+            match raw {
+                Some(bytes) => p.cmd("SET").arg(key).arg(bytes).arg("KEEPTTL"),
+                None => p.cmd("SET").arg(key).arg(b"").arg("PX").arg(tombstone),
+            };
+        } else {
+            match next {
+                Some(next) => {
+                    let set = p.cmd("SET").arg(key).arg(row::encode(next));
+                    if let (Time::Redis, Reservation::Pending(pending)) = (&self.time, next) {
+                        // Redis takes expiry instants up to about 2^62 ms; a later one never expires.
+                        if pending.expires_at().as_millis() < 1 << 62 {
+                            set.arg("PXAT").arg(pending.expires_at().as_millis());
+                        }
+                    }
+                }
+                None => {
+                    p.cmd("SET").arg(key).arg(b"").arg("PX").arg(tombstone);
+                }
+            }
+            if matches!(self.time, Time::Local(_)) {
+                match next {
+                    Some(Reservation::Pending(pending)) => {
+                        p.cmd("ZADD").arg(&self.index).arg(score(pending.expires_at())).arg(key);
+                    }
+                    _ => {
+                        p.cmd("ZREM").arg(&self.index).arg(key);
+                    }
+                }
+            }
+        }
+        let done: Value = p.query_async(&mut **conn).await.map_err(Fail::at("write the row", true))?;
+        Ok(!matches!(done, Value::Nil))
+    }
+
+    /// One attempt of `job`: watch and read, decide, write.
+    async fn once(&self, conn: &mut Conn<'_>, job: &Job<'_>) -> Result<Attempt<Answer>, Fail> {
+        let (scope, key) = match job {
+            Job::Execute(request) => (request.scope, request.key),
+            Job::Lookup(scope, key) => (*scope, *key),
+        };
+        let row_key = row::row_key(&self.options.prefix, scope, key);
+        let (raw, current, now) = self.watch_and_read(conn, &row_key, scope).await?;
+        let (next, answer) = match job {
+            Job::Execute(request) => {
+                let Step { next, outcome, .. } = spec::apply(current.clone(), now, request.operation);
+                let inserted = current.is_none() && next.is_some();
+                (next, Answer::Executed(outcome, inserted))
+            }
+            Job::Lookup(..) => (current.clone(), Answer::Found(spec::lookup(current.as_ref(), now).cloned())),
+        };
+        if !self.write(conn, &row_key, raw.as_deref(), next.as_ref(), next != current).await? {
+            return Ok(Attempt::Conflict);
+        }
+        Ok(Attempt::Done(answer))
+    }
+
+    /// The benchmark's baseline: the commands of one operation that writes — `WATCH` and `GET`,
+    /// then `MULTI`, the write of `next`, `EXEC` — with no decoding, no clock and no spec function
+    /// between them.
+    #[doc(hidden)]
+    pub async fn baseline_write(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        next: Option<&StoredReservation>,
+    ) -> Result<bool, StorageError> {
+        let mut conn = self.pool.get().await?;
+        let row_key = row::row_key(&self.options.prefix, scope, key);
+        let (_, raw): ((), Option<Vec<u8>>) = redis::pipe()
+            .cmd("WATCH")
+            .arg(&row_key)
+            .cmd("GET")
+            .arg(&row_key)
+            .query_async(&mut *conn)
+            .await
+            .map_err(|e| Fail::at("read the row", false)(e).into_storage())?;
+        let done = self.write(&mut conn, &row_key, raw.as_deref(), next, true).await.map_err(Fail::into_storage)?;
+        conn.keep();
+        Ok(done)
+    }
+
+    /// Runs attempts of `job` until one commits, up to [`RedisOptions::retries`] more after a
+    /// conflict.
+    async fn retrying(&self, job: Job<'_>) -> Result<Answer, StorageError> {
+        let mut conflicts = 0;
+        loop {
+            let mut conn = self.pool.get().await?;
+            match self.once(&mut conn, &job).await {
+                Ok(Attempt::Done(done)) => {
+                    conn.keep();
+                    return Ok(done);
+                }
+                Ok(Attempt::Conflict) => {
+                    conn.keep();
+                    conflicts += 1;
+                    if conflicts > self.options.retries {
+                        return Err(StorageError::new(format!(
+                            "Redis: {conflicts} attempts in a row met another client's write to the key; nothing was written"
+                        )));
+                    }
+                    // Let the writer that won finish before the next attempt.
+                    tokio::time::sleep(Duration::from_micros(50 * u64::from(conflicts.min(20)))).await;
+                }
+                // The connection may still watch a key, or be broken: it is dropped.
+                Err(fail) => return Err(fail.into_storage()),
+            }
+        }
+    }
+
+    async fn after_insert(&self) {
+        let every = self.options.sweep_every;
+        if every > 0 && self.inserted.fetch_add(1, Ordering::Relaxed).saturating_add(1) >= every {
+            self.inserted.store(0, Ordering::Relaxed);
+            // Best effort: the operation has committed; a failed sweep is left to the next one.
+            let _ = self.sweep().await;
+        }
+    }
+}
+
+/// An expiry instant as a sorted set's score. Scores are doubles: rounding keeps the order, so
+/// every row that expired by `now` scores at most `score(now)`; the sweep decides each candidate
+/// exactly.
+fn score(at: Instant) -> f64 {
+    at.as_millis() as f64
+}
+
+impl<C: Clock> ReservationStore for RedisStore<C> {
+    async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
+        request.admitted()?;
+        match self.retrying(Job::Execute(&request)).await? {
+            Answer::Executed(outcome, inserted) => {
+                if inserted {
+                    self.after_insert().await;
+                }
+                Ok(outcome)
+            }
+            Answer::Found(_) => Err(StorageError::new("Redis: a lookup's answer to an operation").into()),
+        }
+    }
+
+    async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
+        match self.retrying(Job::Lookup(scope, key)).await? {
+            Answer::Found(found) => Ok(found),
+            Answer::Executed(..) => Err(StorageError::new("Redis: an operation's answer to a lookup").into()),
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Rows: the Redis key of a (scope, key), and a reservation as the bytes of its value.
+
+use std::collections::BTreeSet;
+
+use reservation_store::spec::Reservation;
+use reservation_store::{AggregateRef, HoldId, Instant, Key, ReservationScope, StoredReservation, Version};
+
+/// The first byte of every row this build writes.
+const FORMAT: u8 = 1;
+const PENDING: u8 = 0;
+const CONFIRMED: u8 = 1;
+
+/// The Redis key of `key` in `scope`: `{prefix}:r:` then the aggregate type, the tenant (empty
+/// for the system tenant, which no tenant id can be), the namespace and the key, each as its
+/// length in bytes, `:`, and its UTF-8 bytes. Every part says where it ends, so no two
+/// (scope, key)s share a Redis key, however their parts are spelled.
+pub(crate) fn row_key(prefix: &str, scope: &ReservationScope, key: &Key) -> Vec<u8> {
+    let mut out = Vec::with_capacity(prefix.len() + 16 + key.as_str().len() + scope.namespace.as_str().len());
+    out.extend_from_slice(prefix.as_bytes());
+    out.extend_from_slice(b":r:");
+    for part in [
+        scope.aggregate_type.as_str().as_bytes(),
+        scope.tenant.as_bytes(),
+        scope.namespace.as_str().as_bytes(),
+        key.as_str().as_bytes(),
+    ] {
+        out.extend_from_slice(part.len().to_string().as_bytes());
+        out.push(b':');
+        out.extend_from_slice(part);
+    }
+    out
+}
+
+/// The (scope, key) whose Redis key is `bytes` under `prefix`: the inverse of [`row_key`];
+/// `None` for a key it would not have written.
+pub(crate) fn parse_row_key(prefix: &str, bytes: &[u8]) -> Option<(ReservationScope, Key)> {
+    let mut rest = bytes.strip_prefix(prefix.as_bytes())?.strip_prefix(b":r:")?;
+    let mut parts = Vec::with_capacity(4);
+    for _ in 0..4 {
+        let colon = rest.iter().position(|b| *b == b':')?;
+        let len: usize = std::str::from_utf8(&rest[..colon]).ok()?.parse().ok()?;
+        let (part, tail) = rest[colon + 1..].split_at_checked(len)?;
+        parts.push(std::str::from_utf8(part).ok()?);
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        return None;
+    }
+    let tenant = match parts[1] {
+        "" => reservation_store::Tenant::System,
+        id => reservation_store::Tenant::id(id).ok()?,
+    };
+    let scope = ReservationScope::new(
+        reservation_store::AggregateType::new(parts[0]).ok()?,
+        tenant,
+        reservation_store::Namespace::new(parts[2]).ok()?,
+    );
+    Some((scope, Key::new(parts[3]).ok()?))
+}
+
+/// The sorted set of pending rows by expiry, for the sweep on a local clock.
+pub(crate) fn index_key(prefix: &str) -> Vec<u8> {
+    format!("{prefix}:x").into_bytes()
+}
+
+fn put(out: &mut Vec<u8>, bytes: &[u8]) {
+    // Every field is at most MAX_KEY_LEN (512) bytes, which the types enforce.
+    out.extend_from_slice(&u16::try_from(bytes.len()).unwrap_or(u16::MAX).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// `reservation` as the bytes of its row: the format, the state, the owner's tenant and id, then
+/// a pending row's expiry and holds (ascending) or a confirmed row's version; numbers big-endian,
+/// each text as a 2-byte length and its bytes. A free key is the empty value (a tombstone).
+pub(crate) fn encode(reservation: &StoredReservation) -> Vec<u8> {
+    let mut out = vec![FORMAT];
+    let owner = reservation.owner();
+    match reservation {
+        Reservation::Pending(p) => {
+            out.push(PENDING);
+            put(&mut out, owner.tenant.as_bytes());
+            put(&mut out, owner.id.as_str().as_bytes());
+            out.extend_from_slice(&p.expires_at().as_millis().to_be_bytes());
+            out.extend_from_slice(&u16::try_from(p.holds().len()).unwrap_or(u16::MAX).to_be_bytes());
+            for hold in p.holds() {
+                put(&mut out, hold.as_str().as_bytes());
+            }
+        }
+        Reservation::Confirmed(c) => {
+            out.push(CONFIRMED);
+            put(&mut out, owner.tenant.as_bytes());
+            put(&mut out, owner.id.as_str().as_bytes());
+            out.extend_from_slice(&c.version.as_u64().to_be_bytes());
+        }
+    }
+    out
+}
+
+/// Reads a row's bytes from the front.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let (head, rest) = self.0.split_at_checked(n).ok_or("a truncated row")?;
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u16(&mut self) -> Result<usize, String> {
+        let bytes = self.take(2)?;
+        Ok(usize::from(u16::from_be_bytes([bytes[0], bytes[1]])))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        let mut bytes = [0; 8];
+        bytes.copy_from_slice(self.take(8)?);
+        Ok(u64::from_be_bytes(bytes))
+    }
+
+    fn text(&mut self) -> Result<&'a [u8], String> {
+        let n = self.u16()?;
+        self.take(n)
+    }
+}
+
+/// The reservation a row of `scope` holds (`None` for a tombstone); refuses anything [`encode`]
+/// would not have written.
+pub(crate) fn decode(bytes: &[u8], scope: &ReservationScope) -> Result<Option<StoredReservation>, String> {
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let mut r = Reader(bytes);
+    if r.take(1)? != [FORMAT] {
+        return Err(format!("a row of format {}, this build reads {FORMAT}", bytes[0]));
+    }
+    let state = r.take(1)?[0];
+    let (tenant, id) = (r.text()?, r.text()?);
+    let owner = AggregateRef::from_stored(scope.aggregate_type.clone(), tenant, id)?;
+    let reservation = match state {
+        PENDING => {
+            let expires_at = Instant::from_millis(r.u64()?);
+            let mut holds = BTreeSet::new();
+            for _ in 0..r.u16()? {
+                let hold = std::str::from_utf8(r.text()?).map_err(|_| "a hold id that is not UTF-8".to_owned())?;
+                let hold = HoldId::new(hold).map_err(|e| format!("holds: {e}"))?;
+                if holds.last().is_some_and(|last| *last >= hold) {
+                    return Err("holds out of order".into());
+                }
+                holds.insert(hold);
+            }
+            Reservation::pending(owner, holds, expires_at).ok_or("a pending row with no hold")?
+        }
+        CONFIRMED => Reservation::confirmed(owner, Version::from_u64(r.u64()?)),
+        other => return Err(format!("state {other}")),
+    };
+    if !r.0.is_empty() {
+        return Err("bytes after the row".into());
+    }
+    Ok(Some(reservation))
+}

@@ -1,0 +1,16 @@
+//! The whole conformance suite against Redis: on the shared server (which keeps nothing on disk,
+//! so not durable), and the durable check against a server of the test's own with an
+//! append-only file, restarted (killed) at every reopen.
+
+use crate::{durable_harness, harness};
+
+reservation_conformance::tests!(redis, ?harness());
+
+#[test]
+fn p1_durable_on_an_append_only_server_killed_at_every_reopen() {
+    let Some(h) = durable_harness() else { return };
+    assert!(reservation_conformance::Harness::capabilities(&h).durable);
+    if let Err(failure) = reservation_conformance::checks::durable(&h) {
+        panic!("{failure}");
+    }
+}
