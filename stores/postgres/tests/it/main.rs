@@ -3,6 +3,7 @@
 //! server the tests say so in one line and pass, unless `RESERVATION_REQUIRE_SERVICES=1`.
 
 mod conformance;
+mod corrupt;
 mod faults;
 mod linearizability;
 mod schema;

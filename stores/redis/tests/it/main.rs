@@ -4,6 +4,7 @@
 //! say so in one line and pass, unless `RESERVATION_REQUIRE_SERVICES=1`.
 
 mod conformance;
+mod corrupt;
 mod faults;
 mod linearizability;
 mod sweep;
