@@ -53,7 +53,7 @@ pub use spec::{
 #[cfg(feature = "sqlite")]
 pub use sqlite::{MAX_BUSY_TIMEOUT, OpenCheck, SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
 pub use store::{ReservationStore, StoredReservation, block_on};
-pub use time::{Clock, Instant, ManualClock, Monotonic, ReleaseVersion, SystemClock, Ttl, Version};
+pub use time::{Clock, ClockHold, Instant, ManualClock, Monotonic, ReleaseVersion, SystemClock, Ttl, Version};
 pub use types::{
     AggregateId, AggregateRef, AggregateType, HoldId, Key, MAX_HOLD_ID_LEN, MAX_KEY_LEN, MAX_NAME_LEN, Namespace,
     ReservationScope, SYSTEM_TENANT, Tenant, TenantId,

@@ -1,8 +1,8 @@
 //! Time and versions: instants on the store's clock, times to live, clocks, stream versions.
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::InvalidArgument;
@@ -204,29 +204,118 @@ impl<C: Clock> Clock for Monotonic<C> {
 }
 
 /// A clock that moves only when told: clones share one time, so a test keeps a handle and
-/// advances the clock of the store it built.
-#[derive(Clone, Debug, Default)]
-pub struct ManualClock(Arc<AtomicU64>);
+/// advances the clock of the store it built. A test can also stop the next reading of it, to
+/// hold an operation between its clock reading and its write ([`ManualClock::hold_next_reading`]).
+#[derive(Clone, Default)]
+pub struct ManualClock(Arc<ManualState>);
+
+#[derive(Default)]
+struct ManualState {
+    millis: AtomicU64,
+    /// Whether `hold` is set: the one check on the reading's path.
+    held: AtomicBool,
+    hold: Mutex<Option<Arc<HoldState>>>,
+}
+
+#[derive(Default)]
+struct HoldState {
+    /// (a reading arrived, the hold was released)
+    flags: Mutex<(bool, bool)>,
+    changed: Condvar,
+}
+
+impl HoldState {
+    fn flags(&self) -> MutexGuard<'_, (bool, bool)> {
+        // Two flags stay consistent across a panic.
+        self.flags.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ManualClock").field(&self.0.millis.load(Ordering::SeqCst)).finish()
+    }
+}
 
 impl ManualClock {
     /// A clock reading `start`.
     pub fn new(start: Instant) -> Self {
-        ManualClock(Arc::new(AtomicU64::new(start.0)))
+        let clock = ManualClock::default();
+        clock.set(start);
+        clock
     }
 
     /// Sets the time to `at` (it may go backwards: tests of skew need that).
     pub fn set(&self, at: Instant) {
-        self.0.store(at.0, Ordering::SeqCst);
+        self.0.millis.store(at.0, Ordering::SeqCst);
     }
 
     /// Moves the time forward by `millis`, saturating.
     pub fn advance(&self, millis: u64) {
-        let _ = self.0.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| Some(t.saturating_add(millis)));
+        let _ = self.0.millis.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| Some(t.saturating_add(millis)));
+    }
+
+    /// Makes the next reading of this clock (through any clone, on any thread) wait, once it has
+    /// read its instant, until the returned [`ClockHold`] is released or dropped. A test holds an
+    /// operation between its reading of the clock and its write this way, and sees what other
+    /// operations do meanwhile.
+    pub fn hold_next_reading(&self) -> ClockHold {
+        let hold = Arc::new(HoldState::default());
+        *self.0.hold.lock().unwrap_or_else(PoisonError::into_inner) = Some(hold.clone());
+        self.0.held.store(true, Ordering::SeqCst);
+        ClockHold(hold)
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> Instant {
-        Instant(self.0.load(Ordering::SeqCst))
+        let now = Instant(self.0.millis.load(Ordering::SeqCst));
+        if self.0.held.load(Ordering::SeqCst) {
+            let hold = self.0.hold.lock().unwrap_or_else(PoisonError::into_inner).take();
+            if let Some(hold) = hold {
+                self.0.held.store(false, Ordering::SeqCst);
+                let mut flags = hold.flags();
+                flags.0 = true;
+                hold.changed.notify_all();
+                while !flags.1 {
+                    flags = hold.changed.wait(flags).unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+        }
+        now
+    }
+}
+
+/// A reading of a [`ManualClock`] held by [`ManualClock::hold_next_reading`]; released when
+/// dropped.
+#[derive(Debug)]
+pub struct ClockHold(Arc<HoldState>);
+
+impl fmt::Debug for HoldState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (reached, released) = *self.flags();
+        f.debug_struct("ClockHold").field("reached", &reached).field("released", &released).finish()
+    }
+}
+
+impl ClockHold {
+    /// Waits until a reading is held, up to `timeout`; whether one is.
+    pub fn wait_reached(&self, timeout: Duration) -> bool {
+        let flags = self.0.flags();
+        let (flags, _) =
+            self.0.changed.wait_timeout_while(flags, timeout, |f| !f.0).unwrap_or_else(PoisonError::into_inner);
+        flags.0
+    }
+
+    /// Lets the held reading return.
+    pub fn release(self) {
+        drop(self);
+    }
+}
+
+impl Drop for ClockHold {
+    fn drop(&mut self) {
+        self.0.flags().1 = true;
+        self.0.changed.notify_all();
     }
 }

@@ -1012,3 +1012,97 @@ pub fn differential<H: Harness>(h: &H) -> Result<(), Failure> {
 pub fn linearizability<H: Harness>(h: &H) -> Result<(), Failure> {
     crate::linearizability::run(h).map(drop)
 }
+
+/// D10, the clock inside the critical section: an operation is held between its reading of the
+/// clock and its write ([`reservation_store::ManualClock::hold_next_reading`]) while the clock
+/// moves past an expiry and a lookup runs; then it is let go. Alice's pending reservation
+/// expires at `t+10`; at `t+9` she reserves again with a second hold (a join, by that reading),
+/// and a lookup at `t+10` runs meanwhile. A store that reads the clock inside its lock makes the
+/// lookup wait (it then sees the join), or, optimistic, decides again at `t+10` after the lookup
+/// (a fresh take, R2). A store that reads it outside answers the join after the lookup found the
+/// key expired: no order of the two explains that. Deterministic, unlike the randomized
+/// linearizability check, which finds this only when a race lands on an expiry.
+pub fn d10<H: Harness>(h: &H) -> Result<(), Failure> {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use reservation_store::{ManualClock, Operation, Outcome, ReservationStore, StoredReservation, spec};
+
+    const CHECK: &str = "d10_the_clock_is_read_inside_the_critical_section";
+    let fail = |problem: String| Err(Failure::new(CHECK, Rule::D10, problem));
+    let clock = ManualClock::new(crate::START);
+    let store = h.store(clock.clone());
+    let scope = ReservationScope::new(
+        reservation_store::AggregateType::new(TYPE).expect("a valid type"),
+        Tenant::id("acme").expect("a valid tenant"),
+        ns("d10"),
+    );
+    let (k, alice, h1, h2, ttl) =
+        (key("alice"), owner(Some("acme"), "alice"), hold("attempt-1"), hold("attempt-2"), ttl(10));
+    let at = |n: u64| crate::START.saturating_add_millis(n);
+    fn reserve_with<'a>(
+        alice: &'a AggregateRef,
+        hold: &'a HoldId,
+        ttl: Ttl,
+    ) -> Operation<&'a AggregateRef, &'a HoldId> {
+        Operation::Reserve { owner: alice, hold, ttl }
+    }
+    let first = spec::apply::<_, std::collections::BTreeSet<HoldId>>(None, at(0), reserve_with(&alice, &h1, ttl));
+    match h.block_on(store.execute(reservation_store::Request::new(&scope, &k, reserve_with(&alice, &h1, ttl)))) {
+        Ok(outcome) if outcome == first.outcome => {}
+        other => {
+            return fail(format!("the first reserve of a free key at t answered {other:?}, not {:?}", first.outcome));
+        }
+    }
+    clock.set(at(9));
+    let held = clock.hold_next_reading();
+    type Answers = (Result<Outcome, String>, Result<Option<StoredReservation>, String>);
+    let (written, seen): Answers = std::thread::scope(|s| {
+        let (store, scope, k, alice, h2) = (&store, &scope, &k, &alice, &h2);
+        let writer = s.spawn(move || {
+            h.block_on(store.execute(reservation_store::Request::new(scope, k, reserve_with(alice, h2, ttl))))
+        });
+        if !held.wait_reached(Duration::from_secs(5)) {
+            drop(held);
+            let answer = writer.join().map_err(|_| "panicked".to_owned()).and_then(|r| r.map_err(|e| e.to_string()));
+            return (answer, Err("the store did not read its clock while it reserved".to_owned()));
+        }
+        clock.set(at(10));
+        let (done, finished) = mpsc::channel();
+        let reader = s.spawn(move || {
+            let answer = h.block_on(store.lookup(scope, k));
+            let _ = done.send(());
+            answer
+        });
+        // A store that serializes the two makes the lookup wait for the held reserve: give a
+        // lookup that can finish the time to, then let the reserve go.
+        let _ = finished.recv_timeout(Duration::from_millis(300));
+        drop(held);
+        let w = writer.join().map_err(|_| "the reserve panicked".to_owned()).and_then(|r| r.map_err(|e| e.to_string()));
+        let l = reader.join().map_err(|_| "the lookup panicked".to_owned()).and_then(|r| r.map_err(|e| e.to_string()));
+        (w, l)
+    });
+    let after = h.block_on(store.lookup(&scope, &k)).map_err(|e| e.to_string());
+    let (Ok(written), Ok(seen), Ok(after)) = (written.clone(), seen.clone(), after.clone()) else {
+        return fail(format!("reserve {written:?}, lookup {seen:?}, lookup afterwards {after:?}: an error"));
+    };
+    // Every order the specification allows: the reserve at its reading (t+9) or a later one
+    // (t+10) before the lookup, or after it at t+10.
+    let base = first.next;
+    let mut allowed = Vec::new();
+    for reserve_at in [at(9), at(10)] {
+        let step = spec::apply(base.clone(), reserve_at, reserve_with(&alice, &h2, ttl));
+        let shown = spec::lookup(step.next.as_ref(), at(10)).cloned();
+        allowed.push((step.outcome, shown.clone(), shown, "the reserve, then the lookup"));
+    }
+    let step = spec::apply(base.clone(), at(10), reserve_with(&alice, &h2, ttl));
+    let shown = spec::lookup(step.next.as_ref(), at(10)).cloned();
+    allowed.push((step.outcome, spec::lookup(base.as_ref(), at(10)).cloned(), shown, "the lookup, then the reserve"));
+    if allowed.iter().any(|(o, s, a, _)| *o == written && *s == seen && *a == after) {
+        return Ok(());
+    }
+    fail(format!(
+        "alice's reservation expires at t+10; her second reserve read t+9, was held there while the clock moved to t+10 and a lookup ran, then let go: it answered {written:?}, the lookup {seen:?}, a lookup afterwards {after:?}. No order explains that: the reserve acted at an instant earlier than the lookup it followed, so the clock was read outside the critical section. Allowed: {}",
+        allowed.iter().map(|(o, s, _, order)| format!("{order}: {o:?} and {s:?}")).collect::<Vec<_>>().join("; ")
+    ))
+}

@@ -35,11 +35,13 @@
 //! # What is checked
 //!
 //! - One check per rule id, in [`checks`]: `r1` … `r7`, `c1` … `c8`, `l1` … `l6`, `a1` … `a6`,
-//!   `d1` … `d9`, `d11`. Each runs a short script on a fresh store and on the spec functions
+//!   `d1` … `d11`. Each runs a short script on a fresh store and on the spec functions
 //!   side by side, compares every outcome, looks up every key it touched after every step, and
 //!   asserts that its script reached the rule it is named after. D8: versions above `2^63` and
 //!   the clock's last instant; D9: every field at its maximum length in UTF-8 bytes; D11: the
-//!   lookup's shapes. (D10, a clock that never goes back, is the linearizability check's.)
+//!   lookup's shapes. D10: an operation is held between its reading of the clock and its write
+//!   ([`reservation_store::ManualClock::hold_next_reading`]) while the clock passes an expiry
+//!   and a lookup runs; the answers must have an order (a clock read outside the lock has none).
 //! - S1, scopes: a key is independent across aggregate types, tenants and namespaces (also when
 //!   a store could join them into one string with a separator), and a `SYSTEM_TENANT` scope spans
 //!   the type's tenants (and is not a tenant whose id spells `SYSTEM_TENANT`); owners of the
@@ -118,7 +120,7 @@
 //! | atomicity under threads | read, then write, without the lock in between (with a yield, and without) | `linearizability_…` (atomicity, H1) |
 //! | durability | confirmed reservations lost on reopen | `p1_durable_…` (P1) |
 //! | durability | one write in seven acknowledged but never persisted | `p1_durable_…` (P1) |
-//! | time | the clock read before the lock is taken | `linearizability_…` (atomicity, H1) |
+//! | time | the clock read before the lock is taken | `d10_…` (D10), `linearizability_…` (atomicity, H1) |
 //! | robustness | a panic on a key with a NUL byte | `d5_…` (D5; the step, its rule and the panic message) |
 //!
 //! A store call that panics is reported as that step's failure, with the panic's message; the
@@ -191,6 +193,7 @@ macro_rules! __for_each_check {
             d6_invalid_arguments_are_typed_and_change_nothing => d6,
             d7_expired_pending_is_a_free_key => d7,
             d8_unsigned_versions_and_the_last_instant => d8,
+            d10_the_clock_is_read_inside_the_critical_section => d10,
             d9_every_field_at_its_maximum_in_utf8_bytes => lengths,
             d11_lookup_shapes_and_absolute_expiry => d11,
             s1_scope_aggregate_types_are_independent => scope_aggregate_type,

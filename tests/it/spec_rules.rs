@@ -1179,3 +1179,21 @@ fn s1_scopes_are_equal_only_part_by_part() {
     assert_ne!(scope("user", Some("acme"), "email"), scope("User", Some("acme"), "email"));
     assert_eq!(scope("user", Some("acme"), "email"), scope("user", Some("acme"), "email"));
 }
+
+#[test]
+fn d10_a_held_clock_reading_waits_for_its_release_and_reads_the_instant_before_it() {
+    let clock = ManualClock::new(at(100));
+    let hold = clock.hold_next_reading();
+    assert!(!hold.wait_reached(std::time::Duration::from_millis(10)), "no reading yet");
+    let reader = {
+        let clock = clock.clone();
+        std::thread::spawn(move || clock.now())
+    };
+    assert!(hold.wait_reached(std::time::Duration::from_secs(5)), "the reading arrived");
+    clock.set(at(200));
+    assert!(!reader.is_finished(), "a held reading waits");
+    hold.release();
+    assert_eq!(reader.join().expect("no panic"), at(100), "it read its instant before it was held");
+    // Only the next reading is held.
+    assert_eq!(clock.now(), at(200));
+}
