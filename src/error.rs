@@ -105,6 +105,32 @@ pub struct StorageError {
     source: Option<Box<dyn StdError + Send + Sync + 'static>>,
 }
 
+impl InvalidArgument {
+    /// The error's name, as SPEC.md's table of errors, failure messages and the driver protocol
+    /// spell it: `EmptyKey`, `TenantMismatch`, ….
+    pub const fn name(self) -> &'static str {
+        use InvalidArgument::*;
+        match self {
+            EmptyKey => "EmptyKey",
+            KeyTooLong { .. } => "KeyTooLong",
+            EmptyHoldId => "EmptyHoldId",
+            HoldIdTooLong { .. } => "HoldIdTooLong",
+            EmptyNamespace => "EmptyNamespace",
+            NamespaceTooLong { .. } => "NamespaceTooLong",
+            EmptyAggregateType => "EmptyAggregateType",
+            AggregateTypeTooLong { .. } => "AggregateTypeTooLong",
+            EmptyTenantId => "EmptyTenantId",
+            TenantIdTooLong { .. } => "TenantIdTooLong",
+            EmptyAggregateId => "EmptyAggregateId",
+            AggregateIdTooLong { .. } => "AggregateIdTooLong",
+            TtlZero => "TtlZero",
+            ZeroStreamVersion => "ZeroStreamVersion",
+            OwnerTypeMismatch => "OwnerTypeMismatch",
+            TenantMismatch => "TenantMismatch",
+        }
+    }
+}
+
 impl StorageError {
     /// A storage failure described by `message`; the operation did not take effect.
     pub fn new(message: impl Into<String>) -> Self {

@@ -21,6 +21,8 @@ const USAGE: &str = "usage:
   reservation explore [the flags of reservation-model explore]
   reservation swarm [the flags of reservation-model swarm]
   reservation conform [memory|sqlite|postgres|redis|all]
+  reservation conform --command \"ADAPTER COMMAND\" [--json]
+  reservation serve
   reservation all
 
 check, explore and swarm are the protocol's model (reservation check --help lists their flags).
@@ -31,6 +33,11 @@ schema of its own), RedisStore (on the server at RESERVATION_REDIS_URL, by defau
 redis://127.0.0.1:6379/, under a key prefix of its own; its durable check on a redis-server of
 its own with an append-only file), or all of them (the default; a store whose server does not
 answer is skipped, saying so, unless RESERVATION_REQUIRE_SERVICES=1). all checks the model with its default configuration, then runs conform all.
+
+conform --command runs the same suite against a store in any language, behind an adapter
+process that speaks the JSON-lines protocol of PROTOCOL.md (run by sh -c); one line per check,
+or JSON objects with --json. serve is such an adapter for MemoryStore, on standard input and
+output.
 
 Exit codes: 0 when everything holds, 1 when a property or a check fails, 2 when a model run did
 not complete, 64 on bad arguments.";
@@ -113,6 +120,43 @@ fn conform_service<H: reservation_conformance::Harness>(
     }
 }
 
+/// The suite against the store behind the adapter `command`, through the driver: one line per
+/// check, or with `json` one JSON object per check and a summary.
+fn conform_command(command: &str, json: bool) -> ExitCode {
+    let harness = match reservation_conformance::driver::CommandHarness::start(command) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("the adapter did not start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let started = Instant::now();
+    let report = run_all(&harness);
+    if json {
+        for (name, result, took) in &report.checks {
+            let (verdict, detail) = match result {
+                reservation_conformance::CheckResult::Passed => ("passed", String::new()),
+                reservation_conformance::CheckResult::Skipped(why) => ("skipped", (*why).to_owned()),
+                reservation_conformance::CheckResult::Failed(f) => ("failed", f.to_string()),
+            };
+            let line = serde_json::json!({"check": name, "result": verdict, "detail": detail, "millis": took.as_millis() as u64});
+            println!("{line}");
+        }
+        println!(
+            "{}",
+            serde_json::json!({"command": command, "conforms": report.is_ok(), "millis": started.elapsed().as_millis() as u64})
+        );
+    } else {
+        print!("{report}");
+        println!(
+            "{command}: {} in {:.2?}",
+            if report.is_ok() { "conforms" } else { "DOES NOT CONFORM" },
+            started.elapsed()
+        );
+    }
+    if report.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
 /// The checks of `harness` whose names start with `prefix`.
 fn run_only<H: reservation_conformance::Harness>(harness: &H, prefix: &str) -> Report {
     reservation_conformance::run_matching(harness, |name| name.starts_with(prefix))
@@ -125,6 +169,28 @@ fn run(argv: &[String]) -> ExitCode {
     };
     match argv.first().map(String::as_str) {
         Some("check" | "explore" | "swarm") => reservation_model::cli::run(argv),
+        Some("serve") => {
+            if argv.len() > 1 {
+                return bad("serve takes no flags".into());
+            }
+            let stdin = std::io::stdin().lock();
+            match reservation_conformance::driver::serve(stdin, std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("serve: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Some("conform") if argv.get(1).is_some_and(|a| a == "--command") => {
+            let Some(command) = argv.get(2) else { return bad("conform --command takes the adapter's command".into()) };
+            let json = match argv.get(3).map(String::as_str) {
+                None => false,
+                Some("--json") if argv.len() == 4 => true,
+                Some(other) => return bad(format!("conform --command CMD takes only --json after it, not {other:?}")),
+            };
+            conform_command(command, json)
+        }
         Some("conform") => {
             let stores = match argv.get(1).map(String::as_str) {
                 None | Some("all") => Stores::All,

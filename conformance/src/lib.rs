@@ -136,6 +136,7 @@
 
 pub mod checks;
 pub mod differential;
+pub mod driver;
 pub mod examples;
 mod failure;
 mod harness;

@@ -1,0 +1,678 @@
+//! The driver: the suite against a store in any language, through an adapter process that speaks
+//! JSON lines on its standard input and output (`PROTOCOL.md` in the repository).
+//!
+//! [`CommandHarness`] starts the adapter and is a [`Harness`] like any other, so every named
+//! check, the differential test and the linearizability check run unchanged: each store the
+//! suite asks for is a store id in the adapter, each operation one request that carries the
+//! suite's clock, and requests from several threads are in flight at once (the adapter may answer
+//! them in any order). [`serve`] is the other side for the reference `MemoryStore`
+//! (`reservation serve`), so that the driver is tested against the reference itself.
+//!
+//! An adapter that hangs, dies, writes a line that is not JSON or answers an id nobody asked is a
+//! [`StorageError`] (indeterminate: the request may have run) naming the request and quoting the
+//! adapter's last lines of standard error; every wait ends after [`CommandHarness::timeout`].
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::time::Duration;
+
+use reservation_store::spec::Reservation;
+use reservation_store::{
+    AggregateId, AggregateRef, AggregateType, Clock, HoldId, Instant, InvalidArgument, Key, ManualClock, MemoryStore,
+    Namespace, Operation, Outcome, ReleaseVersion, Request, ReservationScope, ReservationStore, StorageError,
+    StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version,
+};
+use serde_json::{Value, json};
+
+use crate::harness::{Capabilities, Harness, Settings};
+
+/// The protocol's version, sent in `hello`.
+pub const PROTOCOL: u64 = 1;
+
+/// Lines of the adapter's standard error kept for failure messages.
+const STDERR_TAIL: usize = 20;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values as JSON.
+
+fn scope_json(s: &ReservationScope) -> Value {
+    json!({"aggregate_type": s.aggregate_type.as_str(), "tenant": tenant_json(&s.tenant), "namespace": s.namespace.as_str()})
+}
+
+fn tenant_json(t: &Tenant) -> Value {
+    match t {
+        Tenant::System => Value::Null,
+        Tenant::Id(id) => Value::from(id.as_str()),
+    }
+}
+
+fn owner_json(o: &AggregateRef) -> Value {
+    json!({"aggregate_type": o.aggregate_type.as_str(), "tenant": tenant_json(&o.tenant), "id": o.id.as_str()})
+}
+
+/// A reservation as the protocol writes it (D11's shapes): holds in ascending order of their
+/// UTF-8 bytes, the expiry as an absolute instant.
+pub fn reservation_json(r: &StoredReservation) -> Value {
+    match r {
+        Reservation::Pending(p) => json!({
+            "state": "pending",
+            "owner": owner_json(p.owner()),
+            "holds": p.holds().iter().map(|h| h.as_str()).collect::<Vec<_>>(),
+            "expires_at": p.expires_at().as_millis(),
+        }),
+        Reservation::Confirmed(c) => {
+            json!({"state": "confirmed", "owner": owner_json(&c.owner), "version": c.version.as_u64()})
+        }
+    }
+}
+
+/// The request for `operation` on `scope`/`key` of store `store` at `now`.
+pub fn operation_json(store: u64, now: Instant, request: &Request<'_>) -> Value {
+    let mut v = json!({"store": store, "now": now.as_millis(), "scope": scope_json(request.scope), "key": request.key.as_str()});
+    let fields = v.as_object_mut().expect("an object");
+    match request.operation {
+        Operation::Reserve { owner, hold, ttl } => {
+            fields.insert("op".into(), "reserve".into());
+            fields.insert("owner".into(), owner_json(owner));
+            fields.insert("hold".into(), hold.as_str().into());
+            fields.insert("ttl".into(), ttl.as_millis().into());
+        }
+        Operation::Confirm { owner, version } => {
+            fields.insert("op".into(), "confirm".into());
+            fields.insert("owner".into(), owner_json(owner));
+            fields.insert("version".into(), version.as_u64().into());
+        }
+        Operation::Release { owner, version } => {
+            fields.insert("op".into(), "release".into());
+            fields.insert("owner".into(), owner_json(owner));
+            let version = match version {
+                ReleaseVersion::Any => Value::from("ANY"),
+                ReleaseVersion::At(v) => v.as_u64().into(),
+            };
+            fields.insert("version".into(), version);
+        }
+        Operation::Abandon { owner, hold } => {
+            fields.insert("op".into(), "abandon".into());
+            fields.insert("owner".into(), owner_json(owner));
+            fields.insert("hold".into(), hold.as_str().into());
+        }
+    }
+    v
+}
+
+/// Why a JSON value is not what the protocol says.
+type Bad = String;
+
+fn text<'a>(v: &'a Value, field: &str) -> Result<&'a str, Bad> {
+    v.get(field).and_then(Value::as_str).ok_or_else(|| format!("`{field}` is not a string"))
+}
+
+fn number(v: &Value, field: &str) -> Result<u64, Bad> {
+    v.get(field).and_then(Value::as_u64).ok_or_else(|| format!("`{field}` is not an integer in 0..=2^64-1"))
+}
+
+/// A typed value from a field, or the invalid argument its text is, or `Unrepresentable`.
+enum Field<T> {
+    Ok(T),
+    Invalid(InvalidArgument),
+}
+
+fn parse_tenant(v: &Value) -> Result<Field<Tenant>, Bad> {
+    match v {
+        Value::Null => Ok(Field::Ok(Tenant::System)),
+        Value::String(s) => Ok(match Tenant::id(s) {
+            Ok(t) => Field::Ok(t),
+            Err(e) => Field::Invalid(e),
+        }),
+        _ => Err("`tenant` is neither a string nor null".into()),
+    }
+}
+
+macro_rules! field {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return Ok(Field::Invalid(e)),
+        }
+    };
+}
+
+macro_rules! typed {
+    ($e:expr) => {
+        match $e? {
+            Field::Ok(v) => v,
+            Field::Invalid(e) => return Ok(Field::Invalid(e)),
+        }
+    };
+}
+
+fn parse_scope(v: &Value) -> Result<Field<ReservationScope>, Bad> {
+    let v = v.get("scope").ok_or("no `scope`")?;
+    let aggregate_type = field!(AggregateType::new(text(v, "aggregate_type")?));
+    let tenant = typed!(parse_tenant(v.get("tenant").unwrap_or(&Value::Bool(false))));
+    let namespace = field!(Namespace::new(text(v, "namespace")?));
+    Ok(Field::Ok(ReservationScope::new(aggregate_type, tenant, namespace)))
+}
+
+fn parse_owner(v: &Value) -> Result<Field<AggregateRef>, Bad> {
+    let v = v.get("owner").ok_or("no `owner`")?;
+    let aggregate_type = field!(AggregateType::new(text(v, "aggregate_type")?));
+    let tenant = typed!(parse_tenant(v.get("tenant").unwrap_or(&Value::Bool(false))));
+    let id = field!(AggregateId::new(text(v, "id")?));
+    Ok(Field::Ok(AggregateRef::new(aggregate_type, tenant, id)))
+}
+
+fn parse_owner_json(v: &Value) -> Result<AggregateRef, Bad> {
+    match parse_owner(&json!({"owner": v}))? {
+        Field::Ok(o) => Ok(o),
+        Field::Invalid(e) => Err(format!("an owner the store answered is invalid: {}", e.name())),
+    }
+}
+
+/// A reservation the adapter answered, in D11's shapes; `Err` says what is wrong with it.
+pub fn parse_reservation(v: &Value) -> Result<Option<StoredReservation>, Bad> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    let owner = parse_owner_json(v.get("owner").ok_or("no `owner`")?)?;
+    match text(v, "state")? {
+        "pending" => {
+            let holds = v.get("holds").and_then(Value::as_array).ok_or("`holds` is not an array")?;
+            let mut set = BTreeSet::new();
+            for h in holds {
+                let h = h.as_str().ok_or("a hold is not a string")?;
+                let h = HoldId::new(h).map_err(|e| format!("a hold is invalid: {}", e.name()))?;
+                if set.last().is_some_and(|last| *last >= h) {
+                    return Err("`holds` are not in ascending order of their UTF-8 bytes, or repeat".into());
+                }
+                set.insert(h);
+            }
+            let expires_at = Instant::from_millis(number(v, "expires_at")?);
+            Reservation::pending(owner, set, expires_at)
+                .map(Some)
+                .ok_or_else(|| "a pending reservation with no hold".into())
+        }
+        "confirmed" => Ok(Some(Reservation::confirmed(owner, Version::from_u64(number(v, "version")?)))),
+        other => Err(format!("`state` {other:?} is neither \"pending\" nor \"confirmed\"")),
+    }
+}
+
+fn error_json(e: &StoreError) -> Value {
+    match e {
+        StoreError::Invalid(e) => json!({"kind": "InvalidArgument", "name": e.name(), "message": e.to_string()}),
+        StoreError::Storage(e) => {
+            json!({"kind": "StorageError", "indeterminate": e.is_indeterminate(), "message": e.message()})
+        }
+    }
+}
+
+/// The invalid argument named `name`; `None` for a name the typed API cannot be given (a length
+/// or an emptiness its types rule out before any request).
+fn invalid_by_name(name: &str) -> Option<InvalidArgument> {
+    use InvalidArgument::*;
+    [
+        EmptyKey,
+        EmptyHoldId,
+        EmptyNamespace,
+        EmptyAggregateType,
+        EmptyTenantId,
+        EmptyAggregateId,
+        TtlZero,
+        ZeroStreamVersion,
+        OwnerTypeMismatch,
+        TenantMismatch,
+    ]
+    .into_iter()
+    .find(|e| e.name() == name)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The adapter process.
+
+/// The requests in flight, by id: where each one's answer (or why none will come) goes.
+type Waiting = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, String>>>>>;
+
+/// The running adapter: requests in flight by id, and the tail of its standard error.
+struct Adapter {
+    command: String,
+    stdin: Mutex<Option<ChildStdin>>,
+    waiting: Waiting,
+    broken: Arc<Mutex<Option<String>>>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    next: AtomicU64,
+    child: Mutex<Child>,
+    timeout: Duration,
+}
+
+impl Adapter {
+    fn start(command: &str, timeout: Duration) -> Result<Adapter, StorageError> {
+        let mut child = shell(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| StorageError::with_source(format!("starting the adapter `{command}`"), e))?;
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let adapter = Adapter {
+            command: command.to_owned(),
+            stdin: Mutex::new(child.stdin.take()),
+            waiting: Arc::default(),
+            broken: Arc::default(),
+            stderr: Arc::default(),
+            next: AtomicU64::new(0),
+            child: Mutex::new(child),
+            timeout,
+        };
+        if let Some(stderr) = stderr {
+            let tail = adapter.stderr.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let mut tail = lock(&tail);
+                    if tail.len() == STDERR_TAIL {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+            });
+        }
+        if let Some(stdout) = stdout {
+            let (waiting, broken) = (adapter.waiting.clone(), adapter.broken.clone());
+            std::thread::spawn(move || {
+                let mut why = "the adapter closed its standard output (it exited?)".to_owned();
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else {
+                        why = "the adapter wrote a line that is not UTF-8".into();
+                        break;
+                    };
+                    let answer: Value = match serde_json::from_str(&line) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            why = format!("the adapter wrote a line that is not JSON ({e}): {line:?}");
+                            break;
+                        }
+                    };
+                    let Some(id) = answer.get("id").and_then(Value::as_u64) else {
+                        why = format!("the adapter wrote an answer without an integer `id`: {line}");
+                        break;
+                    };
+                    let Some(sender) = lock(&waiting).remove(&id) else {
+                        why = format!("the adapter answered id {id}, which no request in flight has: {line}");
+                        break;
+                    };
+                    let _ = sender.send(Ok(answer));
+                }
+                *lock(&broken) = Some(why.clone());
+                for (_, sender) in lock(&waiting).drain() {
+                    let _ = sender.send(Err(why.clone()));
+                }
+            });
+        }
+        Ok(adapter)
+    }
+
+    fn stderr_tail(&self) -> String {
+        let tail = lock(&self.stderr);
+        if tail.is_empty() {
+            "(its standard error is empty)".into()
+        } else {
+            format!("its standard error ends:\n  {}", tail.iter().cloned().collect::<Vec<_>>().join("\n  "))
+        }
+    }
+
+    fn fail(&self, request: &Value, why: &str) -> StorageError {
+        StorageError::indeterminate(format!(
+            "driver: adapter `{}`: request {request}: {why}; {}",
+            self.command,
+            self.stderr_tail()
+        ))
+    }
+
+    /// Sends `request` (an id is added) and waits for its answer: the `ok` value, or the error
+    /// object.
+    fn call(&self, mut request: Value) -> Result<Result<Value, Value>, StorageError> {
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        if let Some(fields) = request.as_object_mut() {
+            fields.insert("id".into(), id.into());
+        }
+        if let Some(why) = lock(&self.broken).clone() {
+            return Err(self.fail(&request, &why));
+        }
+        let (tx, rx) = mpsc::channel();
+        lock(&self.waiting).insert(id, tx);
+        let sent = {
+            let mut stdin = lock(&self.stdin);
+            match stdin.as_mut() {
+                Some(pipe) => writeln!(pipe, "{request}").and_then(|()| pipe.flush()),
+                None => Err(std::io::Error::other("the adapter's standard input is closed")),
+            }
+        };
+        if let Err(e) = sent {
+            lock(&self.waiting).remove(&id);
+            return Err(self.fail(&request, &format!("writing to the adapter failed: {e}")));
+        }
+        let answer = match rx.recv_timeout(self.timeout) {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(why)) => return Err(self.fail(&request, &why)),
+            Err(_) => {
+                lock(&self.waiting).remove(&id);
+                return Err(self.fail(&request, &format!("no answer within {:?}", self.timeout)));
+            }
+        };
+        match (answer.get("ok"), answer.get("error")) {
+            (Some(ok), None) => Ok(Ok(ok.clone())),
+            (None, Some(error)) => Ok(Err(error.clone())),
+            _ => Err(self.fail(&request, &format!("the answer {answer} has neither exactly one of `ok` and `error`"))),
+        }
+    }
+
+    /// The `ok` of a request that must succeed.
+    fn expect_ok(&self, request: Value) -> Result<Value, StorageError> {
+        let shown = request.clone();
+        match self.call(request)? {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.fail(&shown, &format!("the adapter answered an error: {e}"))),
+        }
+    }
+}
+
+impl Drop for Adapter {
+    fn drop(&mut self) {
+        // Closing standard input asks the adapter to exit; then it is killed, by its process id.
+        lock(&self.stdin).take();
+        let mut child = lock(&self.child);
+        for _ in 0..50 {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+fn shell(command: &str) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(command);
+    c
+}
+
+/// What an adapter declared in its `hello` answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// The protocol version it speaks.
+    pub protocol: u64,
+    /// Whether its store survives `reopen`.
+    pub durable: bool,
+}
+
+/// The suite's harness for a store behind an adapter command (see the module).
+pub struct CommandHarness {
+    adapter: Arc<Adapter>,
+    hello: Hello,
+    stores: AtomicU64,
+    settings: Settings,
+}
+
+impl CommandHarness {
+    /// How long the driver waits for any one answer, unless [`CommandHarness::start_with`] says.
+    pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// Starts `command` (run by `sh -c`) and exchanges `hello`.
+    pub fn start(command: &str) -> Result<CommandHarness, StorageError> {
+        CommandHarness::start_with(command, CommandHarness::TIMEOUT)
+    }
+
+    /// As [`CommandHarness::start`], waiting at most `timeout` for each answer.
+    pub fn start_with(command: &str, timeout: Duration) -> Result<CommandHarness, StorageError> {
+        let adapter = Arc::new(Adapter::start(command, timeout)?);
+        let ok = adapter.expect_ok(json!({"op": "hello", "protocol": PROTOCOL}))?;
+        let protocol = number(&ok, "protocol").map_err(|e| adapter.fail(&json!({"op": "hello"}), &e))?;
+        if protocol != PROTOCOL {
+            return Err(
+                adapter.fail(&json!({"op": "hello"}), &format!("it speaks protocol {protocol}, the driver {PROTOCOL}"))
+            );
+        }
+        let durable = ok.get("durable").and_then(Value::as_bool).unwrap_or(false);
+        let settings = Settings::default().with_cases(1_000);
+        Ok(CommandHarness { adapter, hello: Hello { protocol, durable }, stores: AtomicU64::new(0), settings })
+    }
+
+    /// What the adapter declared.
+    pub fn hello(&self) -> Hello {
+        self.hello
+    }
+
+    /// This harness with `settings` for the randomized checks.
+    pub fn with_settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    fn open(&self, clock: ManualClock, reopen: Option<u64>) -> CommandStore {
+        let id = self.stores.fetch_add(1, Ordering::SeqCst);
+        let mut request = json!({"op": "open", "store": id, "now": clock.now().as_millis()});
+        if let Some(old) = reopen {
+            request = json!({"op": "reopen", "store": old, "as": id, "now": clock.now().as_millis()});
+        }
+        let opened = self.adapter.expect_ok(request).err();
+        CommandStore { adapter: self.adapter.clone(), id, clock, opened }
+    }
+}
+
+impl Harness for CommandHarness {
+    type Store = CommandStore;
+
+    fn store(&self, clock: ManualClock) -> CommandStore {
+        self.open(clock, None)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default().with_durable(self.hello.durable)
+    }
+
+    fn reopen(&self, store: CommandStore, clock: ManualClock) -> Option<CommandStore> {
+        self.hello.durable.then(|| self.open(clock, Some(store.id)))
+    }
+
+    fn settings(&self) -> Settings {
+        self.settings
+    }
+}
+
+/// A store in the adapter: its id there, and the suite's clock, sent with every request.
+pub struct CommandStore {
+    adapter: Arc<Adapter>,
+    id: u64,
+    clock: ManualClock,
+    /// Why opening it failed, reported by every operation.
+    opened: Option<StorageError>,
+}
+
+impl CommandStore {
+    fn send(&self, request: Value) -> StoreResult<Value> {
+        if let Some(e) = &self.opened {
+            return Err(StorageError::new(format!("the adapter did not open the store: {e}")).into());
+        }
+        let shown = request.clone();
+        match self.adapter.call(request)? {
+            Ok(v) => Ok(v),
+            Err(error) => Err(self.error(&shown, &error)),
+        }
+    }
+
+    fn error(&self, request: &Value, error: &Value) -> StoreError {
+        let kind = error.get("kind").and_then(Value::as_str);
+        let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            Some("InvalidArgument") => {
+                let name = error.get("name").and_then(Value::as_str).unwrap_or("");
+                match invalid_by_name(name) {
+                    Some(e) => e.into(),
+                    None => self.adapter.fail(request, &format!("it answered the invalid argument {name:?}, which SPEC.md does not name or this request cannot have: {error}")).into(),
+                }
+            }
+            Some("StorageError") => {
+                let indeterminate = error.get("indeterminate").and_then(Value::as_bool).unwrap_or(true);
+                StorageError::new(format!("adapter: {message}")).with_indeterminate(indeterminate).into()
+            }
+            _ => self
+                .adapter
+                .fail(request, &format!("an error whose `kind` is neither InvalidArgument nor StorageError: {error}"))
+                .into(),
+        }
+    }
+}
+
+impl ReservationStore for CommandStore {
+    async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
+        let json = operation_json(self.id, self.clock.now(), &request);
+        let shown = json.clone();
+        let ok = self.send(json)?;
+        let name = ok.as_str().unwrap_or("");
+        match Outcome::from_name(name) {
+            Some(o) if o.fits(request.operation.kind()) => Ok(o),
+            _ => Err(self
+                .adapter
+                .fail(&shown, &format!("the outcome {ok} is not one {} can answer", request.operation.kind()))
+                .into()),
+        }
+    }
+
+    async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
+        let json = json!({"op": "lookup", "store": self.id, "now": self.clock.now().as_millis(), "scope": scope_json(scope), "key": key.as_str()});
+        let shown = json.clone();
+        let ok = self.send(json)?;
+        parse_reservation(&ok)
+            .map_err(|why| self.adapter.fail(&shown, &format!("its lookup answer {ok}: {why}")).into())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The other side, for MemoryStore.
+
+/// One store of [`serve`]: a `MemoryStore` on a clock that the requests move, never back.
+struct Served {
+    store: MemoryStore<ManualClock>,
+    clock: ManualClock,
+    /// Serializes "move the clock, run the operation", so that the clock is read under it (D10).
+    turn: Mutex<()>,
+}
+
+/// Answers the protocol's requests, one line each, from `input` on `output`, with a
+/// `MemoryStore` per store id: the reference behind the driver (`reservation serve`). Returns when
+/// `input` ends. A request it cannot read is answered with an error naming the problem
+/// (`Unrepresentable` for a value the typed API cannot hold), never a crash.
+pub fn serve(input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
+    let mut stores: HashMap<u64, Arc<Served>> = HashMap::new();
+    for line in input.lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let request: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                let error =
+                    json!({"kind": "InvalidArgument", "name": "Unrepresentable", "message": format!("not JSON: {e}")});
+                writeln!(output, "{}", json!({"id": null, "error": error}))?;
+                output.flush()?;
+                continue;
+            }
+        };
+        let id = request.get("id").cloned().unwrap_or(Value::Null);
+        let answer = match answer(&mut stores, &request) {
+            Ok(ok) => json!({"id": id, "ok": ok}),
+            Err(error) => json!({"id": id, "error": error}),
+        };
+        writeln!(output, "{answer}")?;
+        output.flush()?;
+    }
+    Ok(())
+}
+
+fn unrepresentable(why: impl std::fmt::Display) -> Value {
+    json!({"kind": "InvalidArgument", "name": "Unrepresentable", "message": why.to_string()})
+}
+
+fn answer(stores: &mut HashMap<u64, Arc<Served>>, r: &Value) -> Result<Value, Value> {
+    let op = text(r, "op").map_err(unrepresentable)?;
+    if op == "hello" {
+        return Ok(json!({"protocol": PROTOCOL, "durable": false}));
+    }
+    let store = number(r, "store").map_err(unrepresentable)?;
+    if op == "open" {
+        // The clock is the latest `now` of the store's operations; none has run yet.
+        let clock = ManualClock::new(Instant::ZERO);
+        stores.insert(
+            store,
+            Arc::new(Served { store: MemoryStore::with_clock(clock.clone()), clock, turn: Mutex::new(()) }),
+        );
+        return Ok(Value::Null);
+    }
+    if op == "reopen" {
+        return Err(
+            json!({"kind": "StorageError", "indeterminate": false, "message": "MemoryStore keeps nothing across a reopen"}),
+        );
+    }
+    let now = Instant::from_millis(number(r, "now").map_err(unrepresentable)?);
+    let served = stores.get(&store).ok_or_else(|| unrepresentable(format!("no store {store} was opened")))?.clone();
+    let _turn = lock(&served.turn);
+    if now > served.clock.now() {
+        served.clock.set(now);
+    }
+    let invalid = |e: InvalidArgument| error_json(&e.into());
+    let scope = match parse_scope(r).map_err(unrepresentable)? {
+        Field::Ok(s) => s,
+        Field::Invalid(e) => return Err(invalid(e)),
+    };
+    let key = Key::new(text(r, "key").map_err(unrepresentable)?).map_err(invalid)?;
+    let run = |store: &MemoryStore<ManualClock>, operation| {
+        reservation_store::block_on(store.execute(Request::new(&scope, &key, operation)))
+    };
+    let outcome = match op {
+        "lookup" => {
+            let found = reservation_store::block_on(served.store.lookup(&scope, &key)).map_err(|e| error_json(&e))?;
+            return Ok(found.as_ref().map_or(Value::Null, reservation_json));
+        }
+        "reserve" | "confirm" | "release" | "abandon" => {
+            let owner = match parse_owner(r).map_err(unrepresentable)? {
+                Field::Ok(o) => o,
+                Field::Invalid(e) => return Err(invalid(e)),
+            };
+            match op {
+                "reserve" => {
+                    let hold = HoldId::new(text(r, "hold").map_err(unrepresentable)?).map_err(invalid)?;
+                    let ttl = Ttl::from_millis(number(r, "ttl").map_err(unrepresentable)?).map_err(invalid)?;
+                    run(&served.store, Operation::Reserve { owner: &owner, hold: &hold, ttl })
+                }
+                "abandon" => {
+                    let hold = HoldId::new(text(r, "hold").map_err(unrepresentable)?).map_err(invalid)?;
+                    run(&served.store, Operation::Abandon { owner: &owner, hold: &hold })
+                }
+                "confirm" => {
+                    let version = Version::from_u64(number(r, "version").map_err(|_| {
+                        unrepresentable("confirm takes an integer version in 0..=2^64-1, not ANY (D4)")
+                    })?);
+                    run(&served.store, Operation::Confirm { owner: &owner, version })
+                }
+                _ => {
+                    let version = match r.get("version") {
+                        Some(Value::String(s)) if s == "ANY" => ReleaseVersion::Any,
+                        _ => ReleaseVersion::At(Version::from_u64(number(r, "version").map_err(unrepresentable)?)),
+                    };
+                    run(&served.store, Operation::Release { owner: &owner, version })
+                }
+            }
+        }
+        other => return Err(unrepresentable(format!("unknown op {other:?}"))),
+    };
+    outcome.map(|o| Value::from(o.name())).map_err(|e| error_json(&e))
+}
