@@ -120,3 +120,65 @@ fn conform_all_without_servers_skips_their_stores_saying_so() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("PostgresStore: DOES NOT CONFORM: no server at"), "{}", text(&o));
 }
+
+#[test]
+fn memory_store_behind_serve_conforms_through_the_driver_and_reports_json() {
+    let serve = format!("{} serve", env!("CARGO_BIN_EXE_reservation"));
+    let o = Command::new(env!("CARGO_BIN_EXE_reservation"))
+        .args(["conform", "--command", &serve, "--json"])
+        .env("RESERVATION_CONFORMANCE_CASES", "300")
+        .output()
+        .expect("the binary ran");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let checks: Vec<_> = lines.iter().filter(|l| l.get("check").is_some()).collect();
+    assert!(checks.len() > 40, "{out}");
+    assert!(checks.iter().any(|c| c["check"] == "linearizability_under_threads" && c["result"] == "passed"), "{out}");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["check"] == "d10_the_clock_is_read_inside_the_critical_section" && c["result"] == "passed"),
+        "{out}"
+    );
+    assert_eq!(lines.last().expect("a summary")["conforms"], true, "{out}");
+}
+
+#[test]
+fn serve_answers_bad_requests_with_typed_errors_and_keeps_going() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reservation"))
+        .arg("serve")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("serve started");
+    let requests = [
+        "not json",
+        r#"{"id":1,"op":"open","store":0,"now":5}"#,
+        r#"{"id":2,"op":"reserve","store":0,"now":-1,"scope":{},"key":"k"}"#,
+        r#"{"id":3,"op":"reserve","store":0,"now":5,"scope":{"aggregate_type":"u","tenant":"t","namespace":"n"},"key":"","owner":{"aggregate_type":"u","tenant":"t","id":"a"},"hold":"h","ttl":5}"#,
+        r#"{"id":4,"op":"confirm","store":0,"now":5,"scope":{"aggregate_type":"u","tenant":"t","namespace":"n"},"key":"k","owner":{"aggregate_type":"u","tenant":"t","id":"a"},"version":"ANY"}"#,
+        r#"{"id":5,"op":"reserve","store":0,"now":5,"scope":{"aggregate_type":"u","tenant":"t","namespace":"n"},"key":"k","owner":{"aggregate_type":"u","tenant":"x","id":"a"},"hold":"h","ttl":5}"#,
+        r#"{"id":6,"op":"reserve","store":0,"now":5,"scope":{"aggregate_type":"u","tenant":"t","namespace":"n"},"key":"k","owner":{"aggregate_type":"u","tenant":"t","id":"a"},"hold":"h","ttl":5}"#,
+    ];
+    {
+        let mut stdin = child.stdin.take().expect("stdin");
+        for r in requests {
+            writeln!(stdin, "{r}").expect("written");
+        }
+    }
+    let out = child.wait_with_output().expect("serve ended");
+    assert_eq!(out.status.code(), Some(0));
+    let answers: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let names: Vec<String> = answers
+        .iter()
+        .map(|a| a["error"]["name"].as_str().map_or_else(|| a["ok"].to_string(), str::to_owned))
+        .collect();
+    assert_eq!(
+        names,
+        ["Unrepresentable", "null", "Unrepresentable", "EmptyKey", "Unrepresentable", "TenantMismatch", "\"Taken\""]
+    );
+}

@@ -1,6 +1,7 @@
 //! The crate's one integration-test binary: a module per topic.
 
 mod broken_stores;
+mod driver;
 mod examples;
 mod fuzz_corpus;
 mod linearizability;

@@ -1,0 +1,126 @@
+//! The driver: the Python store of `adapters/python` through it (its planted bugs each caught,
+//! with the rule named), and adapters that hang, die, write what is not JSON or answer an id
+//! nobody asked, each a clear failure rather than a hang.
+
+use std::time::Duration;
+
+use reservation_conformance::driver::CommandHarness;
+use reservation_conformance::services::service;
+use reservation_conformance::{CheckResult, run_matching};
+
+const PYTHON_STORE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters/python/store.py");
+
+/// The Python store's harness, with `bug` planted (`""`: none); `None` without python3.
+fn python(bug: &str) -> Option<CommandHarness> {
+    let present = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    let python = service(
+        "python3 (for the Python store behind the driver)",
+        if present { Ok(()) } else { Err("not installed") },
+    );
+    python?;
+    let command = format!("RESERVATION_PY_BUG={bug} python3 {PYTHON_STORE}");
+    Some(CommandHarness::start(&command).expect("the Python adapter starts"))
+}
+
+/// Runs the checks whose names start with `check` against the Python store with `bug`, and
+/// asserts that one fails saying `says`.
+fn caught(bug: &str, check: &str, says: &str) {
+    let Some(h) = python(bug) else { return };
+    let report = run_matching(&h, |name| name.starts_with(check));
+    assert!(!report.checks.is_empty(), "no check is named {check}…");
+    let failures: Vec<String> = report
+        .checks
+        .iter()
+        .filter_map(|(_, r, _)| match r {
+            CheckResult::Failed(f) => Some(f.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert!(failures.iter().any(|f| f.contains(says)), "{bug}: {check} did not fail saying {says:?}:\n{report}");
+}
+
+#[test]
+fn python_store_passes_the_rule_checks_through_the_driver() {
+    let Some(h) = python("") else { return };
+    let report = run_matching(&h, |name| !name.starts_with("differential") && !name.starts_with("volume"));
+    assert!(report.is_ok(), "{report}");
+    assert!(report.checks.len() > 40, "{report}");
+}
+
+#[test]
+fn python_bug_expiry_boundary_is_caught_by_d1() {
+    caught("expiry-boundary", "d1_", "rule D1 broken");
+}
+
+#[test]
+fn python_bug_join_expiry_is_caught_by_r3() {
+    caught("join-expiry", "r3_", "rule R3 broken");
+}
+
+#[test]
+fn python_bug_signed_version_order_is_caught_by_d8() {
+    caught("version-order", "d8_", "rule D8 broken");
+}
+
+#[test]
+fn python_bug_release_version_is_caught_by_l5() {
+    caught("release-version", "l5_", "rule L5 broken");
+}
+
+#[test]
+fn python_bug_hold_set_is_caught_by_a3() {
+    caught("hold-set", "a3_", "rule A3 broken");
+}
+
+#[test]
+fn python_bug_owner_comparison_is_caught_by_d5() {
+    caught("owner-compare", "d5_owner_differing_only_in_tenant", "rule D5 broken");
+}
+
+#[test]
+fn python_bug_scope_isolation_is_caught_by_s1() {
+    caught("scope-isolation", "s1_scope_tenants", "rule S1 broken");
+}
+
+#[test]
+fn python_bug_atomicity_is_caught_by_the_linearizability_check() {
+    caught("atomicity", "linearizability_under_threads", "atomicity (H1) broken");
+}
+
+/// `command` as an adapter must fail to start, within the driver's bounded wait, saying one of
+/// `says` (`|`-separated).
+fn refused(command: &str, says: &str) {
+    let started = std::time::Instant::now();
+    let error = match CommandHarness::start_with(command, Duration::from_secs(2)) {
+        Ok(_) => panic!("the adapter `{command}` was accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(started.elapsed() < Duration::from_secs(10), "{command}: the driver waited {:?}", started.elapsed());
+    assert!(says.split('|').any(|s| error.contains(s)), "{command}: {error}");
+    assert!(error.contains("\"op\":\"hello\""), "{command}: the failure does not name the request: {error}");
+}
+
+#[test]
+fn an_adapter_that_hangs_is_a_failure_after_the_timeout() {
+    refused("echo waiting >&2; sleep 30", "no answer within 2s");
+}
+
+#[test]
+fn an_adapter_that_dies_is_a_failure_quoting_its_stderr() {
+    // Dead before the request is written, or after: either way a failure that says so.
+    refused("echo 'it broke here' >&2; exit 3", "closed its standard output|writing to the adapter failed");
+    let error = CommandHarness::start_with("echo 'it broke here' >&2; sleep 0.2; exit 3", Duration::from_secs(2))
+        .err()
+        .expect("refused");
+    assert!(error.to_string().contains("it broke here"), "{error}");
+}
+
+#[test]
+fn an_adapter_that_writes_what_is_not_json_is_a_failure() {
+    refused("read line; echo 'hello there'; sleep 5", "not JSON");
+}
+
+#[test]
+fn an_adapter_that_answers_an_unknown_id_is_a_failure() {
+    refused("read line; echo '{\"id\": 999, \"ok\": null}'; sleep 5", "answered id 999");
+}
