@@ -581,9 +581,26 @@ fn busy_options(timeout_ms: u64, retries: u32) -> SqliteOptions {
     options
 }
 
+/// Runs `op` on another thread while a second connection holds a write lock on the file at
+/// `path`, which it lets go when `op` returned or after `release_after`, whichever comes first.
+fn while_locked<T: Send>(path: &Path, release_after: Duration, op: impl FnOnce() -> T + Send) -> T {
+    let holder = Connection::open(path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|t| {
+        let worker = t.spawn(|| {
+            let out = op();
+            let _ = done.send(());
+            out
+        });
+        let _ = finished.recv_timeout(release_after);
+        holder.execute_batch("ROLLBACK").unwrap();
+        worker.join().unwrap()
+    })
+}
+
 /// Opens a store on `dir` with `busy_timeout` and `busy_retries`, and confirms key `k` for owner
-/// `a` on another thread while a second connection holds SQLite's write lock, which it lets go
-/// when the confirm returned or after `release_after`, whichever comes first.
+/// `a` while another connection holds the write lock (see [`while_locked`]).
 fn confirm_while_locked(
     dir: &tempfile::TempDir,
     (timeout_ms, retries): (u64, u32),
@@ -591,18 +608,8 @@ fn confirm_while_locked(
 ) -> (SqliteStore<ManualClock>, StoreResult<ConfirmOutcome>) {
     let clock = ManualClock::new(Instant::from_millis(1));
     let store = SqliteStore::open_with(db(dir), clock, busy_options(timeout_ms, retries)).unwrap();
-    let holder = Connection::open(db(dir)).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let (done, finished) = std::sync::mpsc::channel::<()>();
-    let result = std::thread::scope(|t| {
-        let worker = t.spawn(|| {
-            let out = block_on(store.confirm(&scope(None), &key("k"), &owner(None, "a"), v(1)));
-            let _ = done.send(());
-            out
-        });
-        let _ = finished.recv_timeout(release_after);
-        holder.execute_batch("ROLLBACK").unwrap();
-        worker.join().unwrap()
+    let result = while_locked(&db(dir), release_after, || {
+        block_on(store.confirm(&scope(None), &key("k"), &owner(None, "a"), v(1)))
     });
     (store, result)
 }
@@ -820,4 +827,39 @@ fn the_store_reads_the_clock_it_was_opened_with() {
     assert_eq!(store.clock().now(), Instant::from_millis(42));
     clock.advance(1);
     assert_eq!(store.clock().now(), Instant::from_millis(43));
+}
+
+/// Opening a new file while another connection holds a lock on it: the switch to WAL mode,
+/// which SQLite runs without its busy handler, finds the file busy and is tried again until the
+/// lock is released, within the busy timeout.
+#[test]
+fn opening_a_file_another_connection_has_locked_waits_for_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    std::fs::File::create(&path).unwrap();
+    // Released after the open has found the file busy, long before its 5 s are up.
+    let opened = while_locked(&path, Duration::from_millis(200), || {
+        SqliteStore::open_with(&path, SystemClock, busy_options(5_000, 2))
+    });
+    let store = opened.expect("the open waited for the lock");
+    assert_eq!(store.len().unwrap(), 0);
+}
+
+/// A failure to switch to WAL mode other than a busy file (here: the directory does not let
+/// SQLite create the log) is reported at once, not retried for the busy timeout (the largest,
+/// so that retrying would hang).
+#[test]
+fn a_failure_to_switch_to_wal_mode_is_reported_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    std::fs::File::create(&path).unwrap();
+    let _immutable = Immutable(dir.path());
+    let locked = std::process::Command::new("chattr").arg("+i").arg(dir.path()).status().is_ok_and(|s| s.success())
+        && std::fs::File::create(dir.path().join("probe")).is_err();
+    if !locked {
+        eprintln!("could not make the directory unwritable for this user (chattr): skipped");
+        return;
+    }
+    let msg = storage_error(SqliteStore::open_with(&path, SystemClock, busy_options(u64::MAX, 2)));
+    assert!(msg.contains("cannot switch to WAL mode"), "{msg}");
 }
