@@ -23,6 +23,7 @@ const USAGE: &str = "usage:
   reservation conform [memory|sqlite|postgres|redis|all]
   reservation conform --command \"ADAPTER COMMAND\" [--json]
   reservation serve
+  reservation vectors --write DIR | --check DIR
   reservation all
 
 check, explore and swarm are the protocol's model (reservation check --help lists their flags).
@@ -38,6 +39,9 @@ conform --command runs the same suite against a store in any language, behind an
 process that speaks the JSON-lines protocol of PROTOCOL.md (run by sh -c); one line per check,
 or JSON objects with --json. serve is such an adapter for MemoryStore, on standard input and
 output.
+
+vectors writes the test vectors (the deterministic checks' requests with their expected answers,
+one JSON file per rule family) into DIR, or checks that DIR holds exactly those files.
 
 Exit codes: 0 when everything holds, 1 when a property or a check fails, 2 when a model run did
 not complete, 64 on bad arguments.";
@@ -173,11 +177,35 @@ fn run(argv: &[String]) -> ExitCode {
             if argv.len() > 1 {
                 return bad("serve takes no flags".into());
             }
-            let stdin = std::io::stdin().lock();
-            match reservation_conformance::driver::serve(stdin, std::io::stdout().lock()) {
+            match reservation_conformance::driver::serve(std::io::stdin().lock(), std::io::stdout().lock()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("serve: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Some("vectors") => {
+            let (Some(flag), Some(dir), None) = (argv.get(1), argv.get(2), argv.get(3)) else {
+                return bad("vectors takes --write DIR or --check DIR".into());
+            };
+            let dir = std::path::Path::new(dir);
+            let done = match flag.as_str() {
+                "--write" => reservation_conformance::vectors::write(dir),
+                "--check" => reservation_conformance::vectors::check(dir),
+                other => return bad(format!("vectors: unknown flag {other:?}: --write or --check")),
+            };
+            match done {
+                Ok(()) => {
+                    println!(
+                        "vectors: {} {}",
+                        if flag == "--write" { "written to" } else { "in sync in" },
+                        dir.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("vectors: {e}");
                     ExitCode::from(1)
                 }
             }

@@ -2,6 +2,7 @@
 //! and on the specification through [`crate::oracle::ops`]; failures shrink to a minimal script.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
 use proptest::prelude::*;
@@ -161,14 +162,80 @@ fn rng(seed: u64) -> TestRng {
 /// minimal one), or when the run reached fewer than all of R1–A6.
 ///
 /// The scripts of the seeds in the regression file ([`crate::Settings::regressions`]) run first,
-/// before `cases` new ones; a new failing script's seed is appended to that file.
+/// before `cases` new ones; a new failing script's seed is appended to that file. With
+/// [`crate::Settings::differential_threads`] above 1, each thread runs its share of the scripts
+/// from a seed of its own (the first thread's is the run's seed), and a failure's replay line
+/// gives that thread's seed and share, to replay on one thread.
 pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
     let settings = harness.settings().with_env();
     let seed = settings.seed.unwrap_or_else(draw_seed);
+    let threads = settings.differential_threads.max(1);
+    let stop = AtomicBool::new(false);
+    let started = WallInstant::now();
+    let results: Vec<Result<(u64, RuleSet), Failure>> = if threads == 1 {
+        vec![run_share(harness, settings, seed, settings.cases, &stop)]
+    } else {
+        std::thread::scope(|scope| {
+            let shares: Vec<_> = (0..threads as u64)
+                .map(|i| {
+                    let cases = share(settings.cases, threads as u32, i as u32);
+                    let seed = if i == 0 { seed } else { seed ^ 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i) };
+                    let stop = &stop;
+                    scope.spawn(move || run_share(harness, settings, seed, cases, stop))
+                })
+                .collect();
+            shares
+                .into_iter()
+                .map(|t| t.join().unwrap_or_else(|panic| Err(Failure::panicked("differential", &*panic))))
+                .collect()
+        })
+    };
+    let elapsed = started.elapsed();
+    let (mut ops, mut reached) = (0, RuleSet::EMPTY);
+    for result in results {
+        let (n, rules) = result?;
+        ops += n;
+        reached = reached.union(rules);
+    }
+    let replay_env = format!(
+        "to run the same scripts again: RESERVATION_CONFORMANCE_SEED={seed} RESERVATION_CONFORMANCE_CASES={} RESERVATION_CONFORMANCE_THREADS={threads}",
+        settings.cases
+    );
+    let missing = reached.missing_transitions();
+    if let Some(first) = missing.first() {
+        let ids: Vec<&str> = missing.iter().map(|r| r.id()).collect();
+        let mut f = Failure::new(
+            "differential",
+            *first,
+            format!(
+                "the run never reached {}: raise RESERVATION_CONFORMANCE_CASES or the generator's bias",
+                ids.join(", ")
+            ),
+        );
+        f.replay = Some(replay_env);
+        return Err(f);
+    }
+    Ok(Stats { seed, cases: settings.cases, ops, reached, elapsed })
+}
+
+/// Thread `i`'s share of `cases` scripts over `threads` threads.
+fn share(cases: u32, threads: u32, i: u32) -> u32 {
+    cases / threads + u32::from(i < cases % threads)
+}
+
+/// Runs `cases` scripts from `seed` on this thread: the operations run and the rules reached, or
+/// the shrunk failure. Stops early, passing, once `stop` is set by another thread's failure.
+fn run_share<H: Harness>(
+    harness: &H,
+    settings: crate::Settings,
+    seed: u64,
+    cases: u32,
+    stop: &AtomicBool,
+) -> Result<(u64, RuleSet), Failure> {
     let persistence =
         settings.regressions.map(|path| Box::new(FileFailurePersistence::Direct(path)) as Box<dyn FailurePersistence>);
     let config = Config {
-        cases: settings.cases,
+        cases,
         failure_persistence: persistence,
         max_shrink_iters: 4_096,
         max_global_rejects: 0,
@@ -177,8 +244,10 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
     let mut runner = TestRunner::new_with_rng(config, rng(seed));
     let reached = Cell::new(RuleSet::EMPTY);
     let ops = Cell::new(0u64);
-    let started = WallInstant::now();
     let result = runner.run(&script(settings.max_ops), |script| {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         ops.set(ops.get() + script.len() as u64);
         match oracle::ops(harness, &script) {
             Ok(rules) => {
@@ -188,14 +257,13 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
             Err(f) => Err(TestCaseError::fail(f.to_string())),
         }
     });
-    let elapsed = started.elapsed();
     let replay_env = format!(
-        "to run the same scripts again: RESERVATION_CONFORMANCE_SEED={seed} RESERVATION_CONFORMANCE_CASES={}",
-        settings.cases
+        "to run the same scripts again: RESERVATION_CONFORMANCE_SEED={seed} RESERVATION_CONFORMANCE_CASES={cases} RESERVATION_CONFORMANCE_THREADS=1"
     );
     match result {
-        Ok(()) => {}
+        Ok(()) => Ok((ops.get(), reached.get())),
         Err(TestError::Fail(reason, minimal)) => {
+            stop.store(true, Ordering::Relaxed);
             let mut failure = match oracle::ops(harness, &minimal) {
                 Err(f) => f,
                 Ok(_) => {
@@ -214,26 +282,11 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
                 format!("\nthe failing script's seed is in {path}, whose scripts run first on every run: commit it")
             });
             failure.replay = Some(format!("{replay}\n{replay_env}{saved}"));
-            return Err(failure);
+            Err(failure)
         }
         Err(TestError::Abort(reason)) => {
-            return Err(Failure::without_rule("differential", format!("the run stopped: {reason}; {replay_env}")));
+            stop.store(true, Ordering::Relaxed);
+            Err(Failure::without_rule("differential", format!("the run stopped: {reason}; {replay_env}")))
         }
     }
-    let reached = reached.get();
-    let missing = reached.missing_transitions();
-    if let Some(first) = missing.first() {
-        let ids: Vec<&str> = missing.iter().map(|r| r.id()).collect();
-        let mut f = Failure::new(
-            "differential",
-            *first,
-            format!(
-                "the run never reached {}: raise RESERVATION_CONFORMANCE_CASES or the generator's bias",
-                ids.join(", ")
-            ),
-        );
-        f.replay = Some(replay_env);
-        return Err(f);
-    }
-    Ok(Stats { seed, cases: settings.cases, ops: ops.get(), reached, elapsed })
 }

@@ -13,7 +13,7 @@
 //! adapter's last lines of standard error; every wait ends after [`CommandHarness::timeout`].
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
@@ -29,6 +29,10 @@ use serde_json::{Value, json};
 
 use crate::harness::{Capabilities, Harness, Settings};
 
+/// The protocol's JSON Schema (draft 2020-12): one line is a request or an answer; its
+/// `$defs.vector_file` describes a test vector file ([`crate::vectors`]).
+pub const SCHEMA: &str = include_str!("../schema/protocol.schema.json");
+
 /// The protocol's version, sent in `hello`.
 pub const PROTOCOL: u64 = 1;
 
@@ -42,7 +46,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 // ---------------------------------------------------------------------------------------------
 // Values as JSON.
 
-fn scope_json(s: &ReservationScope) -> Value {
+pub(crate) fn scope_json(s: &ReservationScope) -> Value {
     json!({"aggregate_type": s.aggregate_type.as_str(), "tenant": tenant_json(&s.tenant), "namespace": s.namespace.as_str()})
 }
 
@@ -204,7 +208,7 @@ pub fn parse_reservation(v: &Value) -> Result<Option<StoredReservation>, Bad> {
     }
 }
 
-fn error_json(e: &StoreError) -> Value {
+pub(crate) fn error_json(e: &StoreError) -> Value {
     match e {
         StoreError::Invalid(e) => json!({"kind": "InvalidArgument", "name": e.name(), "message": e.to_string()}),
         StoreError::Storage(e) => {
@@ -238,6 +242,13 @@ fn invalid_by_name(name: &str) -> Option<InvalidArgument> {
 
 /// The requests in flight, by id: where each one's answer (or why none will come) goes.
 type Waiting = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, String>>>>>;
+
+/// A request sent and not yet answered.
+struct Sent {
+    id: u64,
+    request: Value,
+    answer: mpsc::Receiver<Result<Value, String>>,
+}
 
 /// The running adapter: requests in flight by id, and the tail of its standard error.
 struct Adapter {
@@ -336,39 +347,81 @@ impl Adapter {
 
     /// Sends `request` (an id is added) and waits for its answer: the `ok` value, or the error
     /// object.
-    fn call(&self, mut request: Value) -> Result<Result<Value, Value>, StorageError> {
-        let id = self.next.fetch_add(1, Ordering::SeqCst);
-        if let Some(fields) = request.as_object_mut() {
-            fields.insert("id".into(), id.into());
+    fn call(&self, request: Value) -> Result<Result<Value, Value>, StorageError> {
+        let sent = self.send(request)?;
+        self.wait(&sent)
+    }
+
+    /// Sends `request` with an id added, without waiting for its answer.
+    fn send(&self, request: Value) -> Result<Sent, StorageError> {
+        self.send_all(vec![request]).pop().unwrap_or_else(|| Err(StorageError::new("no request was sent")))
+    }
+
+    /// Sends `requests`, each with an id added, in one write, without waiting for their answers.
+    fn send_all(&self, requests: Vec<Value>) -> Vec<Result<Sent, StorageError>> {
+        let broken = lock(&self.broken).clone();
+        let mut lines = String::new();
+        let mut sent = Vec::with_capacity(requests.len());
+        for mut request in requests {
+            let id = self.next.fetch_add(1, Ordering::SeqCst);
+            if let Some(fields) = request.as_object_mut() {
+                fields.insert("id".into(), id.into());
+            }
+            if let Some(why) = &broken {
+                sent.push(Err(self.fail(&request, why)));
+                continue;
+            }
+            let (tx, rx) = mpsc::channel();
+            lock(&self.waiting).insert(id, tx);
+            // Whole lines in one write: the pipe is unbuffered, and `writeln!` would write each
+            // JSON token on its own, waking the adapter for each.
+            lines.push_str(&request.to_string());
+            lines.push('\n');
+            sent.push(Ok(Sent { id, request, answer: rx }));
         }
-        if let Some(why) = lock(&self.broken).clone() {
-            return Err(self.fail(&request, &why));
+        if lines.is_empty() {
+            return sent;
         }
-        let (tx, rx) = mpsc::channel();
-        lock(&self.waiting).insert(id, tx);
-        let sent = {
+        let written = {
             let mut stdin = lock(&self.stdin);
             match stdin.as_mut() {
-                Some(pipe) => writeln!(pipe, "{request}").and_then(|()| pipe.flush()),
+                Some(pipe) => pipe.write_all(lines.as_bytes()).and_then(|()| pipe.flush()),
                 None => Err(std::io::Error::other("the adapter's standard input is closed")),
             }
         };
-        if let Err(e) = sent {
-            lock(&self.waiting).remove(&id);
-            return Err(self.fail(&request, &format!("writing to the adapter failed: {e}")));
+        match written {
+            Ok(()) => sent,
+            Err(e) => sent
+                .into_iter()
+                .map(|s| {
+                    let s = s?;
+                    lock(&self.waiting).remove(&s.id);
+                    Err(self.fail(&s.request, &format!("writing to the adapter failed: {e}")))
+                })
+                .collect(),
         }
-        let answer = match rx.recv_timeout(self.timeout) {
+    }
+
+    /// Waits for the answer to a request sent: the `ok` value, or the error object.
+    fn wait(&self, sent: &Sent) -> Result<Result<Value, Value>, StorageError> {
+        let answer = match sent.answer.recv_timeout(self.timeout) {
             Ok(Ok(answer)) => answer,
-            Ok(Err(why)) => return Err(self.fail(&request, &why)),
+            Ok(Err(why)) => return Err(self.fail(&sent.request, &why)),
             Err(_) => {
-                lock(&self.waiting).remove(&id);
-                return Err(self.fail(&request, &format!("no answer within {:?}", self.timeout)));
+                lock(&self.waiting).remove(&sent.id);
+                return Err(self.fail(&sent.request, &format!("no answer within {:?}", self.timeout)));
             }
         };
-        match (answer.get("ok"), answer.get("error")) {
-            (Some(ok), None) => Ok(Ok(ok.clone())),
-            (None, Some(error)) => Ok(Err(error.clone())),
-            _ => Err(self.fail(&request, &format!("the answer {answer} has neither exactly one of `ok` and `error`"))),
+        let Value::Object(mut fields) = answer else {
+            return Err(self.fail(&sent.request, &format!("the answer {answer} is not an object")));
+        };
+        match (fields.remove("ok"), fields.remove("error")) {
+            (Some(ok), None) => Ok(Ok(ok)),
+            (None, Some(error)) => Ok(Err(error)),
+            (ok, error) => Err(self.fail(
+                &sent.request,
+                &format!("the answer has neither exactly one of `ok` and `error` (ok: {ok:?}, error: {error:?})"),
+            )),
         }
     }
 
@@ -441,8 +494,13 @@ impl CommandHarness {
             );
         }
         let durable = ok.get("durable").and_then(Value::as_bool).unwrap_or(false);
-        let settings = Settings::default().with_cases(1_000);
+        let settings = Settings::default().with_cases(1_000).with_differential_threads(8);
         Ok(CommandHarness { adapter, hello: Hello { protocol, durable }, stores: AtomicU64::new(0), settings })
+    }
+
+    /// How many requests the driver has sent the adapter so far, `hello` and `open` included.
+    pub fn requests(&self) -> u64 {
+        self.adapter.next.load(Ordering::SeqCst)
     }
 
     /// What the adapter declared.
@@ -485,6 +543,21 @@ impl Harness for CommandHarness {
     fn settings(&self) -> Settings {
         self.settings
     }
+
+    /// Sends every lookup, then waits for their answers: one round trip for all.
+    fn lookups(
+        &self,
+        store: &CommandStore,
+        keys: &[(&ReservationScope, &Key)],
+    ) -> Vec<StoreResult<Option<StoredReservation>>> {
+        if let Some(e) = &store.opened {
+            let why = format!("the adapter did not open the store: {e}");
+            return keys.iter().map(|_| Err(StorageError::new(why.clone()).into())).collect();
+        }
+        let requests = keys.iter().map(|(scope, key)| store.lookup_request(scope, key)).collect();
+        let sent = self.adapter.send_all(requests);
+        sent.into_iter().map(|s| s.map_err(StoreError::from).and_then(|s| store.found(&s))).collect()
+    }
 }
 
 /// A store in the adapter: its id there, and the suite's clock, sent with every request.
@@ -497,15 +570,31 @@ pub struct CommandStore {
 }
 
 impl CommandStore {
-    fn send(&self, request: Value) -> StoreResult<Value> {
+    /// Sends `request` without waiting for its answer.
+    fn begin(&self, request: Value) -> StoreResult<Sent> {
         if let Some(e) = &self.opened {
             return Err(StorageError::new(format!("the adapter did not open the store: {e}")).into());
         }
-        let shown = request.clone();
-        match self.adapter.call(request)? {
+        Ok(self.adapter.send(request)?)
+    }
+
+    /// Waits for the answer to a request [`CommandStore::begin`] sent.
+    fn end(&self, sent: &Sent) -> StoreResult<Value> {
+        match self.adapter.wait(sent)? {
             Ok(v) => Ok(v),
-            Err(error) => Err(self.error(&shown, &error)),
+            Err(error) => Err(self.error(&sent.request, &error)),
         }
+    }
+
+    fn lookup_request(&self, scope: &ReservationScope, key: &Key) -> Value {
+        json!({"op": "lookup", "store": self.id, "now": self.clock.now().as_millis(), "scope": scope_json(scope), "key": key.as_str()})
+    }
+
+    /// The reservation a lookup's answer `ok` describes, or a failure naming what is wrong.
+    fn found(&self, sent: &Sent) -> StoreResult<Option<StoredReservation>> {
+        let ok = self.end(sent)?;
+        parse_reservation(&ok)
+            .map_err(|why| self.adapter.fail(&sent.request, &format!("its lookup answer {ok}: {why}")).into())
     }
 
     fn error(&self, request: &Value, error: &Value) -> StoreError {
@@ -533,25 +622,21 @@ impl CommandStore {
 
 impl ReservationStore for CommandStore {
     async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
-        let json = operation_json(self.id, self.clock.now(), &request);
-        let shown = json.clone();
-        let ok = self.send(json)?;
+        let sent = self.begin(operation_json(self.id, self.clock.now(), &request))?;
+        let ok = self.end(&sent)?;
         let name = ok.as_str().unwrap_or("");
         match Outcome::from_name(name) {
             Some(o) if o.fits(request.operation.kind()) => Ok(o),
             _ => Err(self
                 .adapter
-                .fail(&shown, &format!("the outcome {ok} is not one {} can answer", request.operation.kind()))
+                .fail(&sent.request, &format!("the outcome {ok} is not one {} can answer", request.operation.kind()))
                 .into()),
         }
     }
 
     async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
-        let json = json!({"op": "lookup", "store": self.id, "now": self.clock.now().as_millis(), "scope": scope_json(scope), "key": key.as_str()});
-        let shown = json.clone();
-        let ok = self.send(json)?;
-        parse_reservation(&ok)
-            .map_err(|why| self.adapter.fail(&shown, &format!("its lookup answer {ok}: {why}")).into())
+        let sent = self.begin(self.lookup_request(scope, key))?;
+        self.found(&sent)
     }
 }
 
@@ -570,35 +655,67 @@ struct Served {
 /// `MemoryStore` per store id: the reference behind the driver (`reservation serve`). Returns when
 /// `input` ends. A request it cannot read is answered with an error naming the problem
 /// (`Unrepresentable` for a value the typed API cannot hold), never a crash.
-pub fn serve(input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
+///
+/// Answers are buffered while more requests are already waiting in `input`, and written out
+/// whenever it has none: one write for a burst of requests rather than one each.
+pub fn serve(input: impl Read, output: impl Write) -> std::io::Result<()> {
+    let mut input = BufReader::with_capacity(1 << 16, input);
+    let mut output = std::io::BufWriter::with_capacity(1 << 16, output);
     let mut stores: HashMap<u64, Arc<Served>> = HashMap::new();
-    for line in input.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            break;
         }
-        let request: Value = match serde_json::from_str(&line) {
-            Ok(v) => v,
-            Err(e) => {
-                let error =
-                    json!({"kind": "InvalidArgument", "name": "Unrepresentable", "message": format!("not JSON: {e}")});
-                writeln!(output, "{}", json!({"id": null, "error": error}))?;
-                output.flush()?;
-                continue;
-            }
-        };
-        let id = request.get("id").cloned().unwrap_or(Value::Null);
-        let answer = match answer(&mut stores, &request) {
-            Ok(ok) => json!({"id": id, "ok": ok}),
-            Err(error) => json!({"id": id, "error": error}),
-        };
-        writeln!(output, "{answer}")?;
-        output.flush()?;
+        if !line.trim().is_empty() {
+            let answer = answer_line(&mut stores, line.trim_end_matches(['\n', '\r']));
+            output.write_all(answer.as_bytes())?;
+        }
+        if input.buffer().is_empty() {
+            output.flush()?;
+        }
     }
-    Ok(())
+    output.flush()
 }
 
-fn unrepresentable(why: impl std::fmt::Display) -> Value {
+/// The answer to one request line, with its newline.
+fn answer_line(stores: &mut HashMap<u64, Arc<Served>>, line: &str) -> String {
+    let answer = match serde_json::from_str::<Value>(line) {
+        Ok(request) => {
+            let id = request.get("id").cloned().unwrap_or(Value::Null);
+            match answer(stores, &request) {
+                Ok(ok) => json!({"id": id, "ok": ok}),
+                Err(error) => json!({"id": id, "error": error}),
+            }
+        }
+        Err(e) => {
+            // A string with a lone surrogate (`"\ud800"`) is JSON that serde_json refuses;
+            // with those escapes defused, the request's id can still be answered.
+            let id = serde_json::from_str::<Value>(&defuse_surrogates(line))
+                .ok()
+                .and_then(|v| v.get("id").cloned())
+                .unwrap_or(Value::Null);
+            let why = if id.is_null() {
+                format!("not JSON: {e}")
+            } else {
+                format!("text that is not valid Unicode (D9): {e}")
+            };
+            json!({"id": id, "error": {"kind": "InvalidArgument", "name": "Unrepresentable", "message": why}})
+        }
+    };
+    let mut text = answer.to_string();
+    text.push('\n');
+    text
+}
+
+/// `line` with every `\uD800`–`\uDFFF` escape made a harmless two-byte one, so that a line
+/// serde_json refused for a lone surrogate parses.
+fn defuse_surrogates(line: &str) -> String {
+    line.replace("\\ud", "\\u00d").replace("\\uD", "\\u00D")
+}
+
+pub(crate) fn unrepresentable(why: impl std::fmt::Display) -> Value {
     json!({"kind": "InvalidArgument", "name": "Unrepresentable", "message": why.to_string()})
 }
 
@@ -622,11 +739,20 @@ fn answer(stores: &mut HashMap<u64, Arc<Served>>, r: &Value) -> Result<Value, Va
             json!({"kind": "StorageError", "indeterminate": false, "message": "MemoryStore keeps nothing across a reopen"}),
         );
     }
-    let now = Instant::from_millis(number(r, "now").map_err(unrepresentable)?);
     let served = stores.get(&store).ok_or_else(|| unrepresentable(format!("no store {store} was opened")))?.clone();
     let _turn = lock(&served.turn);
-    if now > served.clock.now() {
-        served.clock.set(now);
+    run_request(&crate::MemoryHarness, &served.store, &served.clock, r)
+}
+
+/// Runs one operation or lookup request `r` (the protocol's fields; `id` and `store` are not
+/// read) on `store`, first moving `clock` to the request's `now` unless it is already later
+/// (D10), and answers as an adapter does: the `ok` value or the error object. The caller
+/// serializes requests on one store.
+pub(crate) fn run_request<H: Harness>(h: &H, store: &H::Store, clock: &ManualClock, r: &Value) -> Result<Value, Value> {
+    let op = text(r, "op").map_err(unrepresentable)?;
+    let now = Instant::from_millis(number(r, "now").map_err(unrepresentable)?);
+    if now > clock.now() {
+        clock.set(now);
     }
     let invalid = |e: InvalidArgument| error_json(&e.into());
     let scope = match parse_scope(r).map_err(unrepresentable)? {
@@ -634,12 +760,10 @@ fn answer(stores: &mut HashMap<u64, Arc<Served>>, r: &Value) -> Result<Value, Va
         Field::Invalid(e) => return Err(invalid(e)),
     };
     let key = Key::new(text(r, "key").map_err(unrepresentable)?).map_err(invalid)?;
-    let run = |store: &MemoryStore<ManualClock>, operation| {
-        reservation_store::block_on(store.execute(Request::new(&scope, &key, operation)))
-    };
+    let run = |operation| h.block_on(store.execute(Request::new(&scope, &key, operation)));
     let outcome = match op {
         "lookup" => {
-            let found = reservation_store::block_on(served.store.lookup(&scope, &key)).map_err(|e| error_json(&e))?;
+            let found = h.block_on(store.lookup(&scope, &key)).map_err(|e| error_json(&e))?;
             return Ok(found.as_ref().map_or(Value::Null, reservation_json));
         }
         "reserve" | "confirm" | "release" | "abandon" => {
@@ -651,24 +775,24 @@ fn answer(stores: &mut HashMap<u64, Arc<Served>>, r: &Value) -> Result<Value, Va
                 "reserve" => {
                     let hold = HoldId::new(text(r, "hold").map_err(unrepresentable)?).map_err(invalid)?;
                     let ttl = Ttl::from_millis(number(r, "ttl").map_err(unrepresentable)?).map_err(invalid)?;
-                    run(&served.store, Operation::Reserve { owner: &owner, hold: &hold, ttl })
+                    run(Operation::Reserve { owner: &owner, hold: &hold, ttl })
                 }
                 "abandon" => {
                     let hold = HoldId::new(text(r, "hold").map_err(unrepresentable)?).map_err(invalid)?;
-                    run(&served.store, Operation::Abandon { owner: &owner, hold: &hold })
+                    run(Operation::Abandon { owner: &owner, hold: &hold })
                 }
                 "confirm" => {
                     let version = Version::from_u64(number(r, "version").map_err(|_| {
                         unrepresentable("confirm takes an integer version in 0..=2^64-1, not ANY (D4)")
                     })?);
-                    run(&served.store, Operation::Confirm { owner: &owner, version })
+                    run(Operation::Confirm { owner: &owner, version })
                 }
                 _ => {
                     let version = match r.get("version") {
                         Some(Value::String(s)) if s == "ANY" => ReleaseVersion::Any,
                         _ => ReleaseVersion::At(Version::from_u64(number(r, "version").map_err(unrepresentable)?)),
                     };
-                    run(&served.store, Operation::Release { owner: &owner, version })
+                    run(Operation::Release { owner: &owner, version })
                 }
             }
         }

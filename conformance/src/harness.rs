@@ -3,7 +3,10 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use reservation_store::{Instant, ManualClock, MemoryStore, Namespace, ReservationStore};
+use reservation_store::{
+    Instant, Key, ManualClock, MemoryStore, Namespace, ReservationScope, ReservationStore, StoreResult,
+    StoredReservation,
+};
 
 /// Builds the stores under test and runs their futures.
 ///
@@ -46,6 +49,18 @@ pub trait Harness: Sync {
     fn settings(&self) -> Settings {
         Settings::default()
     }
+
+    /// Looks up each of `keys` in `store`, as the suite does after every step: by default one
+    /// [`ReservationStore::lookup`] after another. A harness whose store sits behind a round trip
+    /// may send them all before it waits for any answer (the driver's does): they run at the same
+    /// instant and change nothing, so their order does not matter.
+    fn lookups(
+        &self,
+        store: &Self::Store,
+        keys: &[(&ReservationScope, &Key)],
+    ) -> Vec<StoreResult<Option<StoredReservation>>> {
+        keys.iter().map(|(scope, key)| self.block_on(store.lookup(scope, key))).collect()
+    }
 }
 
 /// A harness borrowed: a test binary keeps one harness (one pool, one runtime) in a static and
@@ -72,6 +87,14 @@ impl<H: Harness> Harness for &H {
     fn settings(&self) -> Settings {
         (**self).settings()
     }
+
+    fn lookups(
+        &self,
+        store: &Self::Store,
+        keys: &[(&ReservationScope, &Key)],
+    ) -> Vec<StoreResult<Option<StoredReservation>>> {
+        (**self).lookups(store, keys)
+    }
 }
 
 /// Optional capabilities a store declares, so that the suite checks them rather than guessing.
@@ -92,7 +115,8 @@ impl Capabilities {
 }
 
 /// How much the randomized checks do. Environment variables override the defaults, for a longer
-/// run or a replay: `RESERVATION_CONFORMANCE_CASES`, `RESERVATION_CONFORMANCE_SEED`.
+/// run or a replay: `RESERVATION_CONFORMANCE_CASES`, `RESERVATION_CONFORMANCE_SEED`,
+/// `RESERVATION_CONFORMANCE_THREADS` (the differential check's).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[non_exhaustive]
 pub struct Settings {
@@ -108,6 +132,11 @@ pub struct Settings {
     /// the crate under test. [`Settings::REGRESSIONS`] by default; `None` neither reads nor
     /// writes one.
     pub regressions: Option<&'static str>,
+    /// Scripts of the differential check run at once, each on its own store: 1 by default. A
+    /// store behind a process boundary (the driver's [`crate::driver::CommandHarness`]: 8) goes
+    /// faster with several in flight, since each request waits a round trip. Each thread runs
+    /// its share of `cases` from a seed of its own, and a failure's replay line names it.
+    pub differential_threads: usize,
     /// Threads of the linearizability check: 6 by default, enough that a tight read-then-write
     /// race shows even when the check shares one core with other work.
     pub threads: usize,
@@ -127,6 +156,7 @@ impl Default for Settings {
             max_ops: 48,
             seed: None,
             regressions: Some(Settings::REGRESSIONS),
+            differential_threads: 1,
             threads: 6,
             concurrent_ops: 3_000,
             histories: 10_000,
@@ -149,6 +179,12 @@ impl Settings {
     /// These settings with `cases` differential scripts.
     pub const fn with_cases(mut self, cases: u32) -> Self {
         self.cases = cases;
+        self
+    }
+
+    /// These settings with `threads` differential scripts at once (at least 1).
+    pub const fn with_differential_threads(mut self, threads: usize) -> Self {
+        self.differential_threads = if threads == 0 { 1 } else { threads };
         self
     }
 
@@ -176,6 +212,9 @@ impl Settings {
         if let Some(seed) = std::env::var("RESERVATION_CONFORMANCE_SEED").ok().and_then(|v| v.parse().ok()) {
             s.seed = Some(seed);
         }
+        if let Some(threads) = std::env::var("RESERVATION_CONFORMANCE_THREADS").ok().and_then(|v| v.parse().ok()) {
+            s = s.with_differential_threads(threads);
+        }
         s
     }
 }
@@ -201,7 +240,14 @@ pub const START: Instant = Instant::from_millis(1_000_000);
 /// counter, so that checks can share one database, even across runs.
 pub fn unique_namespace(label: &str) -> Namespace {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let (token, n) = match FIXED.get() {
+        // The test vectors: the same namespaces on every run, of the same lengths.
+        Some(n) => {
+            FIXED.set(Some(n + 1));
+            (0, n)
+        }
+        None => (run_token(), COUNTER.fetch_add(1, Ordering::Relaxed)),
+    };
     // At most 200 bytes of the label (whole characters), so that with the token and counter the
     // namespace stays below MAX_NAME_LEN whatever the label.
     let mut label = label.to_owned();
@@ -210,7 +256,18 @@ pub fn unique_namespace(label: &str) -> Namespace {
         end -= 1;
     }
     label.truncate(end);
-    Namespace::new(format!("{label}.{:016x}.{n}", run_token())).expect("a short non-empty namespace is valid")
+    Namespace::new(format!("{label}.{token:016x}.{n}")).expect("a short non-empty namespace is valid")
+}
+
+std::thread_local! {
+    /// On this thread, `Some(n)` makes [`unique_namespace`] use the token 0 and count from `n`.
+    static FIXED: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Makes [`unique_namespace`] on this thread the same from run to run (token 0, counting from
+/// 0), or unique again with `false`: the test vectors are recorded so.
+pub(crate) fn fixed_namespaces(on: bool) {
+    FIXED.set(on.then_some(0));
 }
 
 /// A token for this process's run: the time and process id, hashed.

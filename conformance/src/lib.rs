@@ -148,6 +148,7 @@ pub mod services;
 mod session;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod vectors;
 
 pub use failure::{Details, Failure};
 pub use harness::{Capabilities, Harness, MemoryHarness, START, Settings, unique_namespace};

@@ -263,8 +263,19 @@ impl<'h, H: Harness> Session<'h, H> {
         let now = self.now();
         let store = self.store()?;
         let slots = self.slots.get(range.clone()).unwrap_or_default();
+        let keys: Vec<(&ReservationScope, &Key)> = slots.iter().map(|s| (&s.scope, &s.key)).collect();
+        let mut found = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.h.lookups(store, &keys))) {
+            Ok(found) => found,
+            Err(panic) => {
+                let why = panic_message(&*panic);
+                keys.iter().map(|_| Err(StorageError::new(format!("the store panicked: {why}")).into())).collect()
+            }
+        }
+        .into_iter();
         let mismatch = slots.iter().zip(range).find_map(|(slot, i)| {
-            let actual = guarded(|| self.h.block_on(store.lookup(&slot.scope, &slot.key)));
+            let actual = found.next().unwrap_or_else(|| {
+                Err(StorageError::new("the harness answered fewer lookups than it was asked").into())
+            });
             let expected = spec::lookup(slot.state.as_ref(), now);
             let same = matches!(&actual, Ok(a) if a.as_ref() == expected);
             (!same).then(|| (i, actual, expected.cloned()))

@@ -121,9 +121,34 @@ fn conform_all_without_servers_skips_their_stores_saying_so() {
     assert!(text(&o).contains("PostgresStore: DOES NOT CONFORM: no server at"), "{}", text(&o));
 }
 
+/// Validates every line of `path` against the protocol schema's definition `def`; the count.
+fn valid_lines(path: &std::path::Path, def: &str) -> usize {
+    let mut schema: serde_json::Value =
+        serde_json::from_str(reservation_conformance::driver::SCHEMA).expect("the schema is JSON");
+    schema["oneOf"] = serde_json::json!([{"$ref": format!("#/$defs/{def}")}]);
+    let validator = jsonschema::draft202012::new(&schema).expect("a valid schema");
+    let text = std::fs::read_to_string(path).expect("the copied lines");
+    for line in text.lines() {
+        let message: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        if let Err(e) = validator.validate(&message) {
+            panic!("not a valid {def}: {e}: {line}");
+        }
+    }
+    text.lines().count()
+}
+
 #[test]
 fn memory_store_behind_serve_conforms_through_the_driver_and_reports_json() {
-    let serve = format!("{} serve", env!("CARGO_BIN_EXE_reservation"));
+    // Every line each way is copied by tee and validated against the protocol's schema.
+    let dir = std::env::temp_dir().join(format!("reservation-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let (sent, answered) = (dir.join("requests"), dir.join("answers"));
+    let serve = format!(
+        "tee '{}' | {} serve | tee '{}'",
+        sent.display(),
+        env!("CARGO_BIN_EXE_reservation"),
+        answered.display()
+    );
     let o = Command::new(env!("CARGO_BIN_EXE_reservation"))
         .args(["conform", "--command", &serve, "--json"])
         .env("RESERVATION_CONFORMANCE_CASES", "300")
@@ -143,6 +168,10 @@ fn memory_store_behind_serve_conforms_through_the_driver_and_reports_json() {
         "{out}"
     );
     assert_eq!(lines.last().expect("a summary")["conforms"], true, "{out}");
+    let requests = valid_lines(&sent, "request");
+    assert_eq!(requests, valid_lines(&answered, "answer"), "every request is answered once");
+    assert!(requests > 50_000, "{requests} requests");
+    std::fs::remove_dir_all(&dir).expect("removed");
 }
 
 #[test]
@@ -162,6 +191,7 @@ fn serve_answers_bad_requests_with_typed_errors_and_keeps_going() {
         r#"{"id":4,"op":"confirm","store":0,"now":5,"scope":{"aggregate_type":"u","tenant":"t","namespace":"n"},"key":"k","owner":{"aggregate_type":"u","tenant":"t","id":"a"},"version":"ANY"}"#,
         r#"{"id":5,"op":"reserve","store":0,"now":5,"scope":{"aggregate_type":"u","tenant":"t","namespace":"n"},"key":"k","owner":{"aggregate_type":"u","tenant":"x","id":"a"},"hold":"h","ttl":5}"#,
         r#"{"id":6,"op":"reserve","store":0,"now":5,"scope":{"aggregate_type":"u","tenant":"t","namespace":"n"},"key":"k","owner":{"aggregate_type":"u","tenant":"t","id":"a"},"hold":"h","ttl":5}"#,
+        r#"{"id":7,"op":"lookup","store":0,"now":5,"scope":{"aggregate_type":"u","tenant":"t","namespace":"n"},"key":"\ud800"}"#,
     ];
     {
         let mut stdin = child.stdin.take().expect("stdin");
@@ -179,6 +209,18 @@ fn serve_answers_bad_requests_with_typed_errors_and_keeps_going() {
         .collect();
     assert_eq!(
         names,
-        ["Unrepresentable", "null", "Unrepresentable", "EmptyKey", "Unrepresentable", "TenantMismatch", "\"Taken\""]
+        [
+            "Unrepresentable",
+            "null",
+            "Unrepresentable",
+            "EmptyKey",
+            "Unrepresentable",
+            "TenantMismatch",
+            "\"Taken\"",
+            "Unrepresentable"
+        ]
     );
+    // The lone surrogate's line is answered with its request's id, saying why.
+    assert_eq!(answers[7]["id"], 7);
+    assert!(answers[7]["error"]["message"].as_str().is_some_and(|m| m.contains("not valid Unicode")), "{}", answers[7]);
 }

@@ -731,3 +731,50 @@ fn the_linearizability_check_tells_a_sequential_bug_from_a_race() {
         assert!(text.len() < 6_000, "{bug:?}: a report of {} bytes", text.len());
     }
 }
+
+/// Replays every vector file against `bug`; the failures (or panics), by file.
+fn vector_failures(files: &std::collections::BTreeMap<&str, serde_json::Value>, bug: Bug) -> Vec<String> {
+    files
+        .iter()
+        .filter_map(|(name, file)| {
+            let replayed =
+                std::panic::catch_unwind(|| reservation_conformance::vectors::replay(&BrokenHarness(bug), file));
+            match replayed {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(format!("{name}: {e}")),
+                Err(_) => Some(format!("{name}: the store panicked")),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_vectors_catch_every_sequential_bug() {
+    let files = reservation_conformance::vectors::generate().unwrap();
+    assert_eq!(vector_failures(&files, Bug::None), Vec::<String>::new());
+    for bug in [
+        Bug::JoinShortensExpiry,
+        Bug::ConfirmOverwritesVersion,
+        Bug::ReleaseIgnoresVersion,
+        Bug::AbandonDropsAllHolds,
+        Bug::ExpiryInclusive,
+        Bug::UnversionedReleaseIsAny,
+        Bug::HoldsIgnoreCase,
+        Bug::OwnerIdOnly,
+        Bug::NoTenantCheck,
+        Bug::KeysTrimmed,
+        Bug::ScopeWithoutType,
+        Bug::LookupShowsExpired,
+        Bug::PanicsOnNul,
+        Bug::SignedVersions,
+        Bug::NormalisedKeys,
+        Bug::LookupTimeLeft,
+    ] {
+        let failures = vector_failures(&files, bug);
+        assert!(!failures.is_empty(), "{bug:?}: every vector passed");
+        eprintln!(
+            "--- {bug:?} caught by the vectors: {}",
+            failures.first().map_or("", |f| f.lines().next().unwrap_or(""))
+        );
+    }
+}

@@ -40,11 +40,27 @@ fn caught(bug: &str, check: &str, says: &str) {
 }
 
 #[test]
-fn python_store_passes_the_rule_checks_through_the_driver() {
-    let Some(h) = python("") else { return };
-    let report = run_matching(&h, |name| !name.starts_with("differential") && !name.starts_with("volume"));
+fn python_store_passes_the_whole_suite_through_the_driver_and_every_message_is_valid() {
+    if python("").is_none() {
+        return;
+    }
+    // Every line each way, copied by tee, then validated against the protocol's schema.
+    let dir = std::env::temp_dir().join(format!("reservation-driver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let (sent, answered) = (dir.join("requests"), dir.join("answers"));
+    let command = format!("tee '{}' | python3 {PYTHON_STORE} | tee '{}'", sent.display(), answered.display());
+    let h = CommandHarness::start(&command).expect("the Python adapter starts");
+    let report = run_matching(&h, |_| true);
+    drop(h);
     assert!(report.is_ok(), "{report}");
-    assert!(report.checks.len() > 40, "{report}");
+    let passed = report.checks.iter().filter(|(_, r, _)| *r == CheckResult::Passed).count();
+    assert!(passed > 45, "{report}");
+    let requests = crate::schema::validate_lines(&sent, "request");
+    let answers = crate::schema::validate_lines(&answered, "answer");
+    assert_eq!(requests, answers, "every request is answered once");
+    assert!(requests > 100_000, "{requests} requests");
+    eprintln!("{requests} requests and answers, each valid against the schema");
+    std::fs::remove_dir_all(&dir).expect("removed");
 }
 
 #[test]
@@ -123,4 +139,46 @@ fn an_adapter_that_writes_what_is_not_json_is_a_failure() {
 #[test]
 fn an_adapter_that_answers_an_unknown_id_is_a_failure() {
     refused("read line; echo '{\"id\": 999, \"ok\": null}'; sleep 5", "answered id 999");
+}
+
+/// The Go store of `adapters/go`, built into a temporary directory; `None` without `go`.
+fn go_store() -> Option<std::path::PathBuf> {
+    let present = std::process::Command::new("go").arg("version").output().is_ok_and(|o| o.status.success());
+    service("go (for the Go store behind the driver)", if present { Ok(()) } else { Err("not installed") })?;
+    let dir = std::env::temp_dir().join(format!("reservation-go-{}", std::process::id()));
+    let binary = dir.join("go-store");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters/go");
+    let vet = std::process::Command::new("go").args(["vet", "."]).current_dir(source).output().expect("go vet runs");
+    assert!(vet.status.success(), "go vet: {}", String::from_utf8_lossy(&vet.stderr));
+    let built = std::process::Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(".")
+        .current_dir(source)
+        .output()
+        .expect("go build runs");
+    assert!(built.status.success(), "go build: {}", String::from_utf8_lossy(&built.stderr));
+    Some(binary)
+}
+
+#[test]
+fn go_store_passes_the_whole_suite_through_the_driver() {
+    let Some(binary) = go_store() else { return };
+    let h = CommandHarness::start(&format!("'{}'", binary.display())).expect("the Go adapter starts");
+    let report = run_matching(&h, |_| true);
+    drop(h);
+    assert!(report.is_ok(), "{report}");
+    assert!(report.checks.iter().filter(|(_, r, _)| *r == CheckResult::Passed).count() > 45, "{report}");
+    let _ = std::fs::remove_dir_all(binary.parent().expect("a directory"));
+}
+
+#[test]
+fn readme_quotes_the_go_adapter_whole() {
+    let adapter = include_str!("../../../adapters/go/adapter.go");
+    let readme = include_str!("../../../README.md");
+    assert!(
+        readme.contains(&format!("```go\n{adapter}```")),
+        "README.md does not quote adapters/go/adapter.go as it is"
+    );
+    assert!(adapter.lines().count() <= 65, "the adapter is meant to be short");
 }

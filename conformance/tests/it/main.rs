@@ -7,5 +7,7 @@ mod fuzz_corpus;
 mod linearizability;
 mod memory;
 mod oracle;
+mod schema;
 mod services;
 mod tokio_store;
+mod vectors;

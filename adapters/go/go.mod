@@ -1,0 +1,3 @@
+module reservationstore/adapter
+
+go 1.19
