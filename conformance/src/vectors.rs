@@ -55,7 +55,7 @@ fn file_of(check: &str) -> Option<&'static str> {
         Some(b'a') => "abandon",
         Some(b'd') => "values",
         Some(b's') => "scopes",
-        _ if check.starts_with("examples") => "examples",
+        Some(b'e') => "examples",
         _ => return None,
     })
 }

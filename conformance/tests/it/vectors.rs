@@ -42,10 +42,11 @@ fn vectors_check_reports_a_stale_or_missing_file() {
     vectors::write(&temp).unwrap();
     vectors::check(&temp).unwrap();
     let path = temp.join("release.json");
-    let text = std::fs::read_to_string(&path).unwrap().replacen("\"Kept\"", "\"Released\"", 1);
-    std::fs::write(&path, text).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let line = text.lines().position(|l| l.contains("\"Kept\"")).expect("a Kept step") + 1;
+    std::fs::write(&path, text.replacen("\"Kept\"", "\"Released\"", 1)).unwrap();
     let stale = vectors::check(&temp).unwrap_err();
-    assert!(stale.contains("release.json differs from line"), "{stale}");
+    assert!(stale.contains(&format!("release.json differs from line {line})")), "{stale}");
     std::fs::remove_file(temp.join("scopes.json")).unwrap();
     let missing = vectors::check(&temp).unwrap_err();
     assert!(missing.contains("scopes.json") && missing.contains("vectors --write"), "{missing}");
