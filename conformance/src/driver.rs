@@ -10,7 +10,8 @@
 //!
 //! An adapter that hangs, dies, writes a line that is not JSON or answers an id nobody asked is a
 //! [`StorageError`] (indeterminate: the request may have run) naming the request and quoting the
-//! adapter's last lines of standard error; every wait ends after [`CommandHarness::timeout`].
+//! adapter's last lines of standard error; every wait ends after [`CommandHarness::TIMEOUT`] (or
+//! the timeout given to [`CommandHarness::start_with`]).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
