@@ -128,12 +128,67 @@ fn an_adapter_that_dies_is_a_failure_quoting_its_stderr() {
     let error = CommandHarness::start_with("echo 'it broke here' >&2; sleep 0.2; exit 3", Duration::from_secs(2))
         .err()
         .expect("refused");
-    assert!(error.to_string().contains("it broke here"), "{error}");
+    // Quoted from its standard error, not only from the command line the message names.
+    assert!(error.to_string().contains("its standard error ends:\n  it broke here"), "{error}");
 }
 
 #[test]
 fn an_adapter_that_writes_what_is_not_json_is_a_failure() {
     refused("read line; echo 'hello there'; sleep 5", "not JSON");
+}
+
+#[test]
+fn a_failure_quotes_the_last_twenty_lines_of_the_adapters_stderr() {
+    let error = CommandHarness::start_with(
+        "for i in $(seq 1 25); do echo \"line $i\" >&2; done; sleep 0.3; exit 3",
+        Duration::from_secs(2),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    let tail = error.split("its standard error ends:\n").nth(1).unwrap_or_else(|| panic!("no stderr quoted: {error}"));
+    let quoted: Vec<&str> = tail.lines().map(str::trim).collect();
+    let expected: Vec<String> = (6..=25).map(|i| format!("line {i}")).collect();
+    assert_eq!(quoted, expected, "{error}");
+}
+
+/// An adapter (in Python) that answers `hello` and `open`, and every other request with `error`.
+fn answering(error: &str) -> Option<CommandHarness> {
+    let present = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    service("python3 (for a scripted adapter)", if present { Ok(()) } else { Err("not installed") })?;
+    let script = format!(
+        "import json,sys\nfor l in sys.stdin:\n r=json.loads(l)\n a={{'id':r['id'],'ok':{{'protocol':1,'durable':False}}}} if r['op']=='hello' else {{'id':r['id'],'ok':None}} if r['op']=='open' else {{'id':r['id'],'error':{error}}}\n print(json.dumps(a),flush=True)\n"
+    );
+    let dir = std::env::temp_dir().join(format!("reservation-answering-{}-{}", std::process::id(), error.len()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let path = dir.join("adapter.py");
+    std::fs::write(&path, script).expect("written");
+    Some(CommandHarness::start(&format!("python3 '{}'", path.display())).expect("the adapter starts"))
+}
+
+#[test]
+fn an_invalid_argument_answer_becomes_the_error_of_its_name() {
+    use reservation_conformance::Harness;
+    use reservation_store::{InvalidArgument, ManualClock, ReservationStore, StoreError};
+    let Some(h) = answering("{'kind':'InvalidArgument','name':'TenantMismatch','message':''}") else { return };
+    let store = h.store(ManualClock::new(reservation_store::Instant::from_millis(5)));
+    let scope = reservation_store::ReservationScope::parse("user", Some("acme"), "names").expect("valid");
+    let owner = reservation_store::AggregateRef::parse("user", Some("acme"), "a").expect("valid");
+    let key = reservation_store::Key::new("k").expect("valid");
+    let hold = reservation_store::HoldId::new("h").expect("valid");
+    let ttl = reservation_store::Ttl::from_millis(5).expect("valid");
+    let got = h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl));
+    assert!(matches!(got, Err(StoreError::Invalid(InvalidArgument::TenantMismatch))), "{got:?}");
+    // A name SPEC.md does not have is the adapter's failure, not an invalid argument.
+    let Some(h) = answering("{'kind':'InvalidArgument','name':'TenantNotAdmitted','message':''}") else { return };
+    let store = h.store(ManualClock::new(reservation_store::Instant::from_millis(5)));
+    let got = h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl));
+    match got {
+        Err(StoreError::Storage(e)) => {
+            assert!(e.is_indeterminate() && e.to_string().contains("does not name"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
