@@ -295,13 +295,14 @@ pub fn arguments() -> Vec<Value> {
     for (label, at, value) in numbers {
         edits.push((label.to_owned(), vec![(at, value)]));
     }
-    let versions: [(&str, &str, Value); 6] = [
+    let versions: [(&str, &str, Value); 7] = [
         ("confirm at UNVERSIONED (0)", "confirm", 0.into()),
         ("confirm at 2^64-1", "confirm", u64::MAX.into()),
         ("confirm at ANY (D4)", "confirm", "ANY".into()),
         ("confirm at a negative version", "confirm", (-1).into()),
         ("release at a fractional version", "release", 2.5.into()),
         ("release at a version over 2^64-1", "release", json!(18_446_744_073_709_551_616.0_f64)),
+        ("release at a version spelled \"any\" (only \"ANY\" is ANY_VERSION)", "release", "any".into()),
     ];
     for (label, op, version) in versions {
         edits.push((label.to_owned(), vec![("/op", op.into()), ("/version", version)]));

@@ -152,18 +152,97 @@ fn a_failure_quotes_the_last_twenty_lines_of_the_adapters_stderr() {
     assert_eq!(quoted, expected, "{error}");
 }
 
-/// An adapter (in Python) that answers `hello` and `open`, and every other request with `error`.
-fn answering(error: &str) -> Option<CommandHarness> {
+/// An adapter (in Python) that answers `hello` (declaring `durable`), `open` and `reopen`, and
+/// every other request with `answer` (the answer's fields but the id, as Python); after its input ends it lingers for 30 s, so that only the
+/// driver's kill ends it early. Its process id is in the returned file.
+fn scripted(durable: bool, answer: &str) -> Option<(CommandHarness, std::path::PathBuf)> {
     let present = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
     service("python3 (for a scripted adapter)", if present { Ok(()) } else { Err("not installed") })?;
+    let durable = if durable { "True" } else { "False" };
     let script = format!(
-        "import json,sys\nfor l in sys.stdin:\n r=json.loads(l)\n a={{'id':r['id'],'ok':{{'protocol':1,'durable':False}}}} if r['op']=='hello' else {{'id':r['id'],'ok':None}} if r['op']=='open' else {{'id':r['id'],'error':{error}}}\n print(json.dumps(a),flush=True)\n"
+        "import json,sys,time\nfor l in sys.stdin:\n r=json.loads(l)\n a={{'id':r['id'],'ok':{{'protocol':1,'durable':{durable}}}}} if r['op']=='hello' else {{'id':r['id'],'ok':None}} if r['op'] in ('open','reopen') else {{'id':r['id'],{answer}}}\n print(json.dumps(a),flush=True)\ntime.sleep(30)\n"
     );
-    let dir = std::env::temp_dir().join(format!("reservation-answering-{}-{}", std::process::id(), error.len()));
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("reservation-scripted-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a directory");
-    let path = dir.join("adapter.py");
+    let (path, pid) = (dir.join("adapter.py"), dir.join("pid"));
     std::fs::write(&path, script).expect("written");
-    Some(CommandHarness::start(&format!("python3 '{}'", path.display())).expect("the adapter starts"))
+    let command = format!("echo $$ > '{}'; exec python3 '{}'", pid.display(), path.display());
+    Some((CommandHarness::start(&command).expect("the adapter starts"), pid))
+}
+
+fn answering(error: &str) -> Option<CommandHarness> {
+    scripted(false, &format!("'error':{error}")).map(|(h, _)| h)
+}
+
+fn alive(pid_file: &std::path::Path) -> bool {
+    let pid = std::fs::read_to_string(pid_file).expect("the pid").trim().to_owned();
+    std::process::Command::new("kill").args(["-0", &pid]).output().is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn dropping_the_harness_ends_an_adapter_that_outlives_its_input() {
+    let Some((h, pid)) = scripted(false, "'ok':None") else { return };
+    assert!(alive(&pid));
+    drop(h);
+    // Its input closed, it lingers; the driver kills it and reaps it.
+    assert!(!alive(&pid), "the adapter still runs after the harness was dropped");
+}
+
+#[test]
+fn a_durable_adapter_is_reopened_and_counted_requests_are_exact() {
+    use reservation_conformance::Harness;
+    use reservation_store::{ManualClock, ReservationStore, StoreError};
+    let error = "'error':{'kind':'StorageError','indeterminate':False,'message':'scripted'}";
+    let Some((h, _)) = scripted(true, error) else { return };
+    assert!(h.hello().durable && h.capabilities().durable);
+    assert_eq!(h.requests(), 1, "hello");
+    let clock = ManualClock::new(reservation_store::Instant::from_millis(5));
+    let store = h.store(clock.clone());
+    assert_eq!(h.requests(), 2, "hello, open");
+    let reopened = h.reopen(store, clock).expect("a durable adapter's store reopens");
+    assert_eq!(h.requests(), 3, "hello, open, reopen");
+    let scope = reservation_store::ReservationScope::parse("user", Some("acme"), "names").expect("valid");
+    let key = reservation_store::Key::new("k").expect("valid");
+    // The reopened store is open: its lookup reaches the adapter and gets its answer.
+    match h.block_on(reopened.lookup(&scope, &key)) {
+        Err(StoreError::Storage(e)) => assert!(e.to_string().contains("scripted") && !e.is_indeterminate(), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.requests(), 4);
+    let Some((plain, _)) = scripted(false, error) else { return };
+    assert!(!plain.capabilities().durable);
+    assert!(
+        plain.reopen(plain.store(ManualClock::new(reservation_store::Instant::ZERO)), ManualClock::default()).is_none()
+    );
+}
+
+#[test]
+fn an_outcome_its_operation_cannot_have_is_the_adapters_failure() {
+    use reservation_conformance::Harness;
+    use reservation_store::{ManualClock, ReservationStore, StoreError};
+    let Some((h, _)) = scripted(false, "'ok':'Kept'") else { return };
+    let store = h.store(ManualClock::new(reservation_store::Instant::from_millis(5)));
+    let scope = reservation_store::ReservationScope::parse("user", Some("acme"), "names").expect("valid");
+    let owner = reservation_store::AggregateRef::parse("user", Some("acme"), "a").expect("valid");
+    let key = reservation_store::Key::new("k").expect("valid");
+    let hold = reservation_store::HoldId::new("h").expect("valid");
+    let ttl = reservation_store::Ttl::from_millis(5).expect("valid");
+    // Kept is a release's outcome, never a reserve's.
+    match h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl)) {
+        Err(StoreError::Storage(e)) => assert!(e.to_string().contains("is not one reserve can answer"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    let released = h.block_on(store.release(&scope, &key, &owner, reservation_store::ReleaseVersion::Any));
+    assert!(matches!(released, Ok(reservation_store::ReleaseOutcome::Kept)), "{released:?}");
+}
+
+#[test]
+fn the_driver_runs_a_thousand_differential_scripts_eight_at_a_time() {
+    let Some(h) = answering("{}") else { return };
+    let settings = reservation_conformance::Harness::settings(&h);
+    assert_eq!((settings.cases, settings.differential_threads), (1_000, 8));
 }
 
 #[test]
