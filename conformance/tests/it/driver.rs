@@ -203,8 +203,7 @@ fn a_durable_adapter_is_reopened_and_counted_requests_are_exact() {
     assert_eq!(h.requests(), 2, "hello, open");
     let reopened = h.reopen(store, clock).expect("a durable adapter's store reopens");
     assert_eq!(h.requests(), 3, "hello, open, reopen");
-    let scope = reservation_store::ReservationScope::parse("user", Some("acme"), "names").expect("valid");
-    let key = reservation_store::Key::new("k").expect("valid");
+    let (scope, _, key, _, _) = arguments();
     // The reopened store is open: its lookup reaches the adapter and gets its answer.
     match h.block_on(reopened.lookup(&scope, &key)) {
         Err(StoreError::Storage(e)) => assert!(e.to_string().contains("scripted") && !e.is_indeterminate(), "{e}"),
@@ -218,17 +217,30 @@ fn a_durable_adapter_is_reopened_and_counted_requests_are_exact() {
     );
 }
 
+/// A valid scope, owner, key, hold and TTL for requests to a scripted adapter.
+fn arguments() -> (
+    reservation_store::ReservationScope,
+    reservation_store::AggregateRef,
+    reservation_store::Key,
+    reservation_store::HoldId,
+    reservation_store::Ttl,
+) {
+    (
+        reservation_store::ReservationScope::parse("user", Some("acme"), "names").expect("valid"),
+        reservation_store::AggregateRef::parse("user", Some("acme"), "a").expect("valid"),
+        reservation_store::Key::new("k").expect("valid"),
+        reservation_store::HoldId::new("h").expect("valid"),
+        reservation_store::Ttl::from_millis(5).expect("valid"),
+    )
+}
+
 #[test]
 fn an_outcome_its_operation_cannot_have_is_the_adapters_failure() {
     use reservation_conformance::Harness;
     use reservation_store::{ManualClock, ReservationStore, StoreError};
     let Some((h, _)) = scripted(false, "'ok':'Kept'") else { return };
     let store = h.store(ManualClock::new(reservation_store::Instant::from_millis(5)));
-    let scope = reservation_store::ReservationScope::parse("user", Some("acme"), "names").expect("valid");
-    let owner = reservation_store::AggregateRef::parse("user", Some("acme"), "a").expect("valid");
-    let key = reservation_store::Key::new("k").expect("valid");
-    let hold = reservation_store::HoldId::new("h").expect("valid");
-    let ttl = reservation_store::Ttl::from_millis(5).expect("valid");
+    let (scope, owner, key, hold, ttl) = arguments();
     // Kept is a release's outcome, never a reserve's.
     match h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl)) {
         Err(StoreError::Storage(e)) => assert!(e.to_string().contains("is not one reserve can answer"), "{e}"),
@@ -251,11 +263,7 @@ fn an_invalid_argument_answer_becomes_the_error_of_its_name() {
     use reservation_store::{InvalidArgument, ManualClock, ReservationStore, StoreError};
     let Some(h) = answering("{'kind':'InvalidArgument','name':'TenantMismatch','message':''}") else { return };
     let store = h.store(ManualClock::new(reservation_store::Instant::from_millis(5)));
-    let scope = reservation_store::ReservationScope::parse("user", Some("acme"), "names").expect("valid");
-    let owner = reservation_store::AggregateRef::parse("user", Some("acme"), "a").expect("valid");
-    let key = reservation_store::Key::new("k").expect("valid");
-    let hold = reservation_store::HoldId::new("h").expect("valid");
-    let ttl = reservation_store::Ttl::from_millis(5).expect("valid");
+    let (scope, owner, key, hold, ttl) = arguments();
     let got = h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl));
     assert!(matches!(got, Err(StoreError::Invalid(InvalidArgument::TenantMismatch))), "{got:?}");
     // A name SPEC.md does not have is the adapter's failure, not an invalid argument.
