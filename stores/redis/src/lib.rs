@@ -393,9 +393,9 @@ impl<C: Clock> RedisStore<C> {
                 Some(next) => {
                     let set = p.cmd("SET").arg(key).arg(row::encode(next));
                     if let (Time::Redis, Reservation::Pending(pending)) = (&self.time, next) {
-                        // Redis takes expiry instants up to about 2^62 ms; a later one never expires.
-                        if pending.expires_at().as_millis() < 1 << 62 {
-                            set.arg("PXAT").arg(pending.expires_at().as_millis());
+                        // Redis takes expiry instants up to i64::MAX ms; a later one never expires.
+                        if let Ok(at) = i64::try_from(pending.expires_at().as_millis()) {
+                            set.arg("PXAT").arg(at);
                         }
                     }
                 }

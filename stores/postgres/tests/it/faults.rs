@@ -133,3 +133,70 @@ fn a_statement_timeout_is_a_determinate_storage_error_that_changed_nothing() {
         h.runtime().block_on(store.reserve(&scope, &key, &alice, &hold, ttl)).expect("reserved after the timeout");
     assert_eq!(outcome, ReserveOutcome::Taken);
 }
+
+/// Makes every write to the harness's table fail with SQLSTATE `code` while fewer than
+/// `failures` writes have been tried (a trigger counts them in a sequence, which no rollback
+/// undoes), and resets the count.
+fn refuse_writes(h: &reservation_postgres::PostgresHarness, code: &str, failures: i64) {
+    let schema = format!("\"{}\"", h.options().schema);
+    let statements = format!(
+        "DROP TRIGGER IF EXISTS refuse ON {schema}.reservation;
+         DROP SEQUENCE IF EXISTS {schema}.attempts;
+         CREATE SEQUENCE {schema}.attempts;
+         CREATE OR REPLACE FUNCTION {schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF nextval('{schema}.attempts') <= {failures} THEN
+             RAISE EXCEPTION 'refused by the test' USING ERRCODE = '{code}';
+           END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON {schema}.reservation
+           FOR EACH ROW EXECUTE FUNCTION {schema}.refuse();"
+    );
+    h.runtime().block_on(async { admin().await.batch_execute(&statements).await.expect("the trigger is installed") });
+}
+
+/// How many writes the trigger of [`refuse_writes`] has seen.
+fn attempts(h: &reservation_postgres::PostgresHarness) -> i64 {
+    let sql = format!("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM \"{}\".attempts", h.options().schema);
+    h.runtime().block_on(async { admin().await.query_one(&sql, &[]).await.expect("the count").get(0) })
+}
+
+#[test]
+fn serialization_failures_and_deadlocks_are_retried_up_to_the_bound_and_nothing_else_is() {
+    let Some(h) = harness_with(PostgresOptions::default()) else { return };
+    assert_eq!(h.options().retries, 3);
+    let store = h.store_with(Time::Local(ManualClock::new(START)));
+    let (alice, hold, ttl) = (owner("alice"), HoldId::new("h").expect("hold"), Ttl::from_millis(60_000).expect("ttl"));
+    let scope = scope("retries");
+    let reserve =
+        |key: &str| h.runtime().block_on(store.reserve(&scope, &Key::new(key).expect("key"), &alice, &hold, ttl));
+    let found =
+        |key: &str| h.runtime().block_on(store.lookup(&scope, &Key::new(key).expect("key"))).expect("looked up");
+
+    // A retryable failure within the bound: the operation is tried again and succeeds.
+    for (code, failures) in [("40001", 2), ("40P01", 3)] {
+        refuse_writes(&h, code, failures);
+        let key = format!("passes-{code}");
+        assert_eq!(reserve(&key).expect("retried until it passed"), ReserveOutcome::Taken, "{code}");
+        assert_eq!(attempts(&h), failures + 1, "{code}: one write per attempt");
+        assert!(found(&key).is_some(), "{code}");
+    }
+
+    // Past the bound: a storage error after 1 + 3 attempts. The server answered each write with
+    // an ERROR, which aborts the transaction, so it is determinate although COMMIT was sent.
+    refuse_writes(&h, "40001", 1_000);
+    let error = reserve("exhausted").expect_err("a write the server always refuses");
+    assert_eq!(attempts(&h), 4, "the first attempt and three retries");
+    assert!(!error.is_indeterminate(), "{error}");
+    assert!(error.to_string().contains("write the row: ERROR 40001: refused by the test"), "{error}");
+    assert!(found("exhausted").is_none());
+
+    // Any other error is not retried.
+    refuse_writes(&h, "P0001", 1_000);
+    let error = reserve("refused").expect_err("a write the server refuses");
+    assert_eq!(attempts(&h), 1, "an error that no retry can pass was retried");
+    assert!(!error.is_indeterminate(), "{error}");
+    assert!(error.to_string().contains("ERROR P0001: refused by the test"), "{error}");
+    assert!(found("refused").is_none());
+}

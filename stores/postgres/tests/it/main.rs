@@ -6,6 +6,7 @@ mod conformance;
 mod corrupt;
 mod faults;
 mod linearizability;
+mod options;
 mod schema;
 mod sweep;
 

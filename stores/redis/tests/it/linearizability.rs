@@ -2,11 +2,13 @@
 //! the planted bug of a store that does not watch its key, caught by it.
 
 use reservation_conformance::linearizability::{self, ATOMICITY};
-use reservation_conformance::{Harness, START};
+use reservation_conformance::{Harness, START, unique_namespace};
 use reservation_redis::{RedisOptions, Time};
-use reservation_store::ManualClock;
+use reservation_store::{
+    AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, ReserveOutcome, Ttl,
+};
 
-use crate::{harness, harness_with};
+use crate::{harness, harness_with, raw, row_key};
 
 #[test]
 fn watch_multi_exec_is_linearizable_under_eight_connections() {
@@ -38,6 +40,26 @@ fn without_writing_back_what_changed_nothing_a_stale_clock_decision_lands_late()
     let mut options = RedisOptions::default();
     options.touch = false;
     let Some(h) = harness_with(options) else { return };
+    // The option turns off the write-back only: a change is written, a lookup of a free key
+    // leaves no tombstone.
+    let store = h.store_with(Time::Local(ManualClock::new(START)));
+    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace("touch").as_str()).expect("scope");
+    let (taken, free) = (Key::new("taken").expect("key"), Key::new("free").expect("key"));
+    let owner = AggregateRef::parse("user", Some("acme"), "alice").expect("owner");
+    let (hold, ttl) = (HoldId::new("h").expect("hold"), Ttl::from_millis(60_000).expect("ttl"));
+    let outcome = h.runtime().block_on(store.reserve(&scope, &taken, &owner, &hold, ttl)).expect("reserved");
+    assert_eq!(outcome, ReserveOutcome::Taken);
+    assert!(
+        h.runtime().block_on(store.lookup(&scope, &taken)).expect("looked up").is_some(),
+        "a change was not written"
+    );
+    assert_eq!(h.runtime().block_on(store.lookup(&scope, &free)).expect("looked up"), None);
+    let mut conn = raw(&h);
+    let exists: u64 = h
+        .runtime()
+        .block_on(redis::cmd("EXISTS").arg(row_key(&h, &scope, &free)).query_async(&mut conn))
+        .expect("EXISTS");
+    assert_eq!(exists, 0, "a lookup of a free key wrote a tombstone without write-back");
     let failure = reservation_conformance::checks::d10(&h).expect_err("a store whose reads do not write passed D10");
     assert_eq!(failure.rule, Some(reservation_store::Rule::D10), "{failure}");
     assert!(failure.to_string().contains("Joined"), "{failure}");

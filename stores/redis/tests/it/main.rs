@@ -7,6 +7,7 @@ mod conformance;
 mod corrupt;
 mod faults;
 mod linearizability;
+mod options;
 mod sweep;
 
 use reservation_conformance::services::service;
@@ -26,6 +27,27 @@ pub fn harness_with(options: RedisOptions) -> Option<RedisHarness> {
 /// once) when `redis-server` cannot be started.
 pub fn durable_harness() -> Option<RedisHarness> {
     service("redis-server (for the append-only server of the durable tests)", RedisHarness::durable())
+}
+
+/// A plain connection to the harness's server, for what the store never does itself.
+pub fn raw(h: &RedisHarness) -> redis::aio::MultiplexedConnection {
+    h.runtime().block_on(async {
+        let client = redis::Client::open(h.url()).expect("a client");
+        client.get_multiplexed_async_connection().await.expect("a connection")
+    })
+}
+
+/// The Redis key of `key` in `scope` under the harness's prefix, spelled as the crate
+/// documentation of the row format says.
+pub fn row_key(h: &RedisHarness, scope: &reservation_store::ReservationScope, key: &reservation_store::Key) -> Vec<u8> {
+    let mut out = format!("{}:r:", h.options().prefix).into_bytes();
+    let parts =
+        [scope.aggregate_type.as_str().as_bytes(), scope.tenant.as_bytes(), scope.namespace.as_str().as_bytes()];
+    for part in parts.into_iter().chain([key.as_str().as_bytes()]) {
+        out.extend(format!("{}:", part.len()).into_bytes());
+        out.extend_from_slice(part);
+    }
+    out
 }
 
 /// The README quotes the crate's example (a doctest, so it compiles) exactly.

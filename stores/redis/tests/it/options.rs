@@ -1,0 +1,44 @@
+//! The store's surface besides the trait: the options it was made with, its pool, its `Debug`.
+
+use reservation_conformance::START;
+use reservation_redis::{RedisOptions, RedisStore, Time};
+use reservation_store::{ManualClock, SystemClock};
+
+use crate::harness;
+
+#[test]
+fn options_are_the_ones_the_store_was_made_with() {
+    let Some(h) = harness() else { return };
+    let options = h.options().clone().with_max_connections(3);
+    let store = h
+        .runtime()
+        .block_on(RedisStore::connect(h.url(), Time::Local(ManualClock::new(START)), options))
+        .expect("connected");
+    assert_eq!(store.options().prefix, h.options().prefix);
+    assert_eq!(store.options().max_connections, 3);
+    assert_eq!(store.options().retries, RedisOptions::default().retries);
+    assert_eq!(store.connections(), 1, "connecting keeps the connection it made");
+    let redis_clock = store.with_time(Time::REDIS);
+    assert_eq!(redis_clock.options().prefix, h.options().prefix, "with_time keeps the options");
+}
+
+#[test]
+fn debug_names_the_prefix_the_clock_and_the_connections() {
+    let Some(h) = harness() else { return };
+    let local = h.store_with(Time::Local(ManualClock::new(START)));
+    let shown = format!("{local:?}");
+    let expected = format!("RedisStore {{ prefix: {:?}, clock: \"local\", connections: 1 }}", h.options().prefix);
+    assert_eq!(shown, expected);
+    let shown = format!("{:?}", h.store_with(Time::<SystemClock>::Redis));
+    assert!(shown.contains("clock: \"redis\""), "{shown}");
+}
+
+#[test]
+fn an_empty_prefix_is_refused() {
+    let Some(h) = harness() else { return };
+    let refused = h
+        .runtime()
+        .block_on(RedisStore::connect(h.url(), Time::REDIS, RedisOptions::default().with_prefix("")))
+        .expect_err("an empty prefix was accepted");
+    assert!(refused.to_string().contains("the key prefix is empty"), "{refused}");
+}
