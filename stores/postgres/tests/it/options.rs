@@ -3,7 +3,10 @@
 
 use reservation_conformance::{START, unique_namespace};
 use reservation_postgres::{PostgresOptions, PostgresStore, Time};
-use reservation_store::{AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, SystemClock, Ttl};
+use reservation_store::spec::Reservation;
+use reservation_store::{
+    AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, SystemClock, Ttl, Version,
+};
 
 use crate::harness;
 
@@ -62,4 +65,18 @@ fn a_closed_store_answers_storage_errors() {
     let error = h.runtime().block_on(store.len()).expect_err("a closed pool gave a connection");
     assert!(error.to_string().contains("no connection"), "{error}");
     assert!(!error.is_indeterminate(), "{error}");
+}
+
+#[test]
+fn the_benchmarks_baseline_writes_the_row_it_is_given() {
+    let Some(h) = harness() else { return };
+    let store = h.store_with(Time::Local(ManualClock::new(START)));
+    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace("baseline").as_str()).expect("scope");
+    let key = Key::new("k").expect("key");
+    let owner = AggregateRef::parse("user", Some("acme"), "alice").expect("owner");
+    let row = Reservation::confirmed(owner, Version::stream(2).expect("a stream version"));
+    h.runtime().block_on(store.baseline_write(&scope, &key, Some(&row))).expect("written");
+    assert_eq!(h.runtime().block_on(store.lookup(&scope, &key)).expect("looked up"), Some(row));
+    h.runtime().block_on(store.baseline_write(&scope, &key, None)).expect("written");
+    assert_eq!(h.runtime().block_on(store.lookup(&scope, &key)).expect("looked up"), None);
 }

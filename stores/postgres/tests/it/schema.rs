@@ -124,3 +124,38 @@ fn a_bad_connection_string_or_a_closed_port_is_a_storage_error() {
         assert!(!error.is_indeterminate(), "{url}: {error}");
     }
 }
+
+/// Whether a schema named `name` exists.
+fn schema_exists(h: &PostgresHarness, name: &str) -> bool {
+    h.runtime().block_on(async {
+        let row = admin()
+            .await
+            .query_one("SELECT count(*) FROM pg_namespace WHERE nspname = $1", &[&name])
+            .await
+            .expect("counted");
+        row.get::<_, i64>(0) == 1
+    })
+}
+
+#[test]
+fn a_harness_drops_its_schema_and_the_next_one_drops_test_schemas_older_than_six_hours() {
+    let Some(h) = harness() else { return };
+    let own = h.options().schema.clone();
+    assert!(schema_exists(&h, &own));
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    // Left by runs that ended without dropping theirs (the process ids are made up).
+    let stale = format!("reservation_test_{}_1_0", secs - 6 * 3600 - 60);
+    let recent = format!("reservation_test_{}_1_0", secs - 6 * 3600 + 600);
+    let unrelated = format!("reservation_{}_1_0", secs - 7 * 3600);
+    for name in [&stale, &recent, &unrelated] {
+        sql(&h, &format!("CREATE SCHEMA IF NOT EXISTS \"{name}\""));
+    }
+    let next = harness().expect("a second harness");
+    let left = [&stale, &recent, &unrelated].map(|name| schema_exists(&h, name));
+    for name in [&recent, &unrelated] {
+        drop_schema(&h, name);
+    }
+    assert_eq!(left, [false, true, true], "[stale, recent, not a test schema] after the next harness connected");
+    drop(h);
+    assert!(!schema_exists(&next, &own), "a dropped harness left its schema");
+}

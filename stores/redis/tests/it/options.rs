@@ -1,8 +1,9 @@
 //! The store's surface besides the trait: the options it was made with, its pool, its `Debug`.
 
-use reservation_conformance::START;
+use reservation_conformance::{START, unique_namespace};
 use reservation_redis::{RedisOptions, RedisStore, Time};
-use reservation_store::{ManualClock, SystemClock};
+use reservation_store::spec::Reservation;
+use reservation_store::{AggregateRef, Key, ManualClock, ReservationScope, ReservationStore, SystemClock, Version};
 
 use crate::harness;
 
@@ -41,4 +42,19 @@ fn an_empty_prefix_is_refused() {
         .block_on(RedisStore::connect(h.url(), Time::REDIS, RedisOptions::default().with_prefix("")))
         .expect_err("an empty prefix was accepted");
     assert!(refused.to_string().contains("the key prefix is empty"), "{refused}");
+}
+
+#[test]
+fn the_benchmarks_baseline_writes_the_row_it_is_given() {
+    let Some(h) = harness() else { return };
+    let store = h.store_with(Time::Local(ManualClock::new(START)));
+    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace("baseline").as_str()).expect("scope");
+    let key = Key::new("k").expect("key");
+    let owner = AggregateRef::parse("user", Some("acme"), "alice").expect("owner");
+    let row = Reservation::confirmed(owner, Version::stream(2).expect("a stream version"));
+    let committed = h.runtime().block_on(store.baseline_write(&scope, &key, Some(&row))).expect("written");
+    assert!(committed, "nothing else wrote the key, yet the write did not commit");
+    assert_eq!(h.runtime().block_on(store.lookup(&scope, &key)).expect("looked up"), Some(row));
+    assert!(h.runtime().block_on(store.baseline_write(&scope, &key, None)).expect("written"));
+    assert_eq!(h.runtime().block_on(store.lookup(&scope, &key)).expect("looked up"), None);
 }
