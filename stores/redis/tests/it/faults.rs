@@ -11,7 +11,7 @@ use reservation_conformance::START;
 use reservation_conformance::linearizability::{self, Event, Names, Return};
 use reservation_conformance::proxy::CuttingProxy;
 use reservation_redis::{RedisHarness, RedisOptions, RedisStore, Time};
-use reservation_store::{ManualClock, StoreError};
+use reservation_store::{ManualClock, ReservationStore, StoreError};
 
 use crate::{durable_harness, harness, harness_with};
 
@@ -126,4 +126,53 @@ fn a_connection_cut_after_the_exec_was_sent_is_indeterminate() {
     let Some((error, exists)) = cut_reserve("cut-exec-lost", b"EXEC", false) else { return };
     assert!(error.is_indeterminate(), "{error}");
     assert!(!exists, "the EXEC never reached the server, yet the reservation was made");
+}
+
+#[test]
+fn an_operation_gives_up_after_one_attempt_more_than_its_retries() {
+    // Another client writes the key without pause (the same bytes, so that every row stays
+    // valid): nearly every attempt meets its write, and an operation that gives up says how many
+    // attempts it made, which is the first one and `retries` more.
+    let mut options = RedisOptions::default();
+    options.retries = 2;
+    let Some(h) = harness_with(options) else { return };
+    let clock = ManualClock::new(START);
+    let store = h.store_with(Time::Local(clock));
+    let scope = reservation_store::ReservationScope::parse("user", Some("acme"), "contended").expect("scope");
+    let key = reservation_store::Key::new("k").expect("key");
+    let owner = |id: &str| reservation_store::AggregateRef::parse("user", Some("acme"), id).expect("owner");
+    let version = reservation_store::Version::stream(1).expect("a stream version");
+    h.runtime().block_on(store.confirm(&scope, &key, &owner("bob"), version)).expect("confirmed");
+    let member = crate::row_key(&h, &scope, &key);
+    let mut conn = crate::raw(&h);
+    let bytes: Vec<u8> = h.runtime().block_on(redis::cmd("GET").arg(&member).query_async(&mut conn)).expect("the row");
+    let stop = AtomicBool::new(false);
+    let messages = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::SeqCst) {
+                let mut p = redis::pipe();
+                for _ in 0..64 {
+                    p.cmd("SET").arg(&member).arg(&bytes).ignore();
+                }
+                let _: Result<(), _> = h.runtime().block_on(p.query_async(&mut conn.clone()));
+            }
+        });
+        let hold = reservation_store::HoldId::new("h").expect("hold");
+        let ttl = reservation_store::Ttl::from_millis(60_000).expect("ttl");
+        let mut messages = Vec::new();
+        for _ in 0..500 {
+            if let Err(e) = h.runtime().block_on(store.reserve(&scope, &key, &owner("alice"), &hold, ttl)) {
+                messages.push(e.to_string());
+                if messages.len() == 10 {
+                    break;
+                }
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        messages
+    });
+    assert!(!messages.is_empty(), "no operation gave up under a writer that never pauses");
+    for message in &messages {
+        assert!(message.contains("Redis: 3 attempts in a row met another client's write"), "{message}");
+    }
 }
