@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use reservation_conformance::{START, unique_namespace};
 use reservation_postgres::Time;
 use reservation_store::{
-    AggregateRef, AggregateType, HoldId, Instant, Key, ManualClock, ReservationScope, ReservationStore, Tenant,
-    TenantId, Ttl,
+    AggregateRef, AggregateType, HoldId, Instant, Key, ManualClock, ReservationScope, ReservationStore, ReserveOutcome,
+    Tenant, TenantId, Ttl,
 };
 
 use crate::{admin, harness};
@@ -89,4 +89,36 @@ fn the_database_clock_decides_expiry() {
     );
     let outcome = h.runtime().block_on(store.reserve(&scope, &short, &b, &hold, ttl)).expect("reserved");
     assert_eq!(outcome, reservation_store::ReserveOutcome::Taken, "R2 on the server's clock");
+}
+
+#[test]
+fn the_store_sweeps_by_itself_after_every_n_new_rows_and_counts_only_new_rows() {
+    let mut options = reservation_postgres::PostgresOptions::default();
+    options.sweep_every = 3;
+    let Some(h) = crate::harness_with(options) else { return };
+    let clock = ManualClock::new(START);
+    let store = h.store_with(Time::Local(clock.clone()));
+    let scope = scope("every");
+    let hold = HoldId::new("attempt").expect("hold");
+    let rows = || h.runtime().block_on(store.len()).expect("counted");
+    let run = |key: &str, ttl: u64| {
+        let ttl = Ttl::from_millis(ttl).expect("non-zero");
+        h.runtime()
+            .block_on(store.reserve(&scope, &Key::new(key).expect("key"), &owner(0), &hold, ttl))
+            .expect("reserved")
+    };
+    assert_eq!(run("short", 1), ReserveOutcome::Taken, "new row 1");
+    clock.set(START.saturating_add_millis(10));
+    assert_eq!(run("long", 60_000), ReserveOutcome::Taken, "new row 2");
+    // Operations on a stored row change it but add none: joins, a confirm.
+    for _ in 0..4 {
+        assert_eq!(run("long", 60_000), ReserveOutcome::Joined);
+    }
+    let version = reservation_store::Version::stream(1).expect("a stream version");
+    let long = Key::new("long").expect("key");
+    h.runtime().block_on(store.confirm(&scope, &long, &owner(0), version)).expect("confirmed");
+    assert_eq!(rows(), 2, "the store swept before its third new row");
+    assert_eq!(run("third", 60_000), ReserveOutcome::Taken, "new row 3");
+    assert_eq!(rows(), 2, "the third new row did not start a sweep of the expired one");
+    assert!(h.runtime().block_on(store.lookup(&scope, &long)).expect("looked up").is_some());
 }
