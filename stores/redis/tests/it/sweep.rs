@@ -208,3 +208,21 @@ fn the_store_sweeps_by_itself_after_every_n_new_rows_and_counts_only_new_rows() 
     assert!(!stored(&short), "the third new row did not start a sweep");
     assert!(stored(&long) && stored(&third), "the sweep took a live or confirmed row");
 }
+
+#[test]
+fn with_sweep_every_zero_only_an_explicit_sweep_sweeps() {
+    let mut options = reservation_redis::RedisOptions::default();
+    options.sweep_every = 0;
+    let Some(h) = harness_with(options) else { return };
+    let clock = ManualClock::new(START);
+    let store = h.store_with(Time::Local(clock.clone()));
+    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace("never").as_str()).expect("scope");
+    let hold = HoldId::new("attempt").expect("hold");
+    let one = Ttl::from_millis(1).expect("non-zero");
+    for i in 0..5 {
+        let key = Key::new(format!("k{i}")).expect("key");
+        h.runtime().block_on(store.reserve(&scope, &key, &owner(0), &hold, one)).expect("reserved");
+        clock.set(START.saturating_add_millis(5 * (i + 1)));
+    }
+    assert_eq!(h.runtime().block_on(store.sweep()).expect("swept"), 5, "a new row started a sweep");
+}
