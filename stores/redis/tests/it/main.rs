@@ -8,6 +8,7 @@ mod corrupt;
 mod faults;
 mod linearizability;
 mod options;
+mod servers;
 mod sweep;
 
 use reservation_conformance::services::service;

@@ -1,0 +1,70 @@
+//! The test harness's own upkeep: a harness deletes its keys when dropped, and the append-only
+//! server of the durable tests is really killed and started again, and stopped when dropped.
+
+use std::net::TcpStream;
+
+use reservation_conformance::START;
+use reservation_redis::{AofServer, Time};
+use reservation_store::{AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, Ttl};
+
+use crate::{harness, raw};
+
+/// The keys under `prefix` on the server `h` uses.
+fn keys_under(h: &reservation_redis::RedisHarness, prefix: &str) -> Vec<Vec<u8>> {
+    let mut conn = raw(h);
+    h.runtime().block_on(redis::cmd("KEYS").arg(format!("{prefix}:*")).query_async(&mut conn)).expect("KEYS")
+}
+
+#[test]
+fn a_harness_deletes_its_keys_when_dropped() {
+    let (Some(h), Some(other)) = (harness(), harness()) else { return };
+    let store = h.store_with(Time::Local(ManualClock::new(START)));
+    let scope = ReservationScope::parse("user", Some("acme"), "dropped").expect("scope");
+    let owner = AggregateRef::parse("user", Some("acme"), "alice").expect("owner");
+    let (hold, ttl) = (HoldId::new("h").expect("hold"), Ttl::from_millis(60_000).expect("ttl"));
+    for i in 0..3 {
+        let key = Key::new(format!("k{i}")).expect("key");
+        h.runtime().block_on(store.reserve(&scope, &key, &owner, &hold, ttl)).expect("reserved");
+    }
+    let prefix = h.options().prefix.clone();
+    assert_eq!(keys_under(&other, &prefix).len(), 4, "three rows and the expiry index");
+    drop(store);
+    drop(h);
+    assert_eq!(keys_under(&other, &prefix), Vec::<Vec<u8>>::new(), "the dropped harness left its keys");
+}
+
+/// The server's `run_id`, which a new process draws afresh.
+fn run_id(h: &reservation_redis::RedisHarness, url: &str) -> String {
+    h.runtime().block_on(async {
+        let client = redis::Client::open(url).expect("a client");
+        let mut conn = client.get_multiplexed_async_connection().await.expect("a connection");
+        let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await.expect("INFO");
+        let line = info.lines().find(|l| l.starts_with("run_id:")).expect("a run_id line");
+        line.trim_start_matches("run_id:").trim().to_owned()
+    })
+}
+
+#[test]
+fn the_append_only_server_restarts_as_a_new_process_keeps_its_data_and_stops_when_dropped() {
+    let Some(h) = harness() else { return };
+    let Some(server) = reservation_conformance::services::service("redis-server", AofServer::start()) else { return };
+    let url = server.url();
+    assert!(url.starts_with("redis://127.0.0.1:") && url != h.url(), "{url}");
+    let first = run_id(&h, &url);
+    h.runtime().block_on(async {
+        let client = redis::Client::open(url.as_str()).expect("a client");
+        let mut conn = client.get_multiplexed_async_connection().await.expect("a connection");
+        let () = redis::cmd("SET").arg("kept").arg("yes").query_async(&mut conn).await.expect("written");
+    });
+    server.restart().expect("restarted");
+    assert_ne!(run_id(&h, &url), first, "the restart did not start a new process");
+    let kept: Option<String> = h.runtime().block_on(async {
+        let client = redis::Client::open(url.as_str()).expect("a client");
+        let mut conn = client.get_multiplexed_async_connection().await.expect("a connection");
+        redis::cmd("GET").arg("kept").query_async(&mut conn).await.expect("read")
+    });
+    assert_eq!(kept.as_deref(), Some("yes"), "an acknowledged write was lost across the restart");
+    let authority = url.trim_start_matches("redis://").trim_end_matches('/').to_owned();
+    drop(server);
+    assert!(TcpStream::connect(&authority).is_err(), "the dropped server still accepts connections");
+}
