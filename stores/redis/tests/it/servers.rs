@@ -55,6 +55,15 @@ fn the_append_only_server_restarts_as_a_new_process_keeps_its_data_and_stops_whe
         let client = redis::Client::open(url.as_str()).expect("a client");
         let mut conn = client.get_multiplexed_async_connection().await.expect("a connection");
         let () = redis::cmd("SET").arg("kept").arg("yes").query_async(&mut conn).await.expect("written");
+        // Enough data that loading it takes a while: the restart must wait until the server has
+        // loaded it (a server still loading answers every command, PING included, with LOADING).
+        for batch in 0..100 {
+            let mut set = redis::cmd("MSET");
+            for i in 0..10_000 {
+                set.arg(format!("filler-{batch}-{i}")).arg(i);
+            }
+            let () = set.query_async(&mut conn).await.expect("written");
+        }
     });
     server.restart().expect("restarted");
     assert_ne!(run_id(&h, &url), first, "the restart did not start a new process");
