@@ -27,7 +27,14 @@ fn a_harness_deletes_its_keys_when_dropped() {
         h.runtime().block_on(store.reserve(&scope, &key, &owner, &hold, ttl)).expect("reserved");
     }
     let prefix = h.options().prefix.clone();
-    assert_eq!(keys_under(&other, &prefix).len(), 4, "three rows and the expiry index");
+    // More keys than one SCAN batch holds, so that the cleanup must follow the cursor.
+    let mut conn = raw(&h);
+    let mut set = redis::cmd("MSET");
+    for i in 0..3_000 {
+        set.arg(format!("{prefix}:filler-{i}")).arg(i);
+    }
+    let () = h.runtime().block_on(set.query_async(&mut conn)).expect("written");
+    assert_eq!(keys_under(&other, &prefix).len(), 3_004, "three rows, the expiry index and the filler");
     drop(store);
     drop(h);
     assert_eq!(keys_under(&other, &prefix), Vec::<Vec<u8>>::new(), "the dropped harness left its keys");
