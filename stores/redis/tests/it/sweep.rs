@@ -45,6 +45,11 @@ fn on_redis_clock_redis_removes_an_expired_pending_row() {
     let outcome = h.runtime().block_on(store.reserve(&scope, &key, &owner(0), &hold, one)).expect("reserved");
     assert_eq!(outcome, ReserveOutcome::Taken);
     std::thread::sleep(std::time::Duration::from_millis(30));
+    let mut conn = raw(&h);
+    let mut exists = redis::cmd("EXISTS");
+    exists.arg(row_key(&h, &scope, &key));
+    let stored: u64 = h.runtime().block_on(exists.query_async(&mut conn)).expect("EXISTS answered");
+    assert_eq!(stored, 0, "Redis kept the expired row");
     assert_eq!(h.runtime().block_on(store.lookup(&scope, &key)).expect("looked up"), None, "D7 on Redis's clock");
     let long = Ttl::from_millis(60_000).expect("non-zero");
     let outcome = h.runtime().block_on(store.reserve(&scope, &key, &owner(1), &hold, long)).expect("reserved");
