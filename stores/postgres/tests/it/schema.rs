@@ -159,3 +159,27 @@ fn a_harness_drops_its_schema_and_the_next_one_drops_test_schemas_older_than_six
     drop(h);
     assert!(!schema_exists(&next, &own), "a dropped harness left its schema");
 }
+
+#[test]
+fn a_test_schema_exactly_six_hours_old_is_kept() {
+    // Only schemas older than six hours go. The harness reads the clock itself, so the case is
+    // tried until the clock reads the same second before and after the harness connects.
+    let Some(h) = harness() else { return };
+    let secs = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    for _ in 0..20 {
+        let before = secs();
+        let name = format!("reservation_test_{}_2_0", before - 6 * 3600);
+        sql(&h, &format!("CREATE SCHEMA IF NOT EXISTS \"{name}\""));
+        let next = harness().expect("a second harness");
+        // Read before the clock again: any harness connecting in between read the same second.
+        let kept = schema_exists(&h, &name);
+        let after = secs();
+        drop(next);
+        drop_schema(&h, &name);
+        if before == after {
+            assert!(kept, "a schema exactly six hours old was dropped");
+            return;
+        }
+    }
+    panic!("the clock changed its second during each of 20 connects");
+}
