@@ -227,8 +227,9 @@ macro_rules! __for_each_check {
 ///
 /// A durable store says so a third time, `tests!(my_store, MyHarness::new(), durable)`, so that
 /// its `p1_durable_…` test runs. Without it that test is `#[ignore]`d with the reason, which
-/// `cargo test` prints, instead of passing without running; and a harness that declares the
-/// capability without the word fails `durable_capability_is_tested`.
+/// `cargo test` prints, instead of passing without running; a harness that declares the
+/// capability without the word fails `durable_capability_is_tested`, and the word on a harness
+/// that does not declare the capability fails the `p1_durable_…` test.
 ///
 /// A store that needs a server writes `?` before an expression of type `Option<harness>`,
 /// usually [`services::service`]: `tests!(my_store, ?service("PostgreSQL", MyHarness::connect()))`.
@@ -288,6 +289,16 @@ macro_rules! __tests_module {
     };
 }
 
+/// Told `durable`, the durable check must run: on a harness that does not declare the capability
+/// it would pass without running. Panics then, naming the mismatch.
+#[doc(hidden)]
+pub fn __assert_declared_durable<H: Harness>(harness: &H) {
+    assert!(
+        harness.capabilities().durable,
+        "tests!(…, durable) on a harness that does not declare the durable capability: its durable check would not run"
+    );
+}
+
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __durable_test {
@@ -295,6 +306,7 @@ macro_rules! __durable_test {
         #[test]
         fn $dname() {
             let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
+            $crate::__assert_declared_durable(&harness);
             if let ::core::result::Result::Err(failure) = $crate::checks::$dcheck(&harness) {
                 ::core::panic!("{failure}");
             }
