@@ -61,3 +61,36 @@ fn operations_on_different_keys_do_not_wait_for_each_other() {
         assert_eq!(other_key, Ok(true), "a reserve of another key waited for the first key's lock");
     });
 }
+
+#[test]
+fn a_key_is_locked_by_the_documented_fnv_1a_hash_of_its_parts() {
+    // Every build of the store, and any program sharing its tables, must lock a key by the same
+    // advisory lock: class `RSRV` (0x52535256) and the 32-bit FNV-1a hash of the aggregate type,
+    // tenant, namespace and key, each preceded by its length as 4 bytes big-endian. The value
+    // below was computed from FNV-1a's definition over those bytes, independently of the store.
+    const CLASS: i32 = 0x5253_5256;
+    const USER_ACME_VECTOR_K: i32 = -1_937_886_199;
+    let mut options = reservation_postgres::PostgresOptions::default();
+    options.statement_timeout = std::time::Duration::from_millis(300);
+    let Some(h) = crate::harness_with(options) else { return };
+    let store = h.store_with(Time::Local(ManualClock::new(START)));
+    let scope = reservation_store::ReservationScope::parse("user", Some("acme"), "lock-id-vector").expect("scope");
+    let owner = reservation_store::AggregateRef::parse("user", Some("acme"), "alice").expect("owner");
+    let (hold, ttl) =
+        (reservation_store::HoldId::new("h").expect("hold"), reservation_store::Ttl::from_millis(60_000).expect("ttl"));
+    let reserve = |key: &str| {
+        let key = reservation_store::Key::new(key).expect("key");
+        h.runtime().block_on(reservation_store::ReservationStore::reserve(&store, &scope, &key, &owner, &hold, ttl))
+    };
+    let holder = h.runtime().block_on(async {
+        let admin = crate::admin().await;
+        admin.batch_execute("BEGIN").await.expect("begun");
+        admin.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&CLASS, &USER_ACME_VECTOR_K]).await.expect("locked");
+        admin
+    });
+    let waited = reserve("k").expect_err("the key's lock was held elsewhere, yet the reserve did not wait");
+    assert!(waited.to_string().contains("statement timeout"), "{waited}");
+    assert!(reserve("other").is_ok(), "another key waited for the lock of `k`");
+    h.runtime().block_on(holder.batch_execute("ROLLBACK")).expect("released");
+    assert!(reserve("k").is_ok(), "the key stayed locked after the holder let go");
+}
