@@ -286,3 +286,22 @@ pub fn assert_readme_quotes_example(lib_rs: &str, readme: &str, crate_name: &str
     let quoted = format!("```rust\n{}\n```", code.join("\n"));
     assert!(readme.contains(&quoted), "README.md does not quote the example of {crate_name}:\n{quoted}");
 }
+
+/// Reserves five keys of `scope` for 1 ms each, moving `clock` 5 ms on after each, so that each
+/// has expired before the next is reserved. On a store that sweeps only when told, its next
+/// sweep then deletes all five; one that swept by itself after a new row deletes fewer.
+pub fn five_rows_each_expired_before_the_next<S: ReservationStore>(
+    runtime: &Runtime,
+    store: &S,
+    clock: &ManualClock,
+    scope: &ReservationScope,
+) {
+    let hold = HoldId::new("attempt").expect("a valid hold");
+    let owner = AggregateRef::parse("user", Some("acme"), "owner-0").expect("a valid owner");
+    let one = Ttl::from_millis(1).expect("non-zero");
+    for i in 0..5 {
+        let key = Key::new(format!("k{i}")).expect("a valid key");
+        runtime.block_on(store.reserve(scope, &key, &owner, &hold, one)).expect("reserved");
+        clock.set(START.saturating_add_millis(5 * (i + 1)));
+    }
+}

@@ -131,12 +131,6 @@ fn with_sweep_every_zero_only_an_explicit_sweep_sweeps() {
     let clock = ManualClock::new(START);
     let store = h.store_with(Time::Local(clock.clone()));
     let scope = scope("never");
-    let hold = HoldId::new("attempt").expect("hold");
-    let one = Ttl::from_millis(1).expect("non-zero");
-    for i in 0..5 {
-        let key = Key::new(format!("k{i}")).expect("key");
-        h.runtime().block_on(store.reserve(&scope, &key, &owner(0), &hold, one)).expect("reserved");
-        clock.set(START.saturating_add_millis(5 * (i + 1)));
-    }
+    reservation_testkit::five_rows_each_expired_before_the_next(h.runtime(), &store, &clock, &scope);
     assert_eq!(h.runtime().block_on(store.sweep()).expect("swept"), 5, "a new row started a sweep");
 }
