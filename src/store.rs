@@ -17,23 +17,31 @@ pub type StoredReservation = Reservation<AggregateRef, BTreeSet<HoldId>>;
 /// A store of reservations: reserved keys unique within a [`ReservationScope`].
 ///
 /// A store implements two methods. [`ReservationStore::execute`] runs one [`Request`] as one
-/// linearizable read-modify-write of its (scope, key): it validates the request once
-/// ([`Request::admitted`], rule D6: an invalid argument is [`crate::StoreError::Invalid`] and
-/// changes nothing), reads the row, decides with [`crate::spec::apply`], and writes the row, all
-/// in one critical section (a lock, a transaction) with the clock read inside it.
-/// [`ReservationStore::lookup`] reads one row. Nothing is atomic across keys.
+/// linearizable read-modify-write of its (scope, key), with the outcome and the next state that
+/// SPEC.md's rule tables give: an invalid argument is [`crate::StoreError::Invalid`] and changes
+/// nothing (rule D6), and the clock is read inside the critical section (D10). How a store
+/// decides is its own: in code of its own, in SQL, in a server-side script, or by calling
+/// [`crate::spec::apply`], as the in-memory store does. [`ReservationStore::lookup`] reads one
+/// row. Nothing is atomic across keys.
 ///
 /// The typed methods (`reserve`, `confirm`, `release`, `abandon`) are provided: each builds the
-/// request and narrows the [`Outcome`] to its typed outcome. A store may override one, but the
-/// semantics stay those of `execute`.
+/// request and narrows the [`Outcome`] to its typed outcome. A store may override one (a fast
+/// path, a statement of its own), but its semantics stay those of `execute` for the same
+/// request.
+///
+/// A store with logic of its own is what the conformance suite (`reservation-conformance`) is
+/// for: it compares every answer of `execute`, of each typed method and of `lookup` with the
+/// specification's.
 ///
 /// The methods return futures, so that a store on an async database implements them with
 /// `async fn`, while a synchronous store (in memory, SQLite) returns futures that are ready at
 /// once: its callers drive them with [`block_on`], or with any executor they already have. The
 /// trait forces no runtime on either kind.
 pub trait ReservationStore {
-    /// Runs `request`: validates it (D6), then reads its row, decides with
-    /// [`crate::spec::apply`] and writes the row, as one linearizable step.
+    /// Runs `request` as one linearizable step on its (scope, key): validates it (D6), reads the
+    /// row with the clock inside the critical section (D10), and answers and writes what SPEC.md's
+    /// rule tables give for that state, operation and instant. The decision may be the store's
+    /// own code or [`crate::spec::apply`]; the suite checks the answers, not the means.
     fn execute(&self, request: Request<'_>) -> impl Future<Output = StoreResult<Outcome>> + Send;
 
     /// The reservation of `key` in `scope` as of now: `None` if the key is free or its pending

@@ -12,6 +12,8 @@ RESERVATION_PY_BUG plants one bug, to show the suite catching it:
   hold-set         abandoning one hold drops them all                           (A3)
   owner-compare    owners compared by id only                                   (D5)
   scope-isolation  the scope's parts joined with '/', so 'a/b'+'c' meets 'a'+'b/c' (S1)
+  tenant-merge     the scope's tenant left out of the row's key                 (S1)
+  any-version      a release at ANY_VERSION taken as one at UNVERSIONED         (L4)
   atomicity        read, then write, without the store's lock in between        (H1)
 """
 
@@ -72,6 +74,8 @@ def scope_of(s):
     )
     if BUG == "scope-isolation":
         return b"/".join(p if p is not None else b"*" for p in parts)
+    if BUG == "tenant-merge":
+        return (parts[0], parts[2])
     return parts
 
 
@@ -227,6 +231,8 @@ class Store:
         elif op == "release":
             version = request.get("version")
             version = "ANY" if version == "ANY" else u64(version)
+            if version == "ANY" and BUG == "any-version":
+                version = 0
             decide = lambda row, t: release(row, t, owner, version)
         elif op == "abandon":
             decide = lambda row, t: abandon(row, t, owner, hold)

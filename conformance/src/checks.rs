@@ -1029,7 +1029,18 @@ pub fn d10<H: Harness>(h: &H) -> Result<(), Failure> {
     use reservation_store::{ManualClock, Operation, Outcome, ReservationStore, StoredReservation, spec};
 
     const CHECK: &str = "d10_the_clock_is_read_inside_the_critical_section";
-    let fail = |problem: String| Err(Failure::new(CHECK, Rule::D10, problem));
+    // An answer the adapter behind the driver could not give is its failure, not D10's.
+    let protocol = std::sync::OnceLock::new();
+    let text = |e: reservation_store::StoreError| {
+        if let Some(p) = crate::driver::ProtocolError::in_result_error(&e) {
+            let _ = protocol.set(p.to_string());
+        }
+        e.to_string()
+    };
+    let fail = |problem: String| match protocol.get() {
+        Some(p) => Err(Failure::protocol(CHECK, p.clone())),
+        None => Err(Failure::new(CHECK, Rule::D10, problem)),
+    };
     let clock = ManualClock::new(crate::START);
     let store = h.store(clock.clone());
     let scope = ReservationScope::new(
@@ -1051,6 +1062,7 @@ pub fn d10<H: Harness>(h: &H) -> Result<(), Failure> {
     match h.block_on(store.execute(reservation_store::Request::new(&scope, &k, reserve_with(&alice, &h1, ttl)))) {
         Ok(outcome) if outcome == first.outcome => {}
         other => {
+            let other = other.map_err(text);
             return fail(format!("the first reserve of a free key at t answered {other:?}, not {:?}", first.outcome));
         }
     }
@@ -1064,7 +1076,7 @@ pub fn d10<H: Harness>(h: &H) -> Result<(), Failure> {
         });
         if !held.wait_reached(Duration::from_secs(5)) {
             drop(held);
-            let answer = writer.join().map_err(|_| "panicked".to_owned()).and_then(|r| r.map_err(|e| e.to_string()));
+            let answer = writer.join().map_err(|_| "panicked".to_owned()).and_then(|r| r.map_err(text));
             return (answer, Err("the store did not read its clock while it reserved".to_owned()));
         }
         clock.set(at(10));
@@ -1078,11 +1090,11 @@ pub fn d10<H: Harness>(h: &H) -> Result<(), Failure> {
         // lookup that can finish the time to, then let the reserve go.
         let _ = finished.recv_timeout(Duration::from_millis(300));
         drop(held);
-        let w = writer.join().map_err(|_| "the reserve panicked".to_owned()).and_then(|r| r.map_err(|e| e.to_string()));
-        let l = reader.join().map_err(|_| "the lookup panicked".to_owned()).and_then(|r| r.map_err(|e| e.to_string()));
+        let w = writer.join().map_err(|_| "the reserve panicked".to_owned()).and_then(|r| r.map_err(text));
+        let l = reader.join().map_err(|_| "the lookup panicked".to_owned()).and_then(|r| r.map_err(text));
         (w, l)
     });
-    let after = h.block_on(store.lookup(&scope, &k)).map_err(|e| e.to_string());
+    let after = h.block_on(store.lookup(&scope, &k)).map_err(text);
     let (Ok(written), Ok(seen), Ok(after)) = (written.clone(), seen.clone(), after.clone()) else {
         return fail(format!("reserve {written:?}, lookup {seen:?}, lookup afterwards {after:?}: an error"));
     };

@@ -17,6 +17,9 @@ use crate::failure::Failure;
 use crate::harness::Harness;
 use crate::oracle;
 
+/// The check's function name; failures give its test name ([`Failure::without_rule`]).
+const CHECK: &str = "differential";
+
 /// Reads weighted choices from the bytes of one random word, top byte first.
 struct Bytes(u64);
 
@@ -186,7 +189,7 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
                 .collect();
             shares
                 .into_iter()
-                .map(|t| t.join().unwrap_or_else(|panic| Err(Failure::panicked("differential", &*panic))))
+                .map(|t| t.join().unwrap_or_else(|panic| Err(Failure::panicked(CHECK, &*panic))))
                 .collect()
         })
     };
@@ -205,7 +208,7 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
     if let Some(first) = missing.first() {
         let ids: Vec<&str> = missing.iter().map(|r| r.id()).collect();
         let mut f = Failure::new(
-            "differential",
+            CHECK,
             *first,
             format!(
                 "the run never reached {}: raise RESERVATION_CONFORMANCE_CASES or the generator's bias",
@@ -244,6 +247,9 @@ fn run_share<H: Harness>(
     let mut runner = TestRunner::new_with_rng(config, rng(seed));
     let reached = Cell::new(RuleSet::EMPTY);
     let ops = Cell::new(0u64);
+    // A script on an adapter that broke the protocol says nothing of the store: it stops the run
+    // as passing, so that proptest neither shrinks it nor saves its seed, and is reported alone.
+    let broken: Cell<Option<Failure>> = Cell::new(None);
     let result = runner.run(&script(settings.max_ops), |script| {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
@@ -254,9 +260,17 @@ fn run_share<H: Harness>(
                 reached.set(reached.get().union(rules));
                 Ok(())
             }
+            Err(f) if f.is_protocol() => {
+                stop.store(true, Ordering::Relaxed);
+                broken.set(Some(f));
+                Ok(())
+            }
             Err(f) => Err(TestCaseError::fail(f.to_string())),
         }
     });
+    if let Some(failure) = broken.take() {
+        return Err(failure);
+    }
     let replay_env = format!(
         "to run the same scripts again: RESERVATION_CONFORMANCE_SEED={seed} RESERVATION_CONFORMANCE_CASES={cases} RESERVATION_CONFORMANCE_THREADS=1"
     );
@@ -267,13 +281,11 @@ fn run_share<H: Harness>(
             let mut failure = match oracle::ops(harness, &minimal) {
                 Err(f) => f,
                 Ok(_) => {
-                    let mut f =
-                        Failure::without_rule("differential", format!("a script failed, then passed: {reason}"));
+                    let mut f = Failure::without_rule(CHECK, format!("a script failed, then passed: {reason}"));
                     f.replay = Some(oracle::replay(&minimal));
                     f
                 }
             };
-            failure.check = "differential".into();
             failure.problem = format!("{} (script shrunk to {} operations)", failure.problem, minimal.len());
             let script: Vec<String> = minimal.iter().map(|op| format!("  {op}")).collect();
             failure.context.push(format!("the minimal script:\n{}", script.join("\n")));
@@ -286,7 +298,7 @@ fn run_share<H: Harness>(
         }
         Err(TestError::Abort(reason)) => {
             stop.store(true, Ordering::Relaxed);
-            Err(Failure::without_rule("differential", format!("the run stopped: {reason}; {replay_env}")))
+            Err(Failure::without_rule(CHECK, format!("the run stopped: {reason}; {replay_env}")))
         }
     }
 }

@@ -9,9 +9,9 @@
 //! (`reservation serve`), so that the driver is tested against the reference itself.
 //!
 //! An adapter that hangs, dies, writes a line that is not JSON or answers an id nobody asked is a
-//! [`StorageError`] (indeterminate: the request may have run) naming the request and quoting the
-//! adapter's last lines of standard error; every wait ends after [`CommandHarness::TIMEOUT`] (or
-//! the timeout given to [`CommandHarness::start_with`]).
+//! [`StorageError`] (indeterminate: the request may have run) marked as a [`ProtocolError`], naming
+//! the request and quoting the adapter's last lines of standard error; every wait ends after
+//! [`CommandHarness::TIMEOUT`] (or the timeout given to [`CommandHarness::start_with`]).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -239,6 +239,67 @@ fn invalid_by_name(name: &str) -> Option<InvalidArgument> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Protocol failures.
+
+/// The mark of a [`StorageError`] that the driver raised because the adapter broke the protocol
+/// (`PROTOCOL.md`): it hung, died, wrote a line that is not JSON (a log line on its standard
+/// output), answered an id nobody asked, or an answer the protocol does not allow. Such an error
+/// is the error's [source](std::error::Error::source), and says what happened; the error itself
+/// is indeterminate (the request may have run). The suite reports it as the adapter's failure,
+/// never as a rule broken, once per run, and saves no regression seed for it.
+///
+/// A `StorageError` that the adapter answered (`{"kind": "StorageError", ...}`) is the store's,
+/// and carries no mark.
+#[derive(Debug)]
+pub struct ProtocolError(String);
+
+impl ProtocolError {
+    /// The message of every marked error; the details are its source's.
+    pub const MESSAGE: &'static str = "the adapter broke the protocol";
+
+    /// An indeterminate [`StorageError`] marked as the adapter's protocol failure, which
+    /// `details` describes.
+    pub fn error(details: impl Into<String>) -> StorageError {
+        StorageError::with_source(Self::MESSAGE, ProtocolError(details.into())).with_indeterminate(true)
+    }
+
+    /// The mark of `error`, if the driver raised it for a protocol failure.
+    pub fn of(error: &StorageError) -> Option<&ProtocolError> {
+        std::error::Error::source(error).and_then(|s| s.downcast_ref::<ProtocolError>())
+    }
+
+    /// The mark of `error`, if it is a storage error the driver raised for a protocol failure.
+    pub fn in_result_error(error: &StoreError) -> Option<&ProtocolError> {
+        match error {
+            StoreError::Storage(e) => ProtocolError::of(e),
+            StoreError::Invalid(_) => None,
+        }
+    }
+
+    /// What the adapter did: the request, what went wrong, and the end of its standard error.
+    pub fn details(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// `error`, which kept a store from opening, as the error of a request to that store: still
+/// marked when it was a protocol failure.
+fn not_opened(error: &StorageError) -> StorageError {
+    match ProtocolError::of(error) {
+        Some(p) => ProtocolError::error(format!("the adapter did not open the store: {p}")),
+        None => StorageError::new(format!("the adapter did not open the store: {error}")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The adapter process.
 
 /// The requests in flight, by id: where each one's answer (or why none will come) goes.
@@ -339,7 +400,7 @@ impl Adapter {
     }
 
     fn fail(&self, request: &Value, why: &str) -> StorageError {
-        StorageError::indeterminate(format!(
+        ProtocolError::error(format!(
             "driver: adapter `{}`: request {request}: {why}; {}",
             self.command,
             self.stderr_tail()
@@ -552,8 +613,7 @@ impl Harness for CommandHarness {
         keys: &[(&ReservationScope, &Key)],
     ) -> Vec<StoreResult<Option<StoredReservation>>> {
         if let Some(e) = &store.opened {
-            let why = format!("the adapter did not open the store: {e}");
-            return keys.iter().map(|_| Err(StorageError::new(why.clone()).into())).collect();
+            return keys.iter().map(|_| Err(not_opened(e).into())).collect();
         }
         let requests = keys.iter().map(|(scope, key)| store.lookup_request(scope, key)).collect();
         let sent = self.adapter.send_all(requests);
@@ -574,7 +634,7 @@ impl CommandStore {
     /// Sends `request` without waiting for its answer.
     fn begin(&self, request: Value) -> StoreResult<Sent> {
         if let Some(e) = &self.opened {
-            return Err(StorageError::new(format!("the adapter did not open the store: {e}")).into());
+            return Err(not_opened(e).into());
         }
         Ok(self.adapter.send(request)?)
     }

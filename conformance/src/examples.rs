@@ -209,11 +209,17 @@ pub fn reservation(answer: &Answer) -> Result<Option<StoredReservation>, String>
 /// Runs `example` on a fresh store of `h` and on the spec functions; fails where the store
 /// differs from the specification, or where SPEC.md's text differs from the spec functions.
 pub fn run<H: Harness>(h: &H, example: &Example) -> Result<(), Failure> {
-    let label = format!("example {}", example.title);
-    let mut s = Session::new(h, &label, None);
+    run_example(h, example).map_err(|mut f| {
+        f.context.insert(0, format!("SPEC.md's worked example {:?}", example.title));
+        f
+    })
+}
+
+fn run_example<H: Harness>(h: &H, example: &Example) -> Result<(), Failure> {
+    let mut s = Session::new(h, "examples", None);
     let scope = ReservationScope::new(
-        AggregateType::new(TYPE).map_err(|e| Failure::without_rule(label.as_str(), e.to_string()))?,
-        Tenant::id(TENANT).map_err(|e| Failure::without_rule(label.as_str(), e.to_string()))?,
+        AggregateType::new(TYPE).map_err(|e| Failure::without_rule("examples", e.to_string()))?,
+        Tenant::id(TENANT).map_err(|e| Failure::without_rule("examples", e.to_string()))?,
         unique_namespace("example"),
     );
     let wrong_text = |s: &Session<'_, H>, line: &Line, problem: String| {

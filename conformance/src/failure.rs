@@ -8,6 +8,11 @@ use reservation_store::Rule;
 /// outcome the specification expects and the one the store gave. Its [`Details`] are reached
 /// through it (`failure.rule`, `failure.transcript`); it is one pointer wide, so that results
 /// carrying it stay small.
+///
+/// Its headline names the rule by which the specification decided the step that went wrong,
+/// whatever check ran it; the rule the check is about, when it differs, follows as context
+/// ("rule L4 broken (in the check of S1)"). A failure of the adapter behind the driver to speak
+/// its protocol names no rule: it is headlined "the adapter broke the protocol".
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Failure(Box<Details>);
 
@@ -15,17 +20,26 @@ pub struct Failure(Box<Details>);
 #[derive(Clone, PartialEq, Eq, Debug)]
 #[non_exhaustive]
 pub struct Details {
-    /// The check that failed, such as `r3_reserve_joins_with_a_new_hold`.
+    /// The check that failed, by the name the report and the test list give it, such as
+    /// `r3_reserve_joins_with_a_new_hold`.
     pub check: String,
-    /// The rule the check found broken (for a property beyond one rule, such as atomicity, the
-    /// rule of the step that went wrong); `None` when no rule is to blame, as when a check
-    /// panicked outside a store call or a run stopped.
+    /// The rule found broken: the one by which the specification decided the step that went
+    /// wrong (for a lookup, the rule of the step that last wrote the key, or D1, D7, D11, P1 where
+    /// those decide what it must show), or, for a failure only the check's own rule covers, that
+    /// rule; `None` when no rule is to blame, as when a check panicked outside a store call, a run
+    /// stopped, or the adapter broke the protocol.
     pub rule: Option<Rule>,
+    /// The rule the check is about, when it has one; context for the headline when it differs
+    /// from [`Details::rule`].
+    pub check_rule: Option<Rule>,
     /// A property beyond one rule that the check found broken, such as `"H1 atomicity: ..."`.
     pub property: Option<&'static str>,
-    /// The rule by which the specification decided the step that went wrong, when it differs
-    /// from [`Details::rule`].
+    /// For a property: the rule by which the specification decided the step that could not be
+    /// placed.
     pub step_rule: Option<Rule>,
+    /// Set when the adapter behind the driver broke its protocol ([`crate::driver::ProtocolError`]):
+    /// the failure is the adapter's, not a rule's.
+    pub protocol: Option<Protocol>,
     /// What went wrong, in one sentence.
     pub problem: String,
     /// Who and where: the scopes, owners and clock the operations name.
@@ -36,6 +50,17 @@ pub struct Details {
     pub replay: Option<String>,
 }
 
+/// How a failure involves an adapter that broke the driver's protocol (`PROTOCOL.md`).
+#[derive(Clone, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum Protocol {
+    /// The adapter broke the protocol in this check; [`Details::problem`] says how.
+    Broken,
+    /// The check failed on an adapter that had broken the protocol earlier, in the check named
+    /// here, whose failure says how: the report tells it once.
+    Earlier(String),
+}
+
 impl Failure {
     /// A failure of `check` against `rule` because of `problem`, with no transcript.
     pub fn new(check: impl Into<String>, rule: Rule, problem: impl Into<String>) -> Self {
@@ -43,18 +68,30 @@ impl Failure {
     }
 
     /// A failure of `check` that no rule is to blame for (a panic outside a store call, a run
-    /// that stopped), because of `problem`.
+    /// that stopped), because of `problem`. A check given by its function's name (`r3`) is named
+    /// by its test name (`r3_reserve_joins_with_a_new_hold`), as the report lists it.
     pub fn without_rule(check: impl Into<String>, problem: impl Into<String>) -> Self {
+        let check = check.into();
         Failure::from(Details {
-            check: check.into(),
+            check: check_name(&check).map_or(check, str::to_owned),
             rule: None,
+            check_rule: None,
             property: None,
             step_rule: None,
+            protocol: None,
             problem: problem.into(),
             context: Vec::new(),
             transcript: Vec::new(),
             replay: None,
         })
+    }
+
+    /// A failure of `check` because the adapter behind the driver broke its protocol, as
+    /// `problem` says; no rule is to blame.
+    pub fn protocol(check: impl Into<String>, problem: impl Into<String>) -> Self {
+        let mut f = Failure::without_rule(check, problem);
+        f.protocol = Some(Protocol::Broken);
+        f
     }
 }
 
@@ -71,6 +108,51 @@ impl Failure {
         let mut f = Failure::without_rule(check, format!("the check panicked outside a store call: {message}"));
         f.property = Some("a check must run to its end; this one panicked");
         f
+    }
+
+    /// Whether the adapter behind the driver broke its protocol, in this check or earlier.
+    pub fn is_protocol(&self) -> bool {
+        self.protocol.is_some()
+    }
+}
+
+/// The check functions' names with their test names, from the one list of checks.
+const CHECK_NAMES: &[(&str, &str)] = crate::__for_each_check!(__check_names {});
+
+/// Builds [`CHECK_NAMES`] from the list of checks.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __check_names {
+    ( ; $($name:ident => $check:ident),* $(,)? ; durable: $dname:ident => $dcheck:ident) => {
+        &[$((stringify!($check), stringify!($name)),)* (stringify!($dcheck), stringify!($dname))]
+    };
+}
+
+/// The test name of the check whose function is `function` (`scope_tenant`:
+/// `s1_scope_tenants_are_independent`); a test name is its own. `None` for a name of no check.
+pub(crate) fn check_name(function: &str) -> Option<&'static str> {
+    CHECK_NAMES.iter().find(|(f, t)| *f == function || *t == function).map(|(_, t)| *t)
+}
+
+/// Keeps the first failure of `checks` whose adapter broke the protocol whole; each later one
+/// that failed on that broken adapter only points back to it.
+pub(crate) fn protocol_once<'a>(checks: impl Iterator<Item = (&'a str, &'a mut Failure)>) {
+    let mut first: Option<&str> = None;
+    for (name, failure) in checks {
+        if !failure.is_protocol() {
+            continue;
+        }
+        match first {
+            None => first = Some(name),
+            Some(earlier) => {
+                let mut brief = Failure::without_rule(
+                    failure.check.clone(),
+                    format!("not run to its end: the adapter broke the protocol earlier (see check `{earlier}`)"),
+                );
+                brief.protocol = Some(Protocol::Earlier(earlier.to_owned()));
+                *failure = brief;
+            }
+        }
     }
 }
 
@@ -95,25 +177,41 @@ impl std::ops::DerefMut for Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.property {
-            Some(property) => {
-                writeln!(f, "conformance check `{}` failed: {property}", self.check)?;
-                if let Some(step) = self.step_rule {
+        let check = &self.check;
+        match (&self.protocol, self.property, self.rule) {
+            (Some(Protocol::Earlier(_)), ..) => {
+                return writeln!(f, "conformance check `{check}` failed: {}", self.problem);
+            }
+            (Some(Protocol::Broken), ..) => {
+                writeln!(f, "conformance check `{check}` failed: the adapter broke the protocol: {}", self.problem)?;
+            }
+            (None, Some(property), rule) => match (self.step_rule, rule) {
+                (Some(step), _) => {
+                    writeln!(f, "conformance check `{check}` failed: {property}")?;
                     writeln!(f, "  the step that could not be placed is decided by {step}: {}", step.text())?;
                 }
-            }
-            None => match self.rule {
-                Some(rule) => {
-                    writeln!(f, "conformance check `{}` failed: rule {rule} broken", self.check)?;
+                (None, Some(rule)) => {
+                    writeln!(f, "conformance check `{check}` failed: rule {rule} broken ({property})")?;
                     writeln!(f, "  {rule}: {}", rule.text())?;
                 }
-                None => writeln!(f, "conformance check `{}` failed", self.check)?,
+                (None, None) => writeln!(f, "conformance check `{check}` failed: {property}")?,
             },
+            (None, None, Some(rule)) => match self.check_rule.filter(|c| *c != rule) {
+                Some(about) => {
+                    writeln!(f, "conformance check `{check}` failed: rule {rule} broken (in the check of {about})")?;
+                    writeln!(f, "  {rule}: {}", rule.text())?;
+                    writeln!(f, "  the check is about {about}: {}", about.text())?;
+                }
+                None => {
+                    writeln!(f, "conformance check `{check}` failed: rule {rule} broken")?;
+                    writeln!(f, "  {rule}: {}", rule.text())?;
+                }
+            },
+            (None, None, None) => writeln!(f, "conformance check `{check}` failed")?,
         }
-        if let Some(step) = self.step_rule.filter(|r| Some(*r) != self.rule && self.property.is_none()) {
-            writeln!(f, "  the failing step is decided by {}: {}", step, step.text())?;
+        if self.protocol.is_none() {
+            writeln!(f, "problem: {}", self.problem)?;
         }
-        writeln!(f, "problem: {}", self.problem)?;
         for line in &self.context {
             writeln!(f, "  {line}")?;
         }

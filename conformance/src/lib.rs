@@ -78,22 +78,32 @@
 //!   with [`linearizability::Faults::Tolerated`] decides histories of runs that inject faults:
 //!   an indeterminate storage error may or may not have taken effect.
 //!
-//! Expected outcomes always come from the spec functions; no check restates a rule.
+//! Expected outcomes always come from the spec functions; no check restates a rule. The checks
+//! send their operations through [`ReservationStore::execute`](reservation_store::ReservationStore::execute)
+//! and through the typed methods (`reserve`, `confirm`, `release`, `abandon`) in turn, the
+//! same way on every run, so that a store that overrides a typed method is checked through it.
 //!
 //! # A failure
 //!
+//! The headline names the rule by which the specification decided the step that went wrong,
+//! and the check's own rule, when it differs, as context; the transcript says which method of
+//! the store answered each step (`execute(…)`, or the typed method: `reserve(…)`, …). An adapter
+//! that breaks the driver's protocol is headlined "the adapter broke the protocol", once.
+//!
 //! ```text
-//! conformance check `d1` failed: rule D1 broken
-//!   D1: a pending reservation reserved at t for ttl is live on [t, t+ttl); now+ttl saturates
-//!   the failing step is decided by R2: reserve of a key whose pending reservation expired (anyone's) takes it afresh; old holds are dropped
-//! problem: step 3 returned Conflict; the specification says Taken (rule R2)
-//!   scope s0 = "rc-user"/"acme"/"d1.1bd1303317b0db20.27"
+//! conformance check `d1_expiry_boundary_and_saturation` failed: rule R2 broken (in the check of D1)
+//!   R2: reserve on `P` expired, anyone's (the owner's own included): `P{o,{h},now+ttl}`; the old holds are dropped, Taken
+//!   the check is about D1: A pending reservation reserved at `t` for `ttl` is live on `[t, t+ttl)`: ...
+//! problem: step 3 (ReservationStore::execute) returned Conflict; the specification says Taken (rule R2)
+//!   scope s0 = "rc-user"/"acme"/"d1.03022b49b7fca14e.26417"
+//!   clock started at t=1000000ms and reads t=1001000ms now
+//!   operations go to the store through `execute` (shown `execute(…)`) and through their typed method (`reserve(…)`, `confirm(…)`, …) in turn
 //! operations (expected = the specification, actual = the store):
-//!     1   t=1000000ms s0 reserve("alice", rc-user/"acme"/"alice", hold "attempt-1", ttl 1000ms) = Taken [R1]; key now pending(...)
+//!     1   t=1000000ms s0 execute(reserve("alice", rc-user/"acme"/"alice", hold "attempt-1", ttl 1000ms)) = Taken [R1]; key now pending(...)
 //!       clock set to t=1000999ms
 //!     2   t=1000999ms s0 reserve("alice", rc-user/"acme"/"bob", hold "attempt-1", ttl 1000ms) = Conflict [R5]; key now pending(...)
 //!       clock set to t=1001000ms
-//!     3 ✗ t=1001000ms s0 reserve("alice", rc-user/"acme"/"bob", hold "attempt-1", ttl 1ms): expected Taken [R2], actual Conflict   <-- differs
+//!     3 ✗ t=1001000ms s0 execute(reserve("alice", rc-user/"acme"/"bob", hold "attempt-1", ttl 1ms)): expected Taken [R2], actual Conflict   <-- differs
 //! ```
 //!
 //! # The suite's teeth
@@ -122,6 +132,7 @@
 //! | durability | one write in seven acknowledged but never persisted | `p1_durable_…` (P1) |
 //! | time | the clock read before the lock is taken | `d10_…` (D10), `linearizability_…` (atomicity, H1) |
 //! | robustness | a panic on a key with a NUL byte | `d5_…` (D5; the step, its rule and the panic message) |
+//! | typed methods | a `reserve` override that takes the owner's own confirmed key back to pending | `r6_…` (R6, through `ReservationStore::reserve`), differential (R6) |
 //!
 //! A store call that panics is reported as that step's failure, with the panic's message; the
 //! remaining checks still run.
@@ -150,7 +161,7 @@ mod session;
 pub mod sqlite;
 pub mod vectors;
 
-pub use failure::{Details, Failure};
+pub use failure::{Details, Failure, Protocol};
 pub use harness::{Capabilities, Harness, MemoryHarness, START, Settings, unique_namespace};
 pub use report::{CheckResult, Report, run_all, run_matching};
 

@@ -25,13 +25,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
 use reservation_store::{
-    AggregateRef, Clock, HoldId, Instant, Key, ManualClock, Operation, Outcome, ReleaseVersion, Request,
-    ReservationScope, ReservationStore, Rule, StoredReservation, Tenant, Ttl, Version, spec,
+    AggregateRef, Clock, HoldId, Instant, Key, ManualClock, Operation, Outcome, ReleaseVersion, ReservationScope,
+    ReservationStore, Rule, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
+use crate::driver::ProtocolError;
 use crate::failure::Failure;
 use crate::harness::{Harness, START, unique_namespace};
-use crate::session::{panic_message, show_error, show_state};
+use crate::session::{Entry, call, lookup_rule, panic_message, show_error, show_state};
 
 /// The property this check decides, as its failures state it.
 pub const ATOMICITY: &str =
@@ -79,6 +80,9 @@ pub enum Return {
         /// Whether the operation may have taken effect.
         indeterminate: bool,
     },
+    /// No answer of the store: the adapter behind the driver broke its protocol
+    /// ([`ProtocolError`]), as the message says.
+    Protocol(String),
 }
 
 /// How [`check_history_with`] judges the storage errors of a history.
@@ -94,7 +98,8 @@ pub enum Faults {
 
 /// One completed operation: who ran it, on which key, the store's clock just before its call and
 /// just after its return, and its call and return stamps (a shared counter: `a` precedes `b`
-/// when `a.returned < b.called`).
+/// when `a.returned < b.called`). Every other call by stamp ([`Event::typed`]) went to the store
+/// through the operation's typed method (`reserve`, …), the others through `execute`.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Event {
     /// The thread.
@@ -116,6 +121,20 @@ pub struct Event {
     pub called: u64,
     /// The return's stamp.
     pub returned: u64,
+}
+
+impl Event {
+    /// Whether the operation went to the store through its typed method (`reserve`, `confirm`,
+    /// `release`, `abandon`) rather than `execute`: every other call stamp of each thread.
+    pub fn typed(&self) -> bool {
+        entry(self.called) == Entry::Typed
+    }
+}
+
+/// The entry point of the call stamped `called`: stamps come in pairs (call, return), so that
+/// `called / 2` counts one thread's calls when it runs alone.
+fn entry(called: u64) -> Entry {
+    Entry::nth((called / 2 % 2) as usize)
 }
 
 /// The names a history's indices stand for.
@@ -165,14 +184,18 @@ impl Names {
         let k = e.key;
         let call = match e.call {
             Call::Op(op) => {
-                let op = op.map(|o| self.owner(o).id.as_str(), |h| self.hold(h).as_str());
-                format!("k{k} {op}")
+                let shown = op.map(|o| self.owner(o).id.as_str(), |h| self.hold(h).as_str());
+                match e.typed() {
+                    true => format!("k{k} {shown}"),
+                    false => format!("k{k} execute({shown})"),
+                }
             }
             Call::Lookup => format!("lookup(k{k})"),
         };
         let ret = match &e.ret {
             Return::Lookup(r) => show_state(r.as_ref()),
             Return::Storage { message, .. } => format!("StorageError({message})"),
+            Return::Protocol(message) => format!("no answer: {message}"),
             other => format!("{other:?}"),
         };
         let clock = if e.clock_at_call == e.clock_at_return {
@@ -220,18 +243,19 @@ fn random_call(r: &mut XorShift, hot: usize) -> (usize, Call) {
     (key, call)
 }
 
-async fn invoke<S: ReservationStore>(store: &S, names: &Names, key: usize, call: Call) -> Return {
+async fn invoke<S: ReservationStore>(store: &S, names: &Names, key: usize, op: Call, entry: Entry) -> Return {
     let (scope, k) = (&names.scope, &names.keys[key % KEYS]);
     let err = |e: reservation_store::StoreError| match e {
-        reservation_store::StoreError::Storage(s) => {
-            Return::Storage { message: s.to_string(), indeterminate: s.is_indeterminate() }
-        }
+        reservation_store::StoreError::Storage(s) => match ProtocolError::of(&s) {
+            Some(p) => Return::Protocol(p.to_string()),
+            None => Return::Storage { message: s.to_string(), indeterminate: s.is_indeterminate() },
+        },
         other => Return::Error(show_error(&other)),
     };
-    match call {
+    match op {
         Call::Op(op) => {
             let operation = op.map(|o| names.owner(o), |h| names.hold(h));
-            store.execute(Request { scope, key: k, operation }).await.map_or_else(err, Return::Outcome)
+            call(store, entry, scope, k, operation).await.map_or_else(err, Return::Outcome)
         }
         Call::Lookup => store.lookup(scope, k).await.map_or_else(err, Return::Lookup),
     }
@@ -271,7 +295,7 @@ pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) ->
                             let clock_at_call = clock.now();
                             let called = stamp.fetch_add(1, Ordering::SeqCst);
                             let ret = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                harness.block_on(invoke(store, names, key, call))
+                                harness.block_on(invoke(store, names, key, call, entry(called)))
                             }))
                             .unwrap_or_else(|p| Return::Error(format!("the store panicked: {}", panic_message(&*p))));
                             let returned = stamp.fetch_add(1, Ordering::SeqCst);
@@ -322,22 +346,23 @@ pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) ->
 }
 
 /// The specification's answer to `e` on `state` at `now`: the next state, if it gives the
-/// recorded result (any result, for an indeterminate operation), and the rule that decided it.
+/// recorded result (any result, for an indeterminate operation), and the rule that decided it
+/// (`None` for a lookup, which writes nothing).
 fn apply(
     names: &Names,
     state: &Option<StoredReservation>,
     e: &Event,
     now: Instant,
-) -> Option<(Option<StoredReservation>, Rule)> {
+) -> Option<(Option<StoredReservation>, Option<Rule>)> {
     let any = matches!(e.ret, Return::Storage { indeterminate: true, .. });
     let (next, ok, rule) = match e.call {
         Call::Op(op) => {
             let s = spec::apply(state.clone(), now, op.map(|o| names.owner(o), |h| names.hold(h)));
-            (s.next, any || e.ret == Return::Outcome(s.outcome), s.rule)
+            (s.next, any || e.ret == Return::Outcome(s.outcome), Some(s.rule))
         }
         Call::Lookup => {
             let seen = spec::lookup(state.as_ref(), now).cloned();
-            (state.clone(), any || e.ret == Return::Lookup(seen), Rule::D7)
+            (state.clone(), any || e.ret == Return::Lookup(seen), None)
         }
     };
     ok.then_some((next, rule))
@@ -359,7 +384,15 @@ struct Search<'a> {
 }
 
 impl Search<'_> {
-    fn run(&mut self, done: &mut Vec<u64>, count: usize, state: &Option<StoredReservation>, last: Instant) -> bool {
+    /// `written` is the rule of the operation that last wrote `state`, for the report.
+    fn run(
+        &mut self,
+        done: &mut Vec<u64>,
+        count: usize,
+        state: &Option<StoredReservation>,
+        last: Instant,
+        written: Option<Rule>,
+    ) -> bool {
         if count == self.ops.len() {
             return true;
         }
@@ -380,7 +413,9 @@ impl Search<'_> {
             }
             done[i / 64] |= 1 << (i % 64);
             // An indeterminate operation may never have happened.
-            if matches!(e.ret, Return::Storage { indeterminate: true, .. }) && self.run(done, count + 1, state, last) {
+            if matches!(e.ret, Return::Storage { indeterminate: true, .. })
+                && self.run(done, count + 1, state, last, written)
+            {
                 return true;
             }
             // Each instant of its window not before `last`; of the instants that give one next
@@ -390,10 +425,10 @@ impl Search<'_> {
             let from = e.clock_at_call.max(last);
             let mut now = from;
             while now <= e.clock_at_return {
-                if let Some((next, _)) = apply(self.names, state, e, now) {
+                if let Some((next, rule)) = apply(self.names, state, e, now) {
                     placed = true;
                     if !tried.contains(&next) {
-                        if self.run(done, count + 1, &next, now) {
+                        if self.run(done, count + 1, &next, now, rule.or(written)) {
                             return true;
                         }
                         tried.push(next);
@@ -406,18 +441,32 @@ impl Search<'_> {
             }
             done[i / 64] &= !(1 << (i % 64));
             if !placed && self.stuck.is_none_or(|(depth, _)| count >= depth) {
-                self.stuck = Some((count, expected_rule(self.names, state, e, from)));
+                self.stuck = Some((count, expected_rule(self.names, state, e, from, written)));
             }
         }
         false
     }
 }
 
-/// The rule by which the specification decides `e` on `state` at `now`.
-fn expected_rule(names: &Names, state: &Option<StoredReservation>, e: &Event, now: Instant) -> Rule {
+/// The rule by which the specification decides `e` on `state` at `now`; for a lookup, the rule
+/// that decides what it must show ([`lookup_rule`]), given `written`, the rule of the operation
+/// that last wrote `state`.
+fn expected_rule(
+    names: &Names,
+    state: &Option<StoredReservation>,
+    e: &Event,
+    now: Instant,
+    written: Option<Rule>,
+) -> Rule {
     match e.call {
         Call::Op(op) => spec::apply(state.clone(), now, op.map(|o| names.owner(o), |h| names.hold(h))).rule,
-        Call::Lookup => Rule::D7,
+        Call::Lookup => {
+            let shown = match &e.ret {
+                Return::Lookup(r) => r.as_ref(),
+                _ => None,
+            };
+            lookup_rule(state.as_ref(), shown, now, written).unwrap_or(Rule::D7)
+        }
     }
 }
 
@@ -426,7 +475,11 @@ fn expected_rule(names: &Names, state: &Option<StoredReservation>, e: &Event, no
 fn linearizable(names: &Names, ops: &[&Event]) -> Result<u64, Option<Rule>> {
     let mut search = Search { names, ops, memo: HashSet::new(), nodes: 0, stuck: None };
     let mut done = vec![0u64; ops.len().div_ceil(64)];
-    if search.run(&mut done, 0, &None, Instant::ZERO) { Ok(search.nodes) } else { Err(search.stuck.map(|(_, r)| r)) }
+    if search.run(&mut done, 0, &None, Instant::ZERO, None) {
+        Ok(search.nodes)
+    } else {
+        Err(search.stuck.map(|(_, r)| r))
+    }
 }
 
 /// What a linearizability run did.
@@ -459,17 +512,20 @@ pub fn check_history_with(names: &Names, events: &[Event], faults: Faults) -> Re
             "the history's Names lists no owners or no holds, so its owner and hold indices name nothing",
         ));
     }
+    if let Some(e) = events.iter().find(|e| matches!(e.ret, Return::Protocol(_))) {
+        let mut f = Failure::protocol("linearizability", format!("thread {}: {}", e.thread, names.show(e)));
+        f.context.push(format!("scope s0 = {}", names.scope));
+        return Err(f);
+    }
     let failed = |e: &&Event| match e.ret {
-        Return::Error(_) => true,
+        Return::Error(_) | Return::Protocol(_) => true,
         Return::Storage { .. } => faults == Faults::Forbidden,
         Return::Outcome(_) | Return::Lookup(_) => false,
     };
     if let Some(e) = events.iter().find(failed) {
-        let mut f = Failure::new(
-            "linearizability",
-            expected_rule(names, &None, e, e.clock_at_call),
-            format!("an operation failed: {}", names.show(e)),
-        );
+        let rule = expected_rule(names, &None, e, e.clock_at_call, None);
+        let mut f = Failure::new("linearizability", rule, format!("an operation failed: {}", names.show(e)));
+        f.step_rule = Some(rule);
         f.property = Some("every operation of a concurrent run must complete; one failed or panicked");
         f.context.push(format!("scope s0 = {}", names.scope));
         return Err(f);
@@ -540,7 +596,9 @@ fn sequential_or<H: Harness>(harness: &H, ops: usize, seed: u64, failure: Failur
     let (names, events) = record(harness, 1, ops, seed);
     match check_history(&names, &events) {
         Err(mut single) if single.property == Some(ATOMICITY) => {
+            // The headline names the rule of the step the single thread could not explain.
             single.property = Some(SEQUENTIAL);
+            single.step_rule = None;
             single
         }
         _ => failure,

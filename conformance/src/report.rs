@@ -109,5 +109,10 @@ pub fn run_all<H: Harness>(harness: &H) -> Report {
 pub fn run_matching<H: Harness>(harness: &H, filter: impl Fn(&str) -> bool) -> Report {
     let mut report = Report::default();
     crate::__for_each_check!(__run_all_list { harness, report, filter });
+    // An adapter that broke the protocol is reported once, by the first check it failed.
+    crate::failure::protocol_once(report.checks.iter_mut().filter_map(|(name, result, _)| match result {
+        CheckResult::Failed(f) => Some((*name, f)),
+        _ => None,
+    }));
     report
 }

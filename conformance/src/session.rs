@@ -1,5 +1,10 @@
 //! A session runs operations on a store and on the specification side by side, and compares
 //! every outcome and, after every step, the lookup of every key it has touched.
+//!
+//! Every entry point a store can override is called: the operations of a session go to the store
+//! through [`ReservationStore::execute`] and through the typed methods (`reserve`, `confirm`,
+//! `release`, `abandon`) in turn ([`Entry`]), so that a store whose typed method differs from its
+//! `execute` fails; the transcript and the failure say which method answered.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap};
@@ -7,12 +12,13 @@ use std::fmt::{self, Debug};
 use std::hash::BuildHasher;
 
 use reservation_store::{
-    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Operation, Outcome, ReleaseVersion, Request,
-    Reservation, ReservationScope, ReservationStore, Rule, RuleSet, Step, StorageError, StoreError, StoreResult,
-    StoredReservation, Tenant, Ttl, Version, spec,
+    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Operation, OperationKind, Outcome,
+    ReleaseVersion, Request, Reservation, ReservationScope, ReservationStore, Rule, RuleSet, Step, StorageError,
+    StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
-use crate::failure::{Details, Failure};
+use crate::driver::ProtocolError;
+use crate::failure::{Details, Failure, check_name};
 use crate::harness::{Harness, START};
 
 type SpecStep = Step<AggregateRef, BTreeSet<HoldId>, Outcome>;
@@ -47,12 +53,70 @@ pub(crate) struct Session<'h, H: Harness> {
     /// Whether every step looks up every watched key (else only its own).
     lookup_all: bool,
     steps: usize,
+    /// Operations sent to the store so far, which choose each one's [`Entry`].
+    operations: usize,
     reached: RuleSet,
+}
+
+/// The entry point through which a session sends an operation to the store.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Entry {
+    /// [`ReservationStore::execute`].
+    Execute,
+    /// The operation's typed method: [`ReservationStore::reserve`], `confirm`, `release` or
+    /// `abandon`.
+    Typed,
+}
+
+impl Entry {
+    /// The entry point of a session's `n`th operation (from 0): `execute` and the typed methods
+    /// in turn, so that a script reaches both, the same way on every run.
+    pub(crate) fn nth(n: usize) -> Entry {
+        if n.is_multiple_of(2) { Entry::Execute } else { Entry::Typed }
+    }
+
+    /// The method called for an operation of `kind`, as failures name it.
+    pub(crate) fn method(self, kind: OperationKind) -> &'static str {
+        match (self, kind) {
+            (Entry::Execute, _) => "ReservationStore::execute",
+            (Entry::Typed, OperationKind::Reserve) => "ReservationStore::reserve",
+            (Entry::Typed, OperationKind::Confirm) => "ReservationStore::confirm",
+            (Entry::Typed, OperationKind::Release) => "ReservationStore::release",
+            (Entry::Typed, OperationKind::Abandon) => "ReservationStore::abandon",
+        }
+    }
+}
+
+/// Sends `operation` on (scope, key) to `store` through `entry`, with the typed method's outcome
+/// widened to an [`Outcome`].
+pub(crate) async fn call<S: ReservationStore>(
+    store: &S,
+    entry: Entry,
+    scope: &ReservationScope,
+    key: &Key,
+    operation: Operation<&AggregateRef, &HoldId>,
+) -> StoreResult<Outcome> {
+    match (entry, operation) {
+        (Entry::Execute, _) => store.execute(Request { scope, key, operation }).await,
+        (Entry::Typed, Operation::Reserve { owner, hold, ttl }) => {
+            store.reserve(scope, key, owner, hold, ttl).await.map(Outcome::from)
+        }
+        (Entry::Typed, Operation::Confirm { owner, version }) => {
+            store.confirm(scope, key, owner, version).await.map(Outcome::from)
+        }
+        (Entry::Typed, Operation::Release { owner, version }) => {
+            store.release(scope, key, owner, version).await.map(Outcome::from)
+        }
+        (Entry::Typed, Operation::Abandon { owner, hold }) => {
+            store.abandon(scope, key, owner, hold).await.map(Outcome::from)
+        }
+    }
 }
 
 impl<'h, H: Harness> Session<'h, H> {
     /// A session of `check` about `rule` (`None`: any rule, as in the differential check) on a
-    /// fresh store whose clock reads [`START`].
+    /// fresh store whose clock reads [`START`]. A check named by its function (`scope_tenant`) is
+    /// reported by its test name (`s1_scope_tenants_are_independent`).
     pub(crate) fn new(h: &'h H, check: &str, rule: Option<Rule>) -> Self {
         let clock = ManualClock::new(START);
         let store = h.store(clock.clone());
@@ -60,7 +124,7 @@ impl<'h, H: Harness> Session<'h, H> {
             h,
             store: Some(store),
             clock,
-            check: check.to_owned(),
+            check: check_name(check).map_or_else(|| check.to_owned(), str::to_owned),
             rule,
             scopes: Vec::new(),
             slots: Vec::new(),
@@ -70,6 +134,7 @@ impl<'h, H: Harness> Session<'h, H> {
             record: true,
             lookup_all: true,
             steps: 0,
+            operations: 0,
             reached: RuleSet::EMPTY,
         }
     }
@@ -155,27 +220,41 @@ impl<'h, H: Harness> Session<'h, H> {
         })
     }
 
-    /// A failure of this session's check at `step_rule` because of `problem`.
+    /// A failure of this session's check because of `problem`, blaming `step_rule`: the rule by
+    /// which the specification decided the step that went wrong, or (`None`) the check's own rule,
+    /// for a failure that only it covers. The check's rule, when it differs, is context.
     pub(crate) fn fail(&self, step_rule: Option<Rule>, problem: String) -> Failure {
-        // The headline names the rule that decided the failing step, unless the check is about a
-        // value rule (D1-D11, S1, P1: how expiries, versions, owners, keys and scopes compare, what
-        // survives a restart), which is then the
-        // rule broken whatever step shows it; the check's own rule, when it differs, is context.
-        let rule = match self.rule {
-            Some(r) if !Rule::TRANSITIONS.contains(&r) => Some(r),
-            _ => step_rule.or(self.rule),
-        };
+        let mut f = self.failure(problem);
+        f.rule = step_rule.or(self.rule);
+        f
+    }
+
+    /// A failure of this session's check because the adapter behind the driver broke the
+    /// protocol at step `what`, as `e` says: no rule is to blame.
+    fn protocol_fail(&self, what: &str, e: &ProtocolError) -> Failure {
+        let mut f = self.failure(format!("at {what}: {e}"));
+        f.protocol = Some(crate::failure::Protocol::Broken);
+        f
+    }
+
+    fn failure(&self, problem: String) -> Failure {
         let mut context: Vec<String> =
             self.scopes.iter().enumerate().map(|(i, s)| format!("scope s{i} = {}", ShowScope(s))).collect();
-        if let Some(check_rule) = self.rule.filter(|r| Some(*r) != rule) {
-            context.push(format!("the check is about {check_rule}: {}", check_rule.text()));
-        }
         context.push(format!("clock started at {START} and reads {} now", self.now()));
+        if self.operations > 1 {
+            context.push(
+                "operations go to the store through `execute` (shown `execute(…)`) and through their typed \
+                 method (`reserve(…)`, `confirm(…)`, …) in turn"
+                    .into(),
+            );
+        }
         Failure::from(Details {
             check: self.check.clone(),
-            rule,
+            rule: None,
+            check_rule: self.rule,
             property: None,
-            step_rule,
+            step_rule: None,
+            protocol: None,
             problem,
             context,
             transcript: self.transcript.clone(),
@@ -196,10 +275,12 @@ impl<'h, H: Harness> Session<'h, H> {
     }
 
     /// Runs one operation: `expected` from the specification (or the invalid arguments it may
-    /// report), `actual` from the store; compares them, then looks up every watched key.
+    /// report), `actual` from the store's `method`; compares them, then looks up every watched
+    /// key.
     fn exec(
         &mut self,
         what: fmt::Arguments<'_>,
+        method: &str,
         scope: &ReservationScope,
         key: &Key,
         expected: Result<SpecStep, Vec<InvalidArgument>>,
@@ -237,10 +318,14 @@ impl<'h, H: Harness> Session<'h, H> {
             self.transcript.push(line);
         }
         if !ok {
+            let n = self.steps;
+            if let Some(p) = actual.as_ref().err().and_then(ProtocolError::in_result_error) {
+                return Err(self.protocol_fail(&format!("step {n} ({method})"), p));
+            }
             let problem = match &actual {
-                Err(StoreError::Storage(e)) => format!("step {} failed in storage: {e}", self.steps),
+                Err(StoreError::Storage(e)) => format!("step {n} ({method}) failed in storage: {e}"),
                 _ => {
-                    format!("step {} returned {act_text}; the specification says {exp_text} (rule {rule})", self.steps)
+                    format!("step {n} ({method}) returned {act_text}; the specification says {exp_text} (rule {rule})")
                 }
             };
             return Err(self.fail(Some(rule), problem));
@@ -260,6 +345,12 @@ impl<'h, H: Harness> Session<'h, H> {
 
     /// Looks up the watched keys in `range` and compares them with the specification.
     fn check_slots(&mut self, range: std::ops::Range<usize>) -> Result<(), Failure> {
+        self.check_slots_blaming(range, None)
+    }
+
+    /// As [`Session::check_slots`], blaming `rule` for a wrong lookup if given (P1, after a
+    /// reopen), else the rule [`lookup_rule`] finds.
+    fn check_slots_blaming(&mut self, range: std::ops::Range<usize>, rule: Option<Rule>) -> Result<(), Failure> {
         let now = self.now();
         let store = self.store()?;
         let slots = self.slots.get(range.clone()).unwrap_or_default();
@@ -283,7 +374,10 @@ impl<'h, H: Harness> Session<'h, H> {
         let Some((i, actual, expected)) = mismatch else { return Ok(()) };
         let Some(slot) = self.slots.get(i) else { return Ok(()) };
         let (scope, key) = (slot.scope.clone(), slot.key.clone());
-        let rule = self.lookup_rule(slot, now);
+        let shown = actual.as_ref().ok().and_then(Option::as_ref);
+        let rule = rule.unwrap_or_else(|| {
+            lookup_rule(slot.state.as_ref(), shown, now, slot.last_rule).or(self.rule).unwrap_or(Rule::D7)
+        });
         let label = self.scope_label(&scope);
         let act = match &actual {
             Ok(a) => show_state(a.as_ref()),
@@ -294,22 +388,14 @@ impl<'h, H: Harness> Session<'h, H> {
             "    ✗ {now} lookup({label}, {key:?}) after step {}: expected {exp}, actual {act}   <-- differs",
             self.steps
         ));
+        if let Some(p) = actual.as_ref().err().and_then(ProtocolError::in_result_error) {
+            return Err(self.protocol_fail(&format!("the lookup of {key:?} in {label} after step {}", self.steps), p));
+        }
         let problem = format!(
             "after step {}, lookup of {key:?} in {label} returned {act}; the specification says {exp}",
             self.steps
         );
         Err(self.fail(Some(rule), problem))
-    }
-
-    /// The rule a wrong lookup of `slot` breaks: the expiry boundary or D7 for a pending
-    /// reservation at or past its expiry, otherwise the rule that last wrote the key.
-    fn lookup_rule(&self, slot: &SlotState, now: Instant) -> Rule {
-        match slot.state.as_ref().and_then(Reservation::as_pending) {
-            // Live a millisecond ago and not a millisecond on: the key is at its expiry boundary.
-            Some(p) if p.is_live(now.saturating_sub_millis(1)) && !p.is_live(now.saturating_add_millis(1)) => Rule::D1,
-            Some(p) if !p.is_live(now) => Rule::D7,
-            _ => slot.last_rule.unwrap_or(Rule::D7),
-        }
     }
 
     /// Fails unless the specification decided the last step by `want`: a guard on the check's
@@ -324,7 +410,8 @@ impl<'h, H: Harness> Session<'h, H> {
 
     /// One operation on (scope, key), on both sides: the specification decides it through
     /// [`spec::apply`] once the scope admits its owner, the store through
-    /// [`ReservationStore::execute`]; the two outcomes must be equal.
+    /// [`ReservationStore::execute`] or the operation's typed method, in turn ([`Entry::nth`]);
+    /// the two outcomes must be equal.
     pub(crate) fn execute(
         &mut self,
         scope: &ReservationScope,
@@ -334,9 +421,16 @@ impl<'h, H: Harness> Session<'h, H> {
         let now = self.now();
         let expected =
             admitted(scope, operation.owner()).map(|()| spec::apply(self.state(scope, key).cloned(), now, operation));
+        let entry = Entry::nth(self.operations);
+        self.operations += 1;
         let store = self.store()?;
-        let actual = guarded(|| self.h.block_on(store.execute(Request { scope, key, operation })));
-        self.exec(format_args!("{}", ShowOperation(key, operation)), scope, key, expected, actual)
+        let actual = guarded(|| self.h.block_on(call(store, entry, scope, key, operation)));
+        let shown = ShowOperation(key, operation);
+        let method = entry.method(operation.kind());
+        match entry {
+            Entry::Execute => self.exec(format_args!("execute({shown})"), method, scope, key, expected, actual),
+            Entry::Typed => self.exec(format_args!("{shown}"), method, scope, key, expected, actual),
+        }
     }
 
     /// reserve, on both sides.
@@ -416,7 +510,34 @@ impl<'h, H: Harness> Session<'h, H> {
         }
         let n = self.steps;
         self.note(|| format!("{n:>3}   store closed and reopened"));
-        self.check_lookups()
+        // What the store shows now that it did not before the reopen, it lost or made up there.
+        self.check_slots_blaming(0..self.slots.len(), Some(Rule::P1))
+    }
+}
+
+/// The rule a wrong lookup breaks, given the specification's `state` of the key, what the store
+/// `shown`, and `written`, the rule of the step that last wrote the key: D1 for a pending
+/// reservation at its expiry boundary that the store shows as it is or as free, D7 for one past
+/// it that the store still shows, D11 for a live one that the store showed as a pending
+/// reservation that is not live (an answer no lookup may give: an expiry given as the time left,
+/// say), otherwise `written`.
+pub(crate) fn lookup_rule(
+    state: Option<&StoredReservation>,
+    shown: Option<&StoredReservation>,
+    now: Instant,
+    written: Option<Rule>,
+) -> Option<Rule> {
+    let Some(p) = state.and_then(Reservation::as_pending) else { return written };
+    // Live a millisecond ago and not a millisecond on: the key is at its expiry boundary.
+    let boundary = p.is_live(now.saturating_sub_millis(1)) && !p.is_live(now.saturating_add_millis(1));
+    if boundary && (shown == state || shown.is_none()) {
+        Some(Rule::D1)
+    } else if !p.is_live(now) && shown == state {
+        Some(Rule::D7)
+    } else if p.is_live(now) && shown.and_then(Reservation::as_pending).is_some_and(|s| !s.is_live(now)) {
+        Some(Rule::D11)
+    } else {
+        written
     }
 }
 

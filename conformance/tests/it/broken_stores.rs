@@ -4,11 +4,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
-use reservation_conformance::{Capabilities, CheckResult, Harness, Report, Settings, run_all};
+use reservation_conformance::{Capabilities, CheckResult, Harness, Report, Settings, run_all, run_matching};
 use reservation_store::{
     AggregateRef, AggregateType, Clock, HoldId, Instant, InvalidArgument, Key, ManualClock, Operation, OperationKind,
-    Outcome, ReleaseVersion, Request, Reservation, ReservationScope, ReservationStore, Rule, Step, StoreError,
-    StoreResult, StoredReservation, Version, spec,
+    Outcome, ReleaseVersion, Request, Reservation, ReservationScope, ReservationStore, ReserveOutcome, Rule, Step,
+    StorageError, StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
 /// One bug each.
@@ -67,6 +67,15 @@ enum Bug {
     /// time: the clock is read before the lock is taken (with a yield between), so an operation
     /// can act at an instant earlier than one that took effect before it.
     ClockBeforeLock,
+    /// typed methods: `reserve`, overridden with a fast path of its own, takes the owner's own
+    /// confirmed key back to pending and answers Taken (R6: AlreadyConfirmed, unchanged);
+    /// `execute` is right.
+    TypedReserveRetakesConfirmed,
+    /// versions: a release at ANY_VERSION is taken as one at UNVERSIONED (L4), so it keeps a key
+    /// confirmed at a stream version.
+    AnyReleaseIsUnversioned,
+    /// scopes: the scope's tenant is left out of the row's key, so tenants share their keys.
+    ScopeWithoutTenant,
 }
 
 type Rows = HashMap<(ReservationScope, Key), StoredReservation>;
@@ -106,6 +115,9 @@ impl BrokenStore {
         let mut key = key.clone();
         if self.bug == Bug::ScopeWithoutType {
             scope.aggregate_type = AggregateType::new("any").expect("valid");
+        }
+        if self.bug == Bug::ScopeWithoutTenant {
+            scope.tenant = Tenant::System;
         }
         if self.bug == Bug::KeysTrimmed {
             key = Key::new(key.as_str().trim_end()).unwrap_or(key);
@@ -218,6 +230,9 @@ impl ReservationStore for BrokenStore {
             {
                 Operation::Release { owner, version: ReleaseVersion::Any }
             }
+            Operation::Release { owner, version: ReleaseVersion::Any } if self.bug == Bug::AnyReleaseIsUnversioned => {
+                Operation::Release { owner, version: ReleaseVersion::At(Version::UNVERSIONED) }
+            }
             other => other,
         };
         Ok(self.apply(scope, key, |current, now| {
@@ -255,6 +270,31 @@ impl ReservationStore for BrokenStore {
                 step.outcome = Outcome::Abandoned;
             }
             step
+        }))
+    }
+
+    /// Overridden, as a store with a fast path for reserve would: through `execute`, but for
+    /// [`Bug::TypedReserveRetakesConfirmed`].
+    async fn reserve(
+        &self,
+        scope: &ReservationScope,
+        key: &Key,
+        owner: &AggregateRef,
+        hold: &HoldId,
+        ttl: Ttl,
+    ) -> StoreResult<ReserveOutcome> {
+        if self.bug != Bug::TypedReserveRetakesConfirmed {
+            let outcome = self.execute(Request::new(scope, key, Operation::Reserve { owner, hold, ttl })).await?;
+            return ReserveOutcome::try_from(outcome).map_err(|e| StorageError::new(e.to_string()).into());
+        }
+        self.validate(scope, owner)?;
+        Ok(self.apply(scope, key, |current, now| {
+            // The fast path forgets the owner's own confirmed reservation, and takes the key anew.
+            let current = match current {
+                Some(Reservation::Confirmed(c)) if c.owner == *owner => None,
+                other => other,
+            };
+            spec::reserve(current, now, owner, hold, ttl)
         }))
     }
 
@@ -354,6 +394,10 @@ fn failure_of(report: &Report, check: &str) -> Option<String> {
 /// message containing the text.
 fn caught(bug: Bug, expected: &[(&str, &str)]) {
     let report = run_all(&BrokenHarness(bug));
+    // A failure names its check as the report lists it.
+    for failure in report.failures() {
+        assert!(report.checks.iter().any(|(name, _, _)| *name == failure.check), "{bug:?}: {failure}");
+    }
     for (check, text) in expected {
         let message =
             failure_of(&report, check).unwrap_or_else(|| panic!("{bug:?}: check {check} did not fail\n{report}"));
@@ -415,7 +459,7 @@ fn expiry_boundary_inclusive() {
     caught(
         Bug::ExpiryInclusive,
         &[
-            ("d1_expiry_boundary_and_saturation", "rule D1 broken"),
+            ("d1_expiry_boundary_and_saturation", "rule R2 broken (in the check of D1)"),
             ("differential_against_the_specification", "D1"),
             ("examples_of_the_specification_run_as_written", "broken"),
         ],
@@ -427,7 +471,7 @@ fn unversioned_release_taken_as_any_version() {
     caught(
         Bug::UnversionedReleaseIsAny,
         &[
-            ("d3_versions_order_unversioned_first", "rule D3 broken"),
+            ("d3_versions_order_unversioned_first", "rule L5 broken (in the check of D3)"),
             ("l5_release_below_the_version_is_kept", "rule L5 broken"),
             ("differential_against_the_specification", "rule L5 broken"),
         ],
@@ -439,7 +483,7 @@ fn holds_compared_ignoring_case() {
     caught(
         Bug::HoldsIgnoreCase,
         &[
-            ("d5_owners_keys_holds_compared_exactly", "rule D5 broken"),
+            ("d5_owners_keys_holds_compared_exactly", "rule R3 broken (in the check of D5)"),
             ("a4_abandon_of_a_hold_it_lacks_is_not_held", "rule A4 broken"),
             ("differential_against_the_specification", "broken"),
         ],
@@ -451,7 +495,7 @@ fn owners_compared_by_id_only() {
     caught(
         Bug::OwnerIdOnly,
         &[
-            ("d5_owner_differing_only_in_tenant_is_another", "rule D5 broken"),
+            ("d5_owner_differing_only_in_tenant_is_another", "rule R5 broken (in the check of D5)"),
             ("differential_against_the_specification", "broken"),
         ],
     );
@@ -473,7 +517,7 @@ fn keys_with_trailing_spaces_trimmed() {
     caught(
         Bug::KeysTrimmed,
         &[
-            ("d5_owners_keys_holds_compared_exactly", "rule D5 broken"),
+            ("d5_owners_keys_holds_compared_exactly", "rule R1 broken (in the check of D5)"),
             ("differential_against_the_specification", "broken"),
         ],
     );
@@ -481,25 +525,37 @@ fn keys_with_trailing_spaces_trimmed() {
 
 #[test]
 fn scope_without_its_aggregate_type() {
-    caught(Bug::ScopeWithoutType, &[("s1_scope_aggregate_types_are_independent", "rule S1 broken")]);
+    caught(
+        Bug::ScopeWithoutType,
+        &[("s1_scope_aggregate_types_are_independent", "rule R1 broken (in the check of S1)")],
+    );
 }
 
 #[test]
 fn lookup_that_shows_expired_reservations() {
     caught(
         Bug::LookupShowsExpired,
-        &[("d7_expired_pending_is_a_free_key", "rule D7 broken"), ("differential_against_the_specification", "broken")],
+        &[
+            ("d7_expired_pending_is_a_free_key", "rule D1 broken (in the check of D7)"),
+            ("differential_against_the_specification", "broken"),
+        ],
     );
 }
 
 #[test]
 fn versions_compared_as_signed_integers() {
-    caught(Bug::SignedVersions, &[("d8_unsigned_versions_and_the_last_instant", "rule D8 broken")]);
+    caught(
+        Bug::SignedVersions,
+        &[("d8_unsigned_versions_and_the_last_instant", "rule C7 broken (in the check of D8)")],
+    );
 }
 
 #[test]
 fn keys_normalised_to_composed_characters() {
-    caught(Bug::NormalisedKeys, &[("d9_every_field_at_its_maximum_in_utf8_bytes", "rule D9 broken")]);
+    caught(
+        Bug::NormalisedKeys,
+        &[("d9_every_field_at_its_maximum_in_utf8_bytes", "rule R1 broken (in the check of D9)")],
+    );
 }
 
 #[test]
@@ -714,9 +770,80 @@ fn a_failure_names_the_rule_of_the_failing_step() {
     let text = failure.to_string();
     assert_eq!(failure.rule, Some(Rule::L5), "{text}");
     assert!(text.contains("rule L5 broken") && text.contains("the check is about C6"), "{text}");
-    // A value rule stays the headline whatever step shows it.
+    // So in a check of a value rule: the rule that decided the step, the check's as context.
     let failure = reservation_conformance::checks::d3(&BrokenHarness(Bug::ReleaseIgnoresVersion)).unwrap_err();
-    assert_eq!(failure.rule, Some(Rule::D3), "{failure}");
+    assert_eq!((failure.rule, failure.check_rule), (Some(Rule::L5), Some(Rule::D3)), "{failure}");
+}
+
+/// The first line of the failure of `check` against `bug`, which must fail.
+fn headline(bug: Bug, check: &str) -> String {
+    let report = run_matching(&BrokenHarness(bug), |name| name == check);
+    let message = failure_of(&report, check).unwrap_or_else(|| panic!("{bug:?}: check {check} did not fail\n{report}"));
+    eprintln!("--- {bug:?} caught by {check}:\n{message}");
+    message.lines().next().unwrap_or_default().to_owned()
+}
+
+/// The checks of D, S and P rules headlined their own rule whatever decided the failing step:
+/// "rule S1 broken" for a release bug (L4), "rule D2 broken" for an expiry-boundary bug, "rule D6
+/// broken" for a store that merges tenants, and "rule C2 broken" in the sweeper check for a
+/// confirmed row lost across a reopen (P1). Each names the rule that decided the failing step
+/// now, with the check's rule as context; and the check by the name the report lists.
+#[test]
+fn a_headline_names_the_rule_that_decided_the_failing_step() {
+    let cases = [
+        (
+            Bug::AnyReleaseIsUnversioned,
+            "s1_scope_aggregate_types_are_independent",
+            "rule L4 broken (in the check of S1)",
+        ),
+        (Bug::AnyReleaseIsUnversioned, "s1_scope_tenants_are_independent", "rule L4 broken (in the check of S1)"),
+        (Bug::AnyReleaseIsUnversioned, "s1_scope_namespaces_are_independent", "rule L4 broken (in the check of S1)"),
+        (Bug::ExpiryInclusive, "d2_ttl_zero_is_invalid", "rule R2 broken (in the check of D2)"),
+        (
+            Bug::ScopeWithoutTenant,
+            "d6_invalid_arguments_are_typed_and_change_nothing",
+            "rule R1 broken (in the check of D6)",
+        ),
+        (Bug::ForgetsConfirmed, "sweeper_keeps_confirmed_keys_across_long_clock_jumps", "rule P1 broken"),
+        // Where only the check's rule covers the failure (a lookup's shape), it is the headline.
+        (Bug::LookupTimeLeft, "d11_lookup_shapes_and_absolute_expiry", "rule D11 broken"),
+        (Bug::NormalisedKeys, "d9_every_field_at_its_maximum_in_utf8_bytes", "rule R1 broken (in the check of D9)"),
+    ];
+    for (bug, check, rule) in cases {
+        assert_eq!(headline(bug, check), format!("conformance check `{check}` failed: {rule}"), "{bug:?}");
+    }
+}
+
+/// Passed every check while the suite called only `execute`: a store whose `reserve` override
+/// (a fast path) takes the owner's own confirmed key back to pending. The failure names the
+/// method that answered.
+#[test]
+fn a_typed_reserve_that_retakes_its_own_confirmed_key() {
+    caught(
+        Bug::TypedReserveRetakesConfirmed,
+        &[
+            ("r6_reserve_of_own_confirmed_is_already_confirmed", "rule R6 broken"),
+            ("r6_reserve_of_own_confirmed_is_already_confirmed", "(ReservationStore::reserve) returned Taken"),
+            ("differential_against_the_specification", "rule R6 broken"),
+        ],
+    );
+}
+
+/// The one-thread verdict of the linearizability check named D7 (the rule it gave every
+/// lookup) for a join that shortens the expiry; it names the rule that decided the step the
+/// single thread could not explain.
+#[test]
+fn the_one_thread_verdict_names_the_rule_of_the_step_it_could_not_explain() {
+    let failure =
+        reservation_conformance::checks::linearizability(&BrokenHarness(Bug::JoinShortensExpiry)).unwrap_err();
+    let text = failure.to_string();
+    assert_eq!(failure.property, Some(reservation_conformance::linearizability::SEQUENTIAL), "{text}");
+    assert!(matches!(failure.rule, Some(Rule::R3 | Rule::R4)), "{text}");
+    let rule = failure.rule.map(|r| r.id()).unwrap_or_default();
+    assert!(
+        text.starts_with(&format!("conformance check `linearizability_under_threads` failed: rule {rule} broken (")),
+        "{text}"
+    );
 }
 
 /// A plain sequential bug met by the linearizability check is reported as one, with the rule a

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reservation_conformance::driver::CommandHarness;
 use reservation_conformance::services::service;
-use reservation_conformance::{CheckResult, run_matching};
+use reservation_conformance::{CheckResult, Report, Settings, run_matching};
 
 const PYTHON_STORE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters/python/store.py");
 
@@ -65,7 +65,7 @@ fn python_store_passes_the_whole_suite_through_the_driver_and_every_message_is_v
 
 #[test]
 fn python_bug_expiry_boundary_is_caught_by_d1() {
-    caught("expiry-boundary", "d1_", "rule D1 broken");
+    caught("expiry-boundary", "d1_", "rule R2 broken (in the check of D1)");
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn python_bug_join_expiry_is_caught_by_r3() {
 
 #[test]
 fn python_bug_signed_version_order_is_caught_by_d8() {
-    caught("version-order", "d8_", "rule D8 broken");
+    caught("version-order", "d8_", "(in the check of D8)");
 }
 
 #[test]
@@ -90,12 +90,119 @@ fn python_bug_hold_set_is_caught_by_a3() {
 
 #[test]
 fn python_bug_owner_comparison_is_caught_by_d5() {
-    caught("owner-compare", "d5_owner_differing_only_in_tenant", "rule D5 broken");
+    caught("owner-compare", "d5_owner_differing_only_in_tenant", "(in the check of D5)");
 }
 
 #[test]
 fn python_bug_scope_isolation_is_caught_by_s1() {
-    caught("scope-isolation", "s1_scope_tenants", "rule S1 broken");
+    caught("scope-isolation", "s1_scope_tenants", "(in the check of S1)");
+}
+
+/// The first line of each failure of the checks whose names start with `check`, against the
+/// Python store with `bug`; `None` without python3.
+fn headlines(bug: &str, check: &str) -> Option<Vec<String>> {
+    let h = python(bug)?;
+    let report = run_matching(&h, |name| name.starts_with(check));
+    eprintln!("--- {bug}, {check}…:\n{report}");
+    Some(report.failures().map(|f| f.to_string().lines().next().unwrap_or_default().to_owned()).collect())
+}
+
+/// A release at ANY_VERSION taken as one at UNVERSIONED was headlined "rule S1 broken" by each
+/// of three scope checks: the rule that decided their failing step is L4.
+#[test]
+fn python_bug_any_version_is_headlined_l4_in_the_scope_checks() {
+    let Some(lines) = headlines("any-version", "s1_scope_") else { return };
+    let expected: Vec<String> = ["aggregate_types", "tenants", "namespaces"]
+        .iter()
+        .map(|s| {
+            format!("conformance check `s1_scope_{s}_are_independent` failed: rule L4 broken (in the check of S1)")
+        })
+        .collect();
+    assert_eq!(lines, expected);
+}
+
+/// An expiry-boundary bug was headlined "rule D2 broken" by the TTL check: R2 decided the step.
+#[test]
+fn python_bug_expiry_boundary_is_headlined_r2_in_the_ttl_check() {
+    let Some(lines) = headlines("expiry-boundary", "d2_") else { return };
+    assert_eq!(lines, ["conformance check `d2_ttl_zero_is_invalid` failed: rule R2 broken (in the check of D2)"]);
+}
+
+/// A store that merges tenants was headlined "rule D6 broken" by the invalid-argument check: the
+/// step that went wrong was a reserve of a key free in its own scope (R1).
+#[test]
+fn python_bug_tenant_merge_is_headlined_by_its_step_in_the_invalid_argument_check() {
+    let Some(lines) = headlines("tenant-merge", "d6_") else { return };
+    assert_eq!(
+        lines,
+        [
+            "conformance check `d6_invalid_arguments_are_typed_and_change_nothing` failed: rule R1 broken (in the check of D6)"
+        ]
+    );
+}
+
+/// The one-thread verdict of the linearizability check named D7 for a join that shortens the
+/// expiry; it names the rule that decided the step one thread could not explain.
+#[test]
+fn python_bug_join_expiry_one_thread_verdict_names_the_join_rule() {
+    let Some(lines) = headlines("join-expiry", "linearizability_") else { return };
+    let [line] = lines.as_slice() else { panic!("{lines:?}") };
+    assert!(
+        line.starts_with("conformance check `linearizability_under_threads` failed: rule R")
+            && line.contains("a single thread's operations already break the rule")
+            && !line.contains("D7"),
+        "{line}"
+    );
+}
+
+/// Runs the whole suite against the adapter `command` (the Python store, made to break the
+/// protocol midway), with a regression file of its own; asserts that the adapter's protocol
+/// failure is reported once, by one check, that no failure blames a rule, and that no regression
+/// seed was saved. `None` without python3.
+fn protocol_broken_midway(command: &str, says: &str) -> Option<Report> {
+    python("")?;
+    let dir = std::env::temp_dir().join(format!("reservation-protocol-{}-{}", std::process::id(), says.len()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let regressions: &'static str =
+        Box::leak(dir.join("regressions.txt").to_string_lossy().into_owned().into_boxed_str());
+    let settings = Settings::default().with_cases(200).with_differential_threads(4).with_regressions(Some(regressions));
+    let h = CommandHarness::start(command).expect("the adapter starts");
+    let report = run_matching(&h.with_settings(settings), |_| true);
+    let text = report.to_string();
+    let headlines: Vec<&str> = text.lines().filter(|l| l.starts_with("conformance check `")).collect();
+    let broken: Vec<&&str> =
+        headlines.iter().filter(|l| l.contains("failed: the adapter broke the protocol: ")).collect();
+    assert_eq!(broken.len(), 1, "{text}");
+    assert!(broken[0].contains(says), "{text}");
+    assert!(!headlines.iter().any(|l| l.contains(" failed: rule ")), "{text}");
+    let earlier =
+        headlines.iter().filter(|l| l.contains("the adapter broke the protocol earlier (see check `")).count();
+    assert!(earlier + 1 == headlines.len() && earlier > 10, "{text}");
+    assert!(!std::path::Path::new(regressions).exists(), "a regression seed was saved:\n{text}");
+    eprintln!("{text}");
+    Some(report)
+}
+
+#[test]
+fn an_adapter_that_writes_a_log_line_to_its_standard_output_midway_is_one_protocol_failure() {
+    let log = "awk 'NR == 300 { print \"log: cache flushed\"; fflush() } { print; fflush() }'";
+    protocol_broken_midway(&format!("python3 {PYTHON_STORE} | {log}"), "not JSON");
+}
+
+#[test]
+fn an_adapter_that_exits_midway_is_one_protocol_failure() {
+    // In front of the store, and in place of the shell (which would hold the output open): it
+    // passes 300 answers on, then exits.
+    let relay = "import os, subprocess, sys\n\
+                 store = subprocess.Popen([sys.executable] + sys.argv[1:], stdout=subprocess.PIPE)\n\
+                 for _, line in zip(range(300), store.stdout):\n    sys.stdout.buffer.write(line)\n    sys.stdout.buffer.flush()\n\
+                 os._exit(0)\n";
+    let dir = std::env::temp_dir().join(format!("reservation-relay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let path = dir.join("relay.py");
+    std::fs::write(&path, relay).expect("written");
+    protocol_broken_midway(&format!("exec python3 '{}' {PYTHON_STORE}", path.display()), "closed its standard output");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
