@@ -81,9 +81,9 @@ fn a_reserve_that_goes_silent_before_the_commit_fails_in_time_determinate_and_ch
     let Some(silent) = silent_reserve("silent-begin", bounded(), b"BEGIN", false) else { return };
     assert_timed_out(&silent.error, false);
     assert!(!silent.exists, "a determinate error, yet the reservation was made");
-    // The server begins it, locks the key and reads the row; the answers never come back. The
-    // transaction is never committed: the store closed its connection, and the server rolls it
-    // back once it has been idle for `idle_transaction_timeout`, which frees the key.
+    // The server gets the BEGIN (and what else of the transaction came in the same chunk); its
+    // answers never come back. The transaction is never committed: the store closed its
+    // connection without sending the COMMIT.
     let Some(silent) = silent_reserve("silent-begin-sent", bounded(), b"BEGIN", true) else { return };
     assert_timed_out(&silent.error, false);
     assert!(!silent.exists, "a determinate error, yet the reservation was made");
@@ -111,6 +111,13 @@ fn a_connect_through_a_silent_path_fails_in_time() {
     let (error, _) = reservation_testkit::silent_connect(h.runtime(), &proxy, "silent-connect", connect);
     assert!(!error.is_indeterminate(), "{error}");
     assert!(error.to_string().contains("PostgreSQL: no connection: Timeout occurred while creating"), "{error}");
+    // Connected, the checks of the store's tables go silent.
+    proxy.pause_at(b"to_regclass", false);
+    let (result, _) = reservation_testkit::within_hang(h.runtime(), "silent-schema", connect());
+    let error = result.expect_err("connected through a silent proxy");
+    assert!(error.to_string().contains("PostgreSQL: the store's tables: no answer within 3s"), "{error}");
+    proxy.resume();
+    h.runtime().block_on(connect()).expect("connected once the proxy resumed");
 }
 
 #[test]
