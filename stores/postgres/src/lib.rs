@@ -40,8 +40,12 @@
 //! aborted statement, is determinate: nothing changed. An error after `COMMIT` was sent that the
 //! server did not answer (the connection dropped, or its answer did not come within
 //! [`PostgresOptions::response_timeout`]) is [`StorageError::is_indeterminate`]: the operation may
-//! have taken effect, or may yet take effect if the `COMMIT` is still on its way; look the key up
-//! (a lookup waits for the key's lock, so it sees the operation if it committed) or repeat it.
+//! have taken effect, or may yet take effect if the `COMMIT` is still on its way. Look the key
+//! up: a lookup waits for the key's lock, which that transaction holds until it has committed or
+//! been rolled back, so a lookup that answers sees what became of it. Or repeat the operation.
+//! With advisory locks under `READ COMMITTED` no transaction meets a serialization failure or a
+//! deadlock (each takes one lock); if the server reports one all the same, the operation is
+//! retried [`PostgresOptions::retries`] times before it becomes a [`StorageError`].
 //!
 //! # Bounded waits
 //!
@@ -54,9 +58,6 @@
 //! [`PostgresOptions::statement_timeout`], and a transaction whose client stopped talking (a
 //! silent path, a killed process) is rolled back, releasing its key, after
 //! [`PostgresOptions::idle_transaction_timeout`].
-//! With advisory locks under `READ COMMITTED` no transaction meets a serialization failure or a
-//! deadlock (each takes one lock); if the server reports one all the same, the operation is
-//! retried [`PostgresOptions::retries`] times before it becomes a [`StorageError`].
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -130,11 +131,13 @@ pub struct PostgresOptions {
     pub response_timeout: Duration,
     /// The server's `idle_in_transaction_session_timeout` on the store's connections: a session
     /// whose transaction waits longer than this for the client's next statement is ended by the
-    /// server, which rolls the transaction back and releases the key's lock; 10 s by default.
+    /// server, which rolls the transaction back and releases the key's lock; 4 s by default.
     /// The store's transactions never pause between statements for longer than a round trip, so
     /// this only ends the sessions of clients that went away unseen (a silent network path, a
     /// frozen process), whose keys would otherwise stay locked until the server's TCP connection
-    /// gives up. In whole milliseconds; 0 turns it off.
+    /// gives up. Shorter than [`PostgresOptions::statement_timeout`] by default, so that an
+    /// operation waiting for such a key gets it rather than failing. In whole milliseconds; 0
+    /// turns it off.
     pub idle_transaction_timeout: Duration,
     /// How many more times an operation that met a serialization failure or a deadlock is tried;
     /// 3 by default.
@@ -157,7 +160,7 @@ impl Default for PostgresOptions {
             connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(10),
-            idle_transaction_timeout: Duration::from_secs(10),
+            idle_transaction_timeout: Duration::from_secs(4),
             retries: 3,
             sweep_every: 1024,
             application_name: "reservation-store".to_owned(),

@@ -142,5 +142,5 @@ fn the_default_bounds_are_the_documented_ones() {
         options.idle_transaction_timeout,
     );
     let secs = Duration::from_secs;
-    assert_eq!(bounds, (secs(5), secs(5), secs(10), secs(10)));
+    assert_eq!(bounds, (secs(5), secs(5), secs(10), secs(4)));
 }
