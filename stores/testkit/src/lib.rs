@@ -1,6 +1,6 @@
 //! What the networked stores' tests and benchmarks share (`reservation-postgres`,
 //! `reservation-redis`): the cycle benchmark, the sweep case, a first reserve through a cut or a
-//! silent connection, a connect through a silent one, the judge of a history recorded under
+//! silent connection, a connect and a pool checkout through a silent one, the judge of a history recorded under
 //! faults, and the README's quoted example.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -323,6 +323,43 @@ pub fn silent_first_reserve<S: ReservationStore>(
     assert_eq!(outcome.expect("the store works again once the proxy resumed"), ReserveOutcome::Taken);
     eprintln!("{label}: a reserve through a silent connection failed after {waited:.2?}: {error}");
     Silent { error, waited, exists }
+}
+
+/// With `through` (a store of one connection, via `proxy`) warmed by a first reserve, pauses
+/// `proxy` and runs two reserves at once: the first takes the connection and waits for its
+/// answer, the second (started 100 ms later) waits for a connection from the pool. Both must
+/// fail, and not hang; returns their errors, the second's first. Then resumes the proxy and
+/// checks that `through` works again.
+pub fn silent_checkout<S: ReservationStore>(
+    runtime: &Runtime,
+    proxy: &CuttingProxy,
+    through: &S,
+    label: &str,
+) -> (StoreError, StoreError) {
+    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace(label).as_str()).expect("scope");
+    let hold = HoldId::new("h").expect("hold");
+    let alice = AggregateRef::parse("user", Some("acme"), "alice").expect("owner");
+    let ttl = Ttl::from_millis(60_000).expect("non-zero");
+    let reserve = |key: &str| {
+        let key = Key::new(key).expect("key");
+        let (scope, alice, hold) = (&scope, &alice, &hold);
+        async move { through.reserve(scope, &key, alice, hold, ttl).await }
+    };
+    runtime.block_on(reserve("warm")).expect("a first reserve through the proxy");
+    proxy.pause();
+    let ((first, second), _) = within_hang(runtime, label, async {
+        tokio::join!(reserve("first"), async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            reserve("second").await
+        })
+    });
+    let first = first.expect_err("a silent connection answered");
+    let second = second.expect_err("a reserve got a connection through a silent proxy");
+    proxy.resume();
+    let (after, _) = within_hang(runtime, "a reserve once resumed", reserve("after"));
+    assert_eq!(after.expect("the store works again once the proxy resumed"), ReserveOutcome::Taken);
+    eprintln!("{label}: the reserve waiting for a connection failed: {second}");
+    (second, first)
 }
 
 /// Pauses `proxy`, runs `connect` (a store's connect via the proxy), which must fail, and not

@@ -121,6 +121,25 @@ fn a_connect_through_a_silent_path_fails_in_time() {
 }
 
 #[test]
+fn a_reserve_waiting_for_the_pool_while_its_only_connection_is_silent_fails_in_time() {
+    let mut options = bounded();
+    options.connect_timeout = Duration::from_secs(2);
+    options.response_timeout = Duration::from_secs(6);
+    let Some(h) = harness_with(options) else { return };
+    let (proxy, url) = proxy();
+    let options = h.options().clone().with_max_connections(1);
+    let through = h
+        .runtime()
+        .block_on(PostgresStore::connect(&url, Time::Local(ManualClock::new(START)), options))
+        .expect("connected through the proxy");
+    let (waiting, silent) = reservation_testkit::silent_checkout(h.runtime(), &proxy, &through, "silent-checkout");
+    assert!(!waiting.is_indeterminate(), "{waiting}");
+    assert!(waiting.to_string().contains("PostgreSQL: no connection: Timeout occurred while waiting"), "{waiting}");
+    assert!(!silent.is_indeterminate(), "{silent}");
+    assert!(silent.to_string().contains("no answer within 6s"), "{silent}");
+}
+
+#[test]
 fn with_the_default_options_a_silent_path_fails_within_their_bounds() {
     // Measured, for the record: a reserve fails after about `response_timeout` (10 s), a connect
     // after about `connect_timeout` (5 s). Run with `--nocapture` to see the figures.

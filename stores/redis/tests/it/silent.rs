@@ -95,6 +95,22 @@ fn a_connect_through_a_silent_path_fails_in_time() {
 }
 
 #[test]
+fn a_reserve_waiting_for_the_pool_while_its_only_connection_is_silent_fails_in_time() {
+    let Some(h) = harness_with(bounded()) else { return };
+    let (proxy, url) = proxy(&h);
+    let options = h.options().clone().with_max_connections(1);
+    let through = h
+        .runtime()
+        .block_on(RedisStore::connect(&url, Time::Local(ManualClock::new(START)), options))
+        .expect("connected through the proxy");
+    let (waiting, silent) = reservation_testkit::silent_checkout(h.runtime(), &proxy, &through, "silent-checkout");
+    // It waits for the pool, or, once the first reserve gave its connection up, for a new one.
+    assert!(!waiting.is_indeterminate(), "{waiting}");
+    assert!(waiting.to_string().contains("Redis: no connection"), "{waiting}");
+    assert_timed_out(&silent, false);
+}
+
+#[test]
 fn with_the_default_options_a_silent_path_fails_within_their_bounds() {
     // Measured, for the record: a reserve and a connect each fail after about `timeout` (5 s).
     // Run with `--nocapture` to see the figures.
