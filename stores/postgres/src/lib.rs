@@ -35,13 +35,29 @@
 //! # Errors
 //!
 //! A lost connection, a statement timeout, a server shutting down, a pool with no connection to
-//! give: each is a [`StorageError`], never an outcome. An error before the transaction's
-//! `COMMIT` was sent, or one that the server reported as an aborted statement, is determinate:
-//! nothing changed. An error after `COMMIT` was sent that the server did not answer (the
-//! connection dropped) is [`StorageError::is_indeterminate`]: the operation may have taken effect.
+//! give, an answer that did not come in time: each is a [`StorageError`], never an outcome. An
+//! error before the transaction's `COMMIT` was sent, or one that the server reported as an
+//! aborted statement, is determinate: nothing changed. An error after `COMMIT` was sent that the
+//! server did not answer (the connection dropped, or its answer did not come within
+//! [`PostgresOptions::response_timeout`]) is [`StorageError::is_indeterminate`]: the operation may
+//! have taken effect, or may yet take effect if the `COMMIT` is still on its way. Look the key
+//! up: a lookup waits for the key's lock, which that transaction holds until it has committed or
+//! been rolled back, so a lookup that answers sees what became of it. Or repeat the operation.
 //! With advisory locks under `READ COMMITTED` no transaction meets a serialization failure or a
 //! deadlock (each takes one lock); if the server reports one all the same, the operation is
 //! retried [`PostgresOptions::retries`] times before it becomes a [`StorageError`].
+//!
+//! # Bounded waits
+//!
+//! Every wait ends: for a connection from the pool and for a new connection (its handshake
+//! included) after [`PostgresOptions::connect_timeout`]; for the answer to each round trip
+//! (the statements an operation sends together) after [`PostgresOptions::response_timeout`],
+//! whether the server is slow or the network path went silent with the connection still open.
+//! A connection whose answer did not come is closed, never used again (an answer may still be on
+//! its way), and the next operation connects anew. On the server, a statement ends after
+//! [`PostgresOptions::statement_timeout`], and a transaction whose client stopped talking (a
+//! silent path, a killed process) is rolled back, releasing its key, after
+//! [`PostgresOptions::idle_transaction_timeout`].
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -100,11 +116,29 @@ pub struct PostgresOptions {
     pub schema: String,
     /// Most connections in the pool; 16 by default.
     pub max_connections: usize,
-    /// Longest wait for a pooled connection, and for a new connection to be made; 5 s by default.
+    /// Longest wait for a pooled connection, and for a new connection to be made (the TCP
+    /// connection and the server's handshake); 5 s by default.
     pub connect_timeout: Duration,
     /// The server's `statement_timeout` on the store's connections: a statement running longer,
     /// including one waiting for a key's lock, fails with a [`StorageError`]; 5 s by default.
     pub statement_timeout: Duration,
+    /// Longest wait for the server's answer to one round trip: the statements an operation sends
+    /// together (begin, lock the key and read the row; write the row and commit), a statement's
+    /// preparation on a new connection, the checks of [`PostgresStore::connect`]. 10 s by
+    /// default: longer than [`PostgresOptions::statement_timeout`], so that a slow statement is
+    /// the server's determinate error rather than the client's timeout, which is indeterminate
+    /// once the `COMMIT` was sent. A connection whose answer did not come is closed.
+    pub response_timeout: Duration,
+    /// The server's `idle_in_transaction_session_timeout` on the store's connections: a session
+    /// whose transaction waits longer than this for the client's next statement is ended by the
+    /// server, which rolls the transaction back and releases the key's lock; 4 s by default.
+    /// The store's transactions never pause between statements for longer than a round trip, so
+    /// this only ends the sessions of clients that went away unseen (a silent network path, a
+    /// frozen process), whose keys would otherwise stay locked until the server's TCP connection
+    /// gives up. Shorter than [`PostgresOptions::statement_timeout`] by default, so that an
+    /// operation waiting for such a key gets it rather than failing. In whole milliseconds; 0
+    /// turns it off.
+    pub idle_transaction_timeout: Duration,
     /// How many more times an operation that met a serialization failure or a deadlock is tried;
     /// 3 by default.
     pub retries: u32,
@@ -125,6 +159,8 @@ impl Default for PostgresOptions {
             max_connections: 16,
             connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(10),
+            idle_transaction_timeout: Duration::from_secs(4),
             retries: 3,
             sweep_every: 1024,
             application_name: "reservation-store".to_owned(),
@@ -207,6 +243,8 @@ enum Cause {
     Pg(tokio_postgres::Error),
     /// A row or a clock reading that this store would not have written.
     Corrupt(String),
+    /// No answer came within this bound ([`PostgresOptions::response_timeout`]).
+    Timeout(Duration),
 }
 
 /// What failed, and whether the transaction's `COMMIT` had been sent when it did.
@@ -228,7 +266,7 @@ impl Fail {
     fn pg(&self) -> Option<&tokio_postgres::Error> {
         match &self.cause {
             Cause::Pg(e) => Some(e),
-            Cause::Corrupt(_) => None,
+            Cause::Corrupt(_) | Cause::Timeout(_) => None,
         }
     }
 
@@ -260,14 +298,50 @@ impl Fail {
                 None => StorageError::with_source(what, e),
             },
             Cause::Corrupt(message) => StorageError::new(format!("{what}: {message}")),
+            Cause::Timeout(limit) => StorageError::new(format!("{what}: no answer within {limit:?}")),
         }
         .with_indeterminate(indeterminate)
     }
 }
 
-/// `sql` prepared on `client`, once per connection.
-async fn prepared(client: &Object, sql: &str) -> Result<Statement, Fail> {
-    client.prepare_cached(sql).await.map_err(Fail::at("prepare a statement", false))
+/// The deadline of one round trip: every answer it waits for is due by then.
+#[derive(Clone, Copy)]
+struct Round {
+    due: tokio::time::Instant,
+    limit: Duration,
+}
+
+impl Round {
+    /// A round trip that starts now, bounded by `limit`.
+    fn new(limit: Duration) -> Round {
+        // `checked_add`: a bound too far off to represent is no bound.
+        let due = tokio::time::Instant::now().checked_add(limit).unwrap_or_else(far_future);
+        Round { due, limit }
+    }
+
+    /// `answer`'s result, or a timeout at the deadline, as the failure of `what`, `COMMIT` sent or
+    /// not. A timeout leaves the connection unusable: the caller drops it.
+    async fn wait<T>(
+        self,
+        what: &'static str,
+        commit_sent: bool,
+        answer: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, Fail> {
+        match tokio::time::timeout_at(self.due, answer).await {
+            Ok(result) => result.map_err(Fail::at(what, commit_sent)),
+            Err(_) => Err(Fail { what, cause: Cause::Timeout(self.limit), commit_sent }),
+        }
+    }
+}
+
+/// An instant about thirty years from now, as tokio itself takes for "never".
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+/// `sql` prepared on `client`, once per connection; a round trip on a new connection.
+async fn prepared(client: &Object, sql: &str, limit: Duration) -> Result<Statement, Fail> {
+    Round::new(limit).wait("prepare a statement", false, client.prepare_cached(sql)).await
 }
 
 impl PostgresStore<SystemClock> {
@@ -286,10 +360,11 @@ impl<C: Clock> PostgresStore<C> {
     pub async fn connect(url: &str, time: Time<C>, options: PostgresOptions) -> Result<Self, StorageError> {
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e| StorageError::with_source("PostgreSQL: the connection string", e))?;
-        config
-            .application_name(&options.application_name)
-            .connect_timeout(options.connect_timeout)
-            .options(format!("-c statement_timeout={}", options.statement_timeout.as_millis()));
+        config.application_name(&options.application_name).connect_timeout(options.connect_timeout).options(format!(
+            "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+            options.statement_timeout.as_millis(),
+            options.idle_transaction_timeout.as_millis()
+        ));
         let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(options.max_connections.max(1))
@@ -302,7 +377,17 @@ impl<C: Clock> PostgresStore<C> {
         let sql = schema::Sql::new(&options.schema, options.key_lock)?;
         let store = PostgresStore { pool, time, sql, options, inserted: Default::default() };
         let mut client = store.client().await?;
-        schema::prepare(&mut client, &store.sql, &store.options.schema).await?;
+        let limit = store.options.response_timeout;
+        let prepared = tokio::time::timeout(limit, schema::prepare(&mut client, &store.sql, &store.options.schema))
+            .await
+            .unwrap_or_else(|_| {
+                Err(StorageError::new(format!("PostgreSQL: the store's tables: no answer within {limit:?}")))
+            });
+        if prepared.is_err() {
+            // It may be mid-transaction, or have an answer on its way.
+            let _ = Object::take(client);
+        }
+        prepared?;
         Ok(store)
     }
 
@@ -335,10 +420,8 @@ impl<C: Clock> PostgresStore<C> {
     /// Rows in the table, live or not.
     pub async fn len(&self) -> Result<u64, StorageError> {
         let client = self.client().await?;
-        let row = client
-            .query_one(&self.sql.count, &[])
-            .await
-            .map_err(|e| Fail::at("count rows", false)(e).into_storage())?;
+        let row = self.round().wait("count rows", false, client.query_one(&self.sql.count, &[])).await;
+        let row = row.map_err(|fail| drop_on(client, fail))?;
         Ok(row.get::<_, i64>(0).unsigned_abs())
     }
 
@@ -352,20 +435,26 @@ impl<C: Clock> PostgresStore<C> {
     /// itself after every [`PostgresOptions::sweep_every`] new rows.
     pub async fn sweep(&self) -> Result<u64, StorageError> {
         let client = self.client().await?;
-        let now = match &self.time {
-            Time::Local(clock) => clock.now(),
-            Time::Database => {
-                let row = client
-                    .query_one(&self.sql.clock, &[])
-                    .await
-                    .map_err(|e| Fail::at("read the clock", false)(e).into_storage())?;
-                row::instant(row.get(0))
-            }
-        };
-        client
-            .execute(&self.sql.sweep, &[&row::sortable(now.as_millis())])
-            .await
-            .map_err(|e| Fail::at("sweep expired rows", false)(e).into_storage())
+        let swept = async {
+            let now = match &self.time {
+                Time::Local(clock) => clock.now(),
+                Time::Database => {
+                    let row =
+                        self.round().wait("read the clock", false, client.query_one(&self.sql.clock, &[])).await?;
+                    row::instant(row.get(0))
+                }
+            };
+            // One statement in its own transaction: once sent, it may have committed.
+            let sortable = row::sortable(now.as_millis());
+            self.round().wait("sweep expired rows", true, client.execute(&self.sql.sweep, &[&sortable])).await
+        }
+        .await;
+        swept.map_err(|fail| drop_on(client, fail))
+    }
+
+    /// A round trip that starts now.
+    fn round(&self) -> Round {
+        Round::new(self.options.response_timeout)
     }
 
     async fn client(&self) -> Result<Object, StorageError> {
@@ -416,29 +505,34 @@ impl<C: Clock> PostgresStore<C> {
         let lock = pk.lock_id();
         let (lock_sql, select_sql) =
             if shared { (&sql.lock_shared, &sql.select) } else { (&sql.lock, &sql.select_for_write) };
-        let lock_statement = prepared(client, lock_sql).await?;
-        let select = prepared(client, select_sql).await?;
+        let limit = self.options.response_timeout;
+        let lock_statement = prepared(client, lock_sql, limit).await?;
+        let select = prepared(client, select_sql, limit).await?;
         let clock_statement = match self.time {
-            Time::Database => Some(prepared(client, &sql.clock).await?),
+            Time::Database => Some(prepared(client, &sql.clock, limit).await?),
             Time::Local(_) => None,
         };
         let lock_params: [&(dyn ToSql + Sync); 2] = [&lock.0, &lock.1];
+        // Nothing is written before the `COMMIT` of `write_and_commit`, so a timeout here is
+        // determinate: the connection is dropped, and the transaction never commits.
+        let round = self.round();
         let (begin, locked, row, clock) = tokio::join!(
-            client.batch_execute("BEGIN"),
-            client.execute(&lock_statement, &lock_params),
-            client.query_opt(&select, &params),
+            round.wait("begin", false, client.batch_execute("BEGIN")),
+            round.wait("lock the key", false, client.execute(&lock_statement, &lock_params)),
+            round.wait("read the row", false, client.query_opt(&select, &params)),
             async {
                 match &clock_statement {
-                    Some(st) => client.query_one(st, &[]).await.map(|r| r.try_get::<_, i64>(0).ok()),
+                    Some(st) => round
+                        .wait("read the clock", false, client.query_one(st, &[]))
+                        .await
+                        .map(|r| r.try_get::<_, i64>(0).ok()),
                     None => Ok(None),
                 }
             },
         );
-        begin.map_err(Fail::at("begin", false))?;
-        locked.map_err(Fail::at("lock the key", false))?;
-        let row = row.map_err(Fail::at("read the row", false))?;
-        let clock = clock.map_err(Fail::at("read the clock", false))?;
-        Ok((row, clock))
+        begin?;
+        locked?;
+        Ok((row?, clock?))
     }
 
     /// [`PostgresStore::fetch`], then the row decoded and the clock read (the local clock now,
@@ -469,7 +563,12 @@ impl<C: Clock> PostgresStore<C> {
         next: Option<&StoredReservation>,
     ) -> Result<(), Fail> {
         let params = pk.params();
-        let statement = prepared(client, if next.is_some() { &self.sql.upsert } else { &self.sql.delete }).await?;
+        let statement = prepared(
+            client,
+            if next.is_some() { &self.sql.upsert } else { &self.sql.delete },
+            self.options.response_timeout,
+        )
+        .await?;
         let write = async {
             match next {
                 Some(next) => {
@@ -491,9 +590,16 @@ impl<C: Clock> PostgresStore<C> {
                 None => client.execute(&statement, &params).await,
             }
         };
-        let (written, committed) = tokio::join!(write, client.batch_execute("COMMIT"));
-        written.map_err(Fail::at("write the row", true))?;
-        committed.map_err(Fail::at("commit", true))?;
+        // A write the server refused aborted the transaction, whatever became of the `COMMIT`:
+        // that failure comes first, and is determinate. Any other failure once the `COMMIT` was
+        // sent, a timeout included, is not.
+        let round = self.round();
+        let (written, committed) = tokio::join!(
+            round.wait("write the row", true, write),
+            round.wait("commit", true, client.batch_execute("COMMIT"))
+        );
+        written?;
+        committed?;
         Ok(())
     }
 
@@ -504,7 +610,8 @@ impl<C: Clock> PostgresStore<C> {
         let (current, now) = self.lock_and_read(client, request.scope, &pk, false).await?;
         let Step { next, outcome, .. } = spec::apply(current.clone(), now, request.operation);
         if next == current {
-            client.batch_execute("COMMIT").await.map_err(Fail::at("commit", false))?;
+            // Nothing was written: whatever becomes of this `COMMIT`, nothing changes.
+            self.round().wait("commit", false, client.batch_execute("COMMIT")).await?;
             return Ok((outcome, false));
         }
         self.write_and_commit(client, &pk, next.as_ref()).await?;
@@ -550,7 +657,7 @@ impl<C: Clock> PostgresStore<C> {
         // effect between them (rule D10).
         let result = async {
             let read = self.lock_and_read(&client, scope, &pk, true).await?;
-            client.batch_execute("COMMIT").await.map_err(Fail::at("commit", false))?;
+            self.round().wait("commit", false, client.batch_execute("COMMIT")).await?;
             Ok::<_, Fail>(read)
         }
         .await;
@@ -562,6 +669,12 @@ impl<C: Clock> PostgresStore<C> {
             }
         }
     }
+}
+
+/// Closes `client` (it may be mid-transaction, or have an answer on its way) and converts `fail`.
+fn drop_on(client: Object, fail: Fail) -> StorageError {
+    let _ = Object::take(client);
+    fail.into_storage()
 }
 
 impl<C: Clock> ReservationStore for PostgresStore<C> {

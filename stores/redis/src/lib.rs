@@ -31,10 +31,14 @@
 //! # Errors
 //!
 //! A dropped connection, a server restart, a timeout (every wait is bounded by
-//! [`RedisOptions::timeout`]), or more conflicts than [`RedisOptions::retries`] is a
-//! [`StorageError`], never an outcome. An error before the `EXEC` was sent, and an `EXECABORT`,
-//! are determinate: nothing changed. Any other error once the `EXEC` was sent is
-//! [`StorageError::is_indeterminate`]: the write may have landed.
+//! [`RedisOptions::timeout`]: for a connection from the pool, for a new connection, for each
+//! answer, whether the server is slow or the network path went silent with the connection still
+//! open), or more conflicts than [`RedisOptions::retries`] is a [`StorageError`], never an
+//! outcome. An error before the `EXEC` was sent, and an `EXECABORT`, are determinate: nothing
+//! changed. Any other error once the `EXEC` was sent, a timeout included, is
+//! [`StorageError::is_indeterminate`]: the write may have landed, or may yet land if the `EXEC`
+//! is still on its way; look the key up or repeat the operation. A connection that failed is
+//! closed, never used again (an answer may still be on its way).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -1,6 +1,7 @@
 //! What the networked stores' tests and benchmarks share (`reservation-postgres`,
-//! `reservation-redis`): the cycle benchmark, the sweep case, a first reserve through a cut
-//! connection, the judge of a history recorded under faults, and the README's quoted example.
+//! `reservation-redis`): the cycle benchmark, the sweep case, a first reserve through a cut or a
+//! silent connection, a connect and a pool checkout through a silent one, the judge of a history recorded under
+//! faults, and the README's quoted example.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -15,7 +16,7 @@ use reservation_conformance::{START, unique_namespace};
 use reservation_store::spec::{self, Reservation};
 use reservation_store::{
     AggregateRef, Clock, HoldId, Instant, Key, ManualClock, Operation, ReleaseVersion, Request, ReservationScope,
-    ReservationStore, StoreError, StoredReservation, SystemClock, Ttl, Version,
+    ReservationStore, ReserveOutcome, StoreError, StoredReservation, SystemClock, Ttl, Version,
 };
 use tokio::runtime::Runtime;
 
@@ -253,6 +254,133 @@ pub fn cut_first_reserve<S: ReservationStore>(
     assert!(proxy.was_cut(), "the proxy never saw {:?}", String::from_utf8_lossy(pattern));
     let exists = runtime.block_on(direct.lookup(&scope, &key)).expect("looked up directly").is_some();
     (error, exists)
+}
+
+/// The longest a store may take to fail through a silent connection before a test calls it a
+/// hang: generous, far above the bounds the tests configure, so that a loaded machine never
+/// reaches it.
+pub const HANG: Duration = Duration::from_secs(30);
+
+/// What an operation through a silent connection came to.
+#[derive(Debug)]
+pub struct Silent {
+    /// Its error.
+    pub error: StoreError,
+    /// How long it took to fail (measured, for the reports; never asserted but against [`HANG`]).
+    pub waited: Duration,
+    /// Whether a store on the same data, not via the proxy, found the reservation while the
+    /// proxy was still paused.
+    pub exists: bool,
+}
+
+/// Runs `future` on `runtime`, failing the test if it takes longer than [`HANG`]; returns its
+/// output and how long it took.
+pub fn within_hang<T>(runtime: &Runtime, what: &str, future: impl Future<Output = T>) -> (T, Duration) {
+    let started = WallInstant::now();
+    // The timer is made inside the runtime, which it needs.
+    match runtime.block_on(async { tokio::time::timeout(HANG, future).await }) {
+        Ok(output) => (output, started.elapsed()),
+        Err(_) => panic!("{what}: neither answered nor failed within {HANG:?}: a wait with no bound"),
+    }
+}
+
+/// Pauses `proxy` at `pattern` (forwarding its chunk or holding it) during a first reserve of a
+/// free key through `through` (a store connected via the proxy), which must fail, and not hang;
+/// looks the key up through `direct` (a store on the same data, not via the proxy) while the
+/// proxy is still paused; then resumes the proxy and checks that `through` works again (a
+/// reserve of another key is taken). `connections` counts the connections `through` holds: the
+/// one that went silent must have been closed (it may have an answer on its way), not kept.
+pub fn silent_first_reserve<S: ReservationStore>(
+    runtime: &Runtime,
+    proxy: &CuttingProxy,
+    (through, direct): (&S, &S),
+    connections: impl Fn(&S) -> usize,
+    label: &str,
+    pattern: &[u8],
+    forward: bool,
+) -> Silent {
+    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace(label).as_str()).expect("scope");
+    let (key, hold) = (Key::new("k").expect("key"), HoldId::new("h").expect("hold"));
+    let alice = AggregateRef::parse("user", Some("acme"), "alice").expect("owner");
+    let ttl = Ttl::from_millis(60_000).expect("non-zero");
+    // A first operation through the proxy, so that the paused one sends only its own requests.
+    let warm = Key::new("warm").expect("key");
+    runtime.block_on(through.reserve(&scope, &warm, &alice, &hold, ttl)).expect("a first reserve through the proxy");
+    proxy.pause_at(pattern, forward);
+    let (result, waited) = within_hang(runtime, label, through.reserve(&scope, &key, &alice, &hold, ttl));
+    let error = match result {
+        Ok(outcome) => panic!("{label}: a silent connection answered {outcome:?}"),
+        Err(error) => error,
+    };
+    assert!(proxy.is_paused(), "the proxy never saw {:?}", String::from_utf8_lossy(pattern));
+    assert_eq!(connections(through), 0, "{label}: the connection that went silent was kept: {error}");
+    let (exists, _) = within_hang(runtime, "a lookup not via the proxy", direct.lookup(&scope, &key));
+    let exists = exists.expect("looked up directly").is_some();
+    proxy.resume();
+    let after = Key::new("after").expect("key");
+    let (outcome, _) =
+        within_hang(runtime, "a reserve once resumed", through.reserve(&scope, &after, &alice, &hold, ttl));
+    assert_eq!(outcome.expect("the store works again once the proxy resumed"), ReserveOutcome::Taken);
+    eprintln!("{label}: a reserve through a silent connection failed after {waited:.2?}: {error}");
+    Silent { error, waited, exists }
+}
+
+/// With `through` (a store of one connection, via `proxy`) warmed by a first reserve, pauses
+/// `proxy` and runs two reserves at once: the first takes the connection and waits for its
+/// answer, the second (started 100 ms later) waits for a connection from the pool. Both must
+/// fail, and not hang; returns their errors, the second's first. Then resumes the proxy and
+/// checks that `through` works again.
+pub fn silent_checkout<S: ReservationStore>(
+    runtime: &Runtime,
+    proxy: &CuttingProxy,
+    through: &S,
+    label: &str,
+) -> (StoreError, StoreError) {
+    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace(label).as_str()).expect("scope");
+    let hold = HoldId::new("h").expect("hold");
+    let alice = AggregateRef::parse("user", Some("acme"), "alice").expect("owner");
+    let ttl = Ttl::from_millis(60_000).expect("non-zero");
+    let reserve = |key: &str| {
+        let key = Key::new(key).expect("key");
+        let (scope, alice, hold) = (&scope, &alice, &hold);
+        async move { through.reserve(scope, &key, alice, hold, ttl).await }
+    };
+    runtime.block_on(reserve("warm")).expect("a first reserve through the proxy");
+    proxy.pause();
+    let ((first, second), _) = within_hang(runtime, label, async {
+        tokio::join!(reserve("first"), async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            reserve("second").await
+        })
+    });
+    let first = first.expect_err("a silent connection answered");
+    let second = second.expect_err("a reserve got a connection through a silent proxy");
+    proxy.resume();
+    let (after, _) = within_hang(runtime, "a reserve once resumed", reserve("after"));
+    assert_eq!(after.expect("the store works again once the proxy resumed"), ReserveOutcome::Taken);
+    eprintln!("{label}: the reserve waiting for a connection failed: {second}");
+    (second, first)
+}
+
+/// Pauses `proxy`, runs `connect` (a store's connect via the proxy), which must fail, and not
+/// hang; then resumes the proxy and runs `connect` again, which must succeed. Returns the first
+/// error and how long it took.
+pub fn silent_connect<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+    runtime: &Runtime,
+    proxy: &CuttingProxy,
+    label: &str,
+    connect: impl Fn() -> F,
+) -> (E, Duration) {
+    proxy.pause();
+    let (result, waited) = within_hang(runtime, label, connect());
+    let Err(error) = result else { panic!("{label}: connected through a silent proxy") };
+    proxy.resume();
+    let (again, _) = within_hang(runtime, "a connect once resumed", connect());
+    if let Err(e) = again {
+        panic!("{label}: no connection once the proxy resumed: {e}");
+    }
+    eprintln!("{label}: a connect through a silent proxy failed after {waited:.2?}: {error}");
+    (error, waited)
 }
 
 /// Judges a history recorded under faults: only storage errors (at least one), unseen by no

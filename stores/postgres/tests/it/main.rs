@@ -8,6 +8,7 @@ mod faults;
 mod linearizability;
 mod options;
 mod schema;
+mod silent;
 mod sweep;
 
 use reservation_conformance::services::service;

@@ -9,6 +9,7 @@ mod faults;
 mod linearizability;
 mod options;
 mod servers;
+mod silent;
 mod sweep;
 
 use reservation_conformance::services::service;
