@@ -1,99 +1,381 @@
-//! `reservation`: the project's one command line.
+//! `reservation`: the project's one command line. `reservation --help` lists the commands and
+//! `reservation COMMAND --help` each one's settings.
 //!
 //! - `reservation check`, `reservation explore` and `reservation swarm [flags]`: the protocol's model
 //!   (`reservation_model::cli`, the same flags as `reservation-model`).
 //! - `reservation conform [memory|sqlite|postgres|redis|all]`: the whole conformance suite against
-//!   the built-in stores.
+//!   the built-in stores; `reservation conform --command ADAPTER`: against a store in any language.
 //! - `reservation all`: the main job, the model check and then the suite against every built-in
 //!   store; exits 0 only if everything holds.
 #![deny(missing_docs)]
 
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use reservation_conformance::driver::CommandHarness;
 use reservation_conformance::sqlite::SqliteHarness;
-use reservation_conformance::{MemoryHarness, Report, Settings, run_all};
+use reservation_conformance::{CheckResult, Harness, MemoryHarness, Report, Settings, run_matching_with};
+use reservation_model::cli::{BAD_ARGUMENTS, parse};
 use reservation_postgres::{PostgresHarness, PostgresOptions};
 use reservation_redis::{RedisHarness, RedisOptions};
+use reservation_store::{Key, ManualClock, ReservationScope, StoreResult, StoredReservation};
 
-const USAGE: &str = "usage:
-  reservation check [the flags of reservation-model check]
-  reservation explore [the flags of reservation-model explore]
-  reservation swarm [the flags of reservation-model swarm]
-  reservation conform [memory|sqlite|postgres|redis|all]
-  reservation conform --command \"ADAPTER COMMAND\" [--json]
-  reservation serve
-  reservation vectors --write DIR | --check DIR
-  reservation all
+/// The exit codes, under the program's help.
+const EXIT_CODES: &str = "Exit codes: 0 when everything holds, 1 when a property or a check fails, 2 when a model run \
+                          did not complete, 64 on bad arguments.";
 
-check, explore and swarm are the protocol's model (reservation check --help lists their flags).
-conform runs the whole conformance suite (every named check, the differential test and the
-linearizability check) against the built-in stores: MemoryStore, SqliteStore, PostgresStore
-(on the server at RESERVATION_PG_URL, by default postgres://postgres@127.0.0.1:5432/test, in a
-schema of its own), RedisStore (on the server at RESERVATION_REDIS_URL, by default
-redis://127.0.0.1:6379/, under a key prefix of its own; its durable check on a redis-server of
-its own with an append-only file), or all of them (the default; a store whose server does not
-answer is skipped, saying so, unless RESERVATION_REQUIRE_SERVICES=1). all checks the model with its default configuration, then runs conform all.
+/// `reservation`.
+#[derive(Parser)]
+#[command(
+    name = "reservation",
+    version,
+    about = "Reserved keys for event-sourced aggregates: check the protocol's model, and run the conformance suite \
+             against the built-in stores or a store in any language.",
+    after_help = EXIT_CODES,
+    arg_required_else_help = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-conform --command runs the same suite against a store in any language, behind an adapter
-process that speaks the JSON-lines protocol of PROTOCOL.md (run by sh -c); one line per check,
-or JSON objects with --json. serve is such an adapter for MemoryStore, on standard input and
-output.
+#[derive(Subcommand)]
+enum Command {
+    #[command(flatten)]
+    Model(reservation_model::cli::Command),
+    /// Run the whole conformance suite against the built-in stores, or against a store in any
+    /// language behind an adapter (--command)
+    ///
+    /// The suite is every named check (one per rule of SPEC.md), the differential test (random
+    /// scripts against the specification's functions, each failing script shrunk to a minimal
+    /// one) and the linearizability check (threads on a moving clock). The report lists every
+    /// check, and each failure with the rule it breaks and the operations it ran, expected
+    /// against actual; a line per check goes to standard error as the check ends. On a failure it
+    /// prints the command that replays the run.
+    #[command(after_help = CONFORM_AFTER_HELP)]
+    Conform(ConformArgs),
+    /// Serve MemoryStore behind the driver's JSON-lines protocol (PROTOCOL.md), on standard input
+    /// and output: the reference adapter
+    Serve,
+    /// Write the test vectors into a directory, or check that one holds exactly them
+    ///
+    /// The vectors are the deterministic checks' requests with the answers the specification
+    /// expects, one JSON file per rule family: a store in another language replays them in its
+    /// own tests.
+    Vectors(VectorsArgs),
+    /// The main job: check the model with its default configuration, then run `conform all`
+    ///
+    /// Exits 0 only if every property of the model holds and every built-in store conforms.
+    #[command(after_help = CONFORM_AFTER_HELP)]
+    All(SuiteArgs),
+    /// Print the completion script of a shell for reservation's commands and flags
+    ///
+    /// For example `reservation completions bash > ~/.local/share/bash-completion/completions/reservation`.
+    Completions {
+        /// The shell
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
 
-vectors writes the test vectors (the deterministic checks' requests with their expected answers,
-one JSON file per rule family) into DIR, or checks that DIR holds exactly those files.
+/// Under the help of `conform` and `all`.
+const CONFORM_AFTER_HELP: &str = "Environment: RESERVATION_REQUIRE_SERVICES=1 makes a store whose server does not \
+                                  answer a failure rather than a skip. Exit codes: 0 when every store conforms, 1 \
+                                  when a check fails (or the adapter does not start), 64 on bad arguments.";
 
-Exit codes: 0 when everything holds, 1 when a property or a check fails, 2 when a model run did
-not complete, 64 on bad arguments.";
+/// `conform`'s settings.
+#[derive(Args)]
+struct ConformArgs {
+    /// The built-in store to run the suite against
+    #[arg(value_enum, default_value_t = Stores::All, conflicts_with = "command")]
+    store: Stores,
+    /// Run the suite against the store behind ADAPTER instead: a command, run by `sh -c`, that
+    /// speaks the JSON-lines protocol of PROTOCOL.md on its standard input and output (its
+    /// standard error is quoted in failures)
+    #[arg(long, value_name = "ADAPTER")]
+    command: Option<String>,
+    /// With --command: one JSON object per check on standard output, then a summary with the
+    /// seed (and the replay command on a failure), instead of text
+    #[arg(long, requires = "command")]
+    json: bool,
+    /// With --command: how long the driver waits for any one answer before the check fails,
+    /// quoting the adapter's last lines of standard error; 10 by default
+    #[arg(long, value_name = "SECONDS", requires = "command", value_parser = seconds)]
+    timeout: Option<Duration>,
+    /// Run only the checks whose names contain PATTERN (repeat for several), such as `r3_`,
+    /// `d1_`, `s1_`, `differential` or `linearizability`
+    #[arg(long, value_name = "PATTERN")]
+    only: Vec<String>,
+    #[command(flatten)]
+    suite: SuiteArgs,
+}
+
+/// The settings of the suite's randomized checks and of the stores on servers: `conform`'s and
+/// `all`'s.
+#[derive(Args)]
+struct SuiteArgs {
+    /// The seed of the randomized checks: it drives both the differential test's scripts and the
+    /// linearizability check's histories. Drawn at random when not given; the report's header
+    /// prints it, and a failure prints the command that replays the run with it
+    #[arg(long, value_name = "N", env = "RESERVATION_CONFORMANCE_SEED")]
+    seed: Option<u64>,
+    /// Scripts the differential test runs; by default each store's own number (1,000 through
+    /// --command), which the report's header prints
+    #[arg(long, value_name = "N", env = "RESERVATION_CONFORMANCE_CASES")]
+    cases: Option<u32>,
+    /// Scripts of the differential test run at once, each on its own store (0 counts as 1); by
+    /// default 8 through --command, 1 for MemoryStore and SqliteStore. The linearizability check
+    /// runs threads of its own whatever this says
+    #[arg(long, value_name = "N", env = "RESERVATION_CONFORMANCE_THREADS")]
+    threads: Option<usize>,
+    /// Append the seed of every failing differential script to FILE, and run FILE's scripts
+    /// first on every later run. Without it no file is read or written
+    #[arg(long, value_name = "FILE")]
+    regressions: Option<String>,
+    /// The PostgreSQL server of PostgresStore, which runs in a schema of its own (dropped
+    /// afterwards); postgres://postgres@127.0.0.1:5432/test by default
+    #[arg(long, value_name = "URL", env = "RESERVATION_PG_URL")]
+    pg_url: Option<String>,
+    /// The Redis server of RedisStore, which runs under a key prefix of its own (removed
+    /// afterwards); redis://127.0.0.1:6379/ by default
+    #[arg(long, value_name = "URL", env = "RESERVATION_REDIS_URL")]
+    redis_url: Option<String>,
+}
+
+/// `vectors`' settings: one of the two.
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct VectorsArgs {
+    /// Write every vector file into DIR (created if absent)
+    #[arg(long, value_name = "DIR")]
+    write: Option<std::path::PathBuf>,
+    /// Check that DIR holds exactly the vector files the suite makes now; names each file that
+    /// differs and its first differing line
+    #[arg(long, value_name = "DIR")]
+    check: Option<std::path::PathBuf>,
+}
 
 /// Which built-in stores `conform` runs the suite against.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Stores {
+    /// MemoryStore, the in-memory reference
     Memory,
+    /// SqliteStore, on a scratch database file
     Sqlite,
+    /// PostgresStore, on the server at --pg-url
     Postgres,
+    /// RedisStore, on the server at --redis-url, and its durable check on a redis-server of its
+    /// own with an append-only file
     Redis,
+    /// Every one of them; a store whose server does not answer is skipped, saying so (a store
+    /// named alone fails instead)
     All,
 }
 
-fn section(name: &str, run: impl FnOnce() -> Report) -> bool {
-    println!("conformance suite against {name}:");
+fn seconds(s: &str) -> Result<Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+        .filter(|t| !t.is_zero())
+        .ok_or_else(|| "not a number of seconds above 0".into())
+}
+
+/// The suite's settings as the command line gives them.
+struct Suite {
+    /// The seed every randomized check runs with.
+    seed: u64,
+    cases: Option<u32>,
+    threads: Option<usize>,
+    regressions: Option<&'static str>,
+    only: Vec<String>,
+    pg_url: String,
+    redis_url: String,
+}
+
+impl Suite {
+    fn new(args: SuiteArgs, only: Vec<String>) -> Suite {
+        use std::hash::BuildHasher;
+        // A process's RandomState is keyed from the system's randomness.
+        let drawn = || std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
+        Suite {
+            seed: args.seed.unwrap_or_else(drawn),
+            cases: args.cases,
+            threads: args.threads,
+            // Settings name the file for the whole run: leaked once, as the program ends with it.
+            regressions: args.regressions.map(|path| &*Box::leak(path.into_boxed_str())),
+            only,
+            pg_url: args.pg_url.unwrap_or_else(reservation_postgres::pg_url),
+            redis_url: args.redis_url.unwrap_or_else(reservation_redis::redis_url),
+        }
+    }
+
+    /// `base`, a harness's own settings, with the command line's: the environment no longer
+    /// overrides them, since the command line read it already.
+    fn settings(&self, base: Settings) -> Settings {
+        let mut s = base.with_seed(self.seed).with_regressions(self.regressions).with_env_overrides(false);
+        if let Some(cases) = self.cases {
+            s = s.with_cases(cases);
+        }
+        if let Some(threads) = self.threads {
+            s = s.with_differential_threads(threads);
+        }
+        s
+    }
+
+    /// Whether `--only` lets the check `name` run.
+    fn runs(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|p| name.contains(p.as_str()))
+    }
+
+    /// What `settings` run, for a report's header.
+    fn describe(settings: &Settings) -> String {
+        let threads = settings.differential_threads;
+        format!(
+            "seed {}, {} differential scripts on {threads} thread{}",
+            settings.seed.unwrap_or_default(),
+            settings.cases,
+            if threads == 1 { "" } else { "s" }
+        )
+    }
+
+    /// The command that runs the same checks with the same randomized scripts and histories:
+    /// `reservation conform ARGS`.
+    fn replay(&self, settings: &Settings, args: &str) -> String {
+        let mut line = format!(
+            "RESERVATION_CONFORMANCE_SEED={} RESERVATION_CONFORMANCE_CASES={} RESERVATION_CONFORMANCE_THREADS={} \
+             reservation conform {args}",
+            settings.seed.unwrap_or_default(),
+            settings.cases,
+            settings.differential_threads
+        );
+        for pattern in &self.only {
+            line.push_str(&format!(" --only {}", quoted(pattern)));
+        }
+        if let Some(path) = self.regressions {
+            line.push_str(&format!(" --regressions {}", quoted(path)));
+        }
+        line
+    }
+
+    /// Runs the checks of `harness` that `--only` and `filter` let run, with these settings;
+    /// prints a line to standard error as each check ends, prefixed with `store`.
+    fn run<H: Harness>(&self, store: &str, harness: &H, filter: impl Fn(&str) -> bool) -> (Report, Settings) {
+        let settings = self.settings(harness.settings());
+        let tuned = Tuned { harness, settings };
+        let report = run_matching_with(
+            &tuned,
+            |name| self.runs(name) && filter(name),
+            |name, result, took| eprintln!("{}", progress(store, name, result, took)),
+        );
+        (report, settings)
+    }
+}
+
+/// One check's line of progress: the store, the verdict, the check and its time, and for a
+/// failure the first line of its report.
+fn progress(store: &str, name: &str, result: &CheckResult, took: Duration) -> String {
+    match result {
+        CheckResult::Passed => format!("[{store}] ok      {name} ({took:.2?})"),
+        CheckResult::Skipped(why) => format!("[{store}] skipped {name}: {why}"),
+        CheckResult::Failed(f) => {
+            let failure = f.to_string();
+            let headline = failure.lines().next().unwrap_or_default();
+            format!("[{store}] FAILED  {name} ({took:.2?}): {headline}")
+        }
+    }
+}
+
+/// `text` as one word for `sh`: as it is when that is safe, quoted otherwise.
+fn quoted(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./:=,@+%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        return text.to_owned();
+    }
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// A harness with the command line's settings.
+struct Tuned<'a, H> {
+    harness: &'a H,
+    settings: Settings,
+}
+
+impl<H: Harness> Harness for Tuned<'_, H> {
+    type Store = H::Store;
+
+    fn store(&self, clock: ManualClock) -> Self::Store {
+        self.harness.store(clock)
+    }
+
+    fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.harness.block_on(future)
+    }
+
+    fn capabilities(&self) -> reservation_conformance::Capabilities {
+        self.harness.capabilities()
+    }
+
+    fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
+        self.harness.reopen(store, clock)
+    }
+
+    fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    fn lookups(
+        &self,
+        store: &Self::Store,
+        keys: &[(&ReservationScope, &Key)],
+    ) -> Vec<StoreResult<Option<StoredReservation>>> {
+        self.harness.lookups(store, keys)
+    }
+}
+
+/// Runs the suite against `harness` as the store `name` (`store` in the replay command) and
+/// prints its report; whether it conforms.
+fn section<H: Harness>(suite: &Suite, name: &str, store: &str, harness: &H, filter: impl Fn(&str) -> bool) -> bool {
+    let settings = suite.settings(harness.settings());
+    println!("conformance suite against {name} ({}):", Suite::describe(&settings));
     let started = Instant::now();
-    let report = run();
+    let (report, settings) = suite.run(name, harness, filter);
     print!("{report}");
-    println!("{name}: {} in {:.2?}\n", if report.is_ok() { "conforms" } else { "DOES NOT CONFORM" }, started.elapsed());
+    println!("{name}: {} in {:.2?}", if report.is_ok() { "conforms" } else { "DOES NOT CONFORM" }, started.elapsed());
+    if !report.is_ok() {
+        println!("to replay this run: {}", suite.replay(&settings, store));
+    }
+    println!();
     report.is_ok()
 }
 
 /// Runs the suite against the chosen stores; whether every one conforms.
-fn conform(stores: Stores) -> bool {
+fn conform(stores: Stores, suite: &Suite) -> bool {
+    let all = |_: &str| true;
     let mut ok = true;
     if matches!(stores, Stores::Memory | Stores::All) {
-        ok &= section("MemoryStore", || run_all(&MemoryHarness));
+        ok &= section(suite, "MemoryStore", "memory", &MemoryHarness, all);
     }
     if matches!(stores, Stores::Postgres | Stores::All) {
-        let url = reservation_postgres::pg_url();
-        let harness = PostgresHarness::connect(&url, PostgresOptions::default());
-        ok &= conform_service("PostgresStore", &url, harness, stores == Stores::Postgres);
+        let harness = PostgresHarness::connect(&suite.pg_url, PostgresOptions::default());
+        ok &= conform_service(suite, "PostgresStore", "postgres", &suite.pg_url, harness, stores == Stores::Postgres);
     }
     if matches!(stores, Stores::Redis | Stores::All) {
-        let url = reservation_redis::redis_url();
-        ok &= conform_service(
-            "RedisStore",
-            &url,
-            RedisHarness::connect(&url, RedisOptions::default()),
-            stores == Stores::Redis,
-        );
+        let harness = RedisHarness::connect(&suite.redis_url, RedisOptions::default());
+        ok &= conform_service(suite, "RedisStore", "redis", &suite.redis_url, harness, stores == Stores::Redis);
         // Durability needs a server that keeps its writes: one of its own, restarted at every reopen.
-        if let Ok(durable) = RedisHarness::durable() {
-            ok &= section("RedisStore on an append-only redis-server", || run_only(&durable, "p1_durable"));
+        if suite.runs("p1_durable_reopen_keeps_every_reservation")
+            && let Ok(durable) = RedisHarness::durable()
+        {
+            let durable_only = |name: &str| name.starts_with("p1_durable");
+            ok &= section(suite, "RedisStore on an append-only redis-server", "redis", &durable, durable_only);
         }
     }
     if matches!(stores, Stores::Sqlite | Stores::All) {
         ok &= match SqliteHarness::new() {
             Ok(harness) => {
                 let harness = harness.with_settings(Settings::default().with_cases(1_000));
-                section("SqliteStore", || run_all(&harness))
+                section(suite, "SqliteStore", "sqlite", &harness, all)
             }
             Err(e) => {
                 println!("SqliteStore: cannot open a scratch database: {e}");
@@ -107,14 +389,16 @@ fn conform(stores: Stores) -> bool {
 /// The suite against a store on a server at `url` (in a schema or key prefix of its own, removed
 /// afterwards). Without a server it says so and passes, unless the store was asked for by name or
 /// `RESERVATION_REQUIRE_SERVICES=1`.
-fn conform_service<H: reservation_conformance::Harness>(
+fn conform_service<H: Harness>(
+    suite: &Suite,
     name: &str,
+    store: &str,
     url: &str,
     harness: Result<H, reservation_store::StorageError>,
     named: bool,
 ) -> bool {
     match harness {
-        Ok(harness) => section(name, || run_all(&harness)),
+        Ok(harness) => section(suite, name, store, &harness, |_| true),
         Err(e) => {
             let required = named || reservation_conformance::services::services_required();
             let verdict = if required { "DOES NOT CONFORM" } else { "skipped" };
@@ -126,30 +410,44 @@ fn conform_service<H: reservation_conformance::Harness>(
 
 /// The suite against the store behind the adapter `command`, through the driver: one line per
 /// check, or with `json` one JSON object per check and a summary.
-fn conform_command(command: &str, json: bool) -> ExitCode {
-    let harness = match reservation_conformance::driver::CommandHarness::start(command) {
+fn conform_command(command: &str, json: bool, timeout: Option<Duration>, suite: &Suite) -> ExitCode {
+    let harness = match CommandHarness::start_with(command, timeout.unwrap_or(CommandHarness::TIMEOUT)) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("the adapter did not start: {e}");
             return ExitCode::from(1);
         }
     };
+    let mut args = format!("--command {}", quoted(command));
+    if let Some(t) = timeout {
+        args.push_str(&format!(" --timeout {}", t.as_secs_f64()));
+    }
+    if !json {
+        println!("conformance suite against {command} ({}):", Suite::describe(&suite.settings(harness.settings())));
+    }
     let started = Instant::now();
-    let report = run_all(&harness);
+    let (report, settings) = suite.run("adapter", &harness, |_| true);
+    let replay = suite.replay(&settings, &args);
     if json {
         for (name, result, took) in &report.checks {
             let (verdict, detail) = match result {
-                reservation_conformance::CheckResult::Passed => ("passed", String::new()),
-                reservation_conformance::CheckResult::Skipped(why) => ("skipped", (*why).to_owned()),
-                reservation_conformance::CheckResult::Failed(f) => ("failed", f.to_string()),
+                CheckResult::Passed => ("passed", String::new()),
+                CheckResult::Skipped(why) => ("skipped", (*why).to_owned()),
+                CheckResult::Failed(f) => ("failed", f.to_string()),
             };
             let line = serde_json::json!({"check": name, "result": verdict, "detail": detail, "millis": took.as_millis() as u64});
             println!("{line}");
         }
-        println!(
-            "{}",
-            serde_json::json!({"command": command, "conforms": report.is_ok(), "millis": started.elapsed().as_millis() as u64})
-        );
+        let mut summary = serde_json::json!({
+            "command": command,
+            "conforms": report.is_ok(),
+            "millis": started.elapsed().as_millis() as u64,
+            "seed": settings.seed,
+        });
+        if !report.is_ok() {
+            summary["replay"] = replay.into();
+        }
+        println!("{summary}");
     } else {
         print!("{report}");
         println!(
@@ -157,26 +455,50 @@ fn conform_command(command: &str, json: bool) -> ExitCode {
             if report.is_ok() { "conforms" } else { "DOES NOT CONFORM" },
             started.elapsed()
         );
+        if !report.is_ok() {
+            println!("to replay this run: {replay}");
+        }
     }
     if report.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
-/// The checks of `harness` whose names start with `prefix`.
-fn run_only<H: reservation_conformance::Harness>(harness: &H, prefix: &str) -> Report {
-    reservation_conformance::run_matching(harness, |name| name.starts_with(prefix))
+fn vectors(args: VectorsArgs) -> ExitCode {
+    let (done, dir, what) = match (&args.write, &args.check) {
+        (Some(dir), _) => (reservation_conformance::vectors::write(dir), dir, "written to"),
+        (None, Some(dir)) => (reservation_conformance::vectors::check(dir), dir, "in sync in"),
+        (None, None) => {
+            eprintln!("error: vectors takes --write DIR or --check DIR");
+            return ExitCode::from(BAD_ARGUMENTS);
+        }
+    };
+    match done {
+        Ok(()) => {
+            println!("vectors: {what} {}", dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("vectors: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
-fn run(argv: &[String]) -> ExitCode {
-    let bad = |message: String| {
-        eprintln!("error: {message}\n{USAGE}");
-        ExitCode::from(64)
+fn main() -> ExitCode {
+    let cli = match parse::<Cli>(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(code) => return code,
     };
-    match argv.first().map(String::as_str) {
-        Some("check" | "explore" | "swarm") => reservation_model::cli::run(argv),
-        Some("serve") => {
-            if argv.len() > 1 {
-                return bad("serve takes no flags".into());
+    match cli.command {
+        Command::Model(command) => reservation_model::cli::execute(command),
+        Command::Conform(args) => {
+            let suite = Suite::new(args.suite, args.only);
+            match &args.command {
+                Some(command) => conform_command(command, args.json, args.timeout, &suite),
+                None if conform(args.store, &suite) => ExitCode::SUCCESS,
+                None => ExitCode::from(1),
             }
+        }
+        Command::Serve => {
             match reservation_conformance::driver::serve(std::io::stdin().lock(), std::io::stdout().lock()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -185,62 +507,10 @@ fn run(argv: &[String]) -> ExitCode {
                 }
             }
         }
-        Some("vectors") => {
-            let (Some(flag), Some(dir), None) = (argv.get(1), argv.get(2), argv.get(3)) else {
-                return bad("vectors takes --write DIR or --check DIR".into());
-            };
-            let dir = std::path::Path::new(dir);
-            let done = match flag.as_str() {
-                "--write" => reservation_conformance::vectors::write(dir),
-                "--check" => reservation_conformance::vectors::check(dir),
-                other => return bad(format!("vectors: unknown flag {other:?}: --write or --check")),
-            };
-            match done {
-                Ok(()) => {
-                    println!(
-                        "vectors: {} {}",
-                        if flag == "--write" { "written to" } else { "in sync in" },
-                        dir.display()
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("vectors: {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
-        Some("conform") if argv.get(1).is_some_and(|a| a == "--command") => {
-            let Some(command) = argv.get(2) else { return bad("conform --command takes the adapter's command".into()) };
-            let json = match argv.get(3).map(String::as_str) {
-                None => false,
-                Some("--json") if argv.len() == 4 => true,
-                Some(other) => return bad(format!("conform --command CMD takes only --json after it, not {other:?}")),
-            };
-            conform_command(command, json)
-        }
-        Some("conform") => {
-            let stores = match argv.get(1).map(String::as_str) {
-                None | Some("all") => Stores::All,
-                Some("memory") => Stores::Memory,
-                Some("sqlite") => Stores::Sqlite,
-                Some("postgres") => Stores::Postgres,
-                Some("redis") => Stores::Redis,
-                Some(other) => {
-                    return bad(format!("conform: unknown store {other:?}: memory, sqlite, postgres, redis or all"));
-                }
-            };
-            if argv.len() > 2 {
-                return bad("conform takes at most one store".into());
-            }
-            if conform(stores) { ExitCode::SUCCESS } else { ExitCode::from(1) }
-        }
-        Some("all") => {
-            if argv.len() > 1 {
-                return bad("all takes no flags".into());
-            }
-            let model = reservation_model::cli::run(&["check".to_owned()]);
-            let stores = conform(Stores::All);
+        Command::Vectors(args) => vectors(args),
+        Command::All(args) => {
+            let model = reservation_model::cli::execute(reservation_model::cli::Command::Check(Default::default()));
+            let stores = conform(Stores::All, &Suite::new(args, Vec::new()));
             if model != ExitCode::SUCCESS {
                 model
             } else if stores {
@@ -249,16 +519,9 @@ fn run(argv: &[String]) -> ExitCode {
                 ExitCode::from(1)
             }
         }
-        Some("--help" | "-h" | "help") => {
-            println!("{USAGE}");
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "reservation", &mut std::io::stdout());
             ExitCode::SUCCESS
         }
-        Some(other) => bad(format!("unknown command {other:?}")),
-        None => bad("missing command: check, explore, conform or all".into()),
     }
-}
-
-fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    run(&argv)
 }

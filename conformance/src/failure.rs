@@ -134,16 +134,22 @@ pub(crate) fn check_name(function: &str) -> Option<&'static str> {
     CHECK_NAMES.iter().find(|(f, t)| *f == function || *t == function).map(|(_, t)| *t)
 }
 
-/// Keeps the first failure of `checks` whose adapter broke the protocol whole; each later one
-/// that failed on that broken adapter only points back to it.
-pub(crate) fn protocol_once<'a>(checks: impl Iterator<Item = (&'a str, &'a mut Failure)>) {
-    let mut first: Option<&str> = None;
-    for (name, failure) in checks {
+/// Reports an adapter that broke the protocol once: the first check it failed keeps the whole
+/// failure, each later one that failed for a protocol failure only points back to it.
+#[derive(Default)]
+pub(crate) struct ProtocolOnce {
+    first: Option<&'static str>,
+}
+
+impl ProtocolOnce {
+    /// Sees the result of check `name`, as the checks end one after another.
+    pub(crate) fn see(&mut self, name: &'static str, result: &mut crate::CheckResult) {
+        let crate::CheckResult::Failed(failure) = result else { return };
         if !failure.is_protocol() {
-            continue;
+            return;
         }
-        match first {
-            None => first = Some(name),
+        match self.first {
+            None => self.first = Some(name),
             Some(earlier) => {
                 let mut brief = Failure::without_rule(
                     failure.check.clone(),

@@ -124,7 +124,9 @@ pub struct Settings {
     pub cases: u32,
     /// Most operations in one script.
     pub max_ops: usize,
-    /// The seed of the differential check; `None` draws one (and prints it on failure).
+    /// The seed of the randomized checks: the differential check's scripts and the
+    /// linearizability check's histories. `None` draws one for the differential check (printed on
+    /// failure) and gives the linearizability check a fixed one.
     pub seed: Option<u64>,
     /// The differential check's regression file: the seed of every failing script is appended
     /// to it, and the scripts of its seeds run first on every later run (on top of `cases`). A
@@ -147,6 +149,10 @@ pub struct Settings {
     pub histories: usize,
     /// Wall time after which the linearizability check records no further history.
     pub concurrency_budget: std::time::Duration,
+    /// Whether the environment variables above override these settings: yes by default. A
+    /// program that reads them itself, beside flags that take precedence over them (the
+    /// `reservation` command line), turns this off so that its settings are the ones that run.
+    pub env_overrides: bool,
 }
 
 impl Default for Settings {
@@ -161,6 +167,7 @@ impl Default for Settings {
             concurrent_ops: 3_000,
             histories: 10_000,
             concurrency_budget: std::time::Duration::from_secs(1),
+            env_overrides: true,
         }
     }
 }
@@ -203,9 +210,18 @@ impl Settings {
         self
     }
 
-    /// The settings with the environment's overrides applied.
+    /// These settings, overridden by the environment variables or not ([`Settings::env_overrides`]).
+    pub const fn with_env_overrides(mut self, on: bool) -> Self {
+        self.env_overrides = on;
+        self
+    }
+
+    /// The settings with the environment's overrides applied, unless they are turned off.
     pub(crate) fn with_env(self) -> Self {
         let mut s = self;
+        if !s.env_overrides {
+            return s;
+        }
         if let Some(cases) = std::env::var("RESERVATION_CONFORMANCE_CASES").ok().and_then(|v| v.parse().ok()) {
             s.cases = cases;
         }

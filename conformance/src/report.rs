@@ -76,10 +76,10 @@ impl std::error::Error for Report {}
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __run_all_list {
-    ($h:ident, $report:ident, $filter:ident ; $($name:ident => $check:ident),* $(,)? ; durable: $dname:ident => $dcheck:ident) => {
-        $crate::__run_all_list!($h, $report, $filter ; $($name => $check,)* $dname => $dcheck);
+    ($h:ident, $report:ident, $filter:ident, $on_check:ident, $once:ident ; $($name:ident => $check:ident),* $(,)? ; durable: $dname:ident => $dcheck:ident) => {
+        $crate::__run_all_list!($h, $report, $filter, $on_check, $once ; $($name => $check,)* $dname => $dcheck);
     };
-    ($h:ident, $report:ident, $filter:ident ; $($name:ident => $check:ident),* $(,)?) => {
+    ($h:ident, $report:ident, $filter:ident, $on_check:ident, $once:ident ; $($name:ident => $check:ident),* $(,)?) => {
         $(
             if $filter(stringify!($name)) {
             let started = ::std::time::Instant::now();
@@ -92,7 +92,11 @@ macro_rules! __run_all_list {
                     Err(panic) => $crate::CheckResult::Failed($crate::Failure::panicked(stringify!($check), &*panic)),
                 }
             };
-            $report.checks.push((stringify!($name), result, started.elapsed()));
+            let took = started.elapsed();
+            let mut result = result;
+            $once.see(stringify!($name), &mut result);
+            $on_check(stringify!($name), &result, took);
+            $report.checks.push((stringify!($name), result, took));
             }
         )*
     };
@@ -107,12 +111,24 @@ pub fn run_all<H: Harness>(harness: &H) -> Report {
 /// As [`run_all`], with only the checks whose test name (`r3_reserve_joins_with_a_new_hold`,
 /// `p1_durable_reopen_keeps_every_reservation`, …) `filter` accepts.
 pub fn run_matching<H: Harness>(harness: &H, filter: impl Fn(&str) -> bool) -> Report {
+    run_matching_with(harness, filter, |_, _, _| {})
+}
+
+/// As [`run_all`], calling `on_check` with each check's name, result and time as soon as the
+/// check ends, before the next one starts: a caller shows progress while a slow store runs.
+pub fn run_all_with<H: Harness>(harness: &H, on_check: impl FnMut(&'static str, &CheckResult, Duration)) -> Report {
+    run_matching_with(harness, |_| true, on_check)
+}
+
+/// As [`run_matching`], calling `on_check` as [`run_all_with`] does.
+pub fn run_matching_with<H: Harness>(
+    harness: &H,
+    filter: impl Fn(&str) -> bool,
+    mut on_check: impl FnMut(&'static str, &CheckResult, Duration),
+) -> Report {
     let mut report = Report::default();
-    crate::__for_each_check!(__run_all_list { harness, report, filter });
     // An adapter that broke the protocol is reported once, by the first check it failed.
-    crate::failure::protocol_once(report.checks.iter_mut().filter_map(|(name, result, _)| match result {
-        CheckResult::Failed(f) => Some((*name, f)),
-        _ => None,
-    }));
+    let mut once = crate::failure::ProtocolOnce::default();
+    crate::__for_each_check!(__run_all_list { harness, report, filter, on_check, once });
     report
 }

@@ -1,199 +1,395 @@
-//! The model's command line, `check` and `explore`, as a library function that the
-//! `reservation-model` binary and the project's `reservation` program both call.
+//! The model's command line, `check`, `explore` and `swarm`, parsed by clap: the
+//! `reservation-model` binary runs it alone ([`run`]), and the project's `reservation` program
+//! flattens [`Command`] among its own commands and runs it with [`execute`].
 //!
-//! The arguments are few and flat, so they are parsed by hand: no parser dependency to build.
+//! Exit codes: 0 when every property holds on a complete run, 1 when a property fails, 2 when
+//! the run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad
+//! arguments.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::builder::PossibleValue;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
 use crate::check::{CheckOptions, Strategy, check};
 use crate::swarm::{SwarmOptions, swarm};
-use crate::{Assumption, ModelConfig, ReservationModel};
+use crate::{
+    Assumption, ConfigError, MAX_ATTEMPTS, MAX_HORIZON, MAX_KEYS, MAX_OWNERS, MAX_TTL, ModelConfig, ReservationModel,
+};
 use stateright::Model;
 
-/// The usage text of `check` and `explore`.
-pub const USAGE: &str = "usage:
-  reservation-model check [--owners N] [--attempts A] [--keys K] [--horizon T] [--ttl L] [--skew S]
-                          [--drop-assumption H2|H3|H5|H7|H8 ...] [--strategy auto|dfs|bfs|simulate] [--seed X]
-                          [--threads N] [--no-symmetry] [--symmetry-factor] [--timeout SECONDS] [--json] [--quiet]
-  reservation-model explore [--port P] [the configuration flags of check]
-  reservation-model swarm [the configuration flags of check] [--seeds START..END] [--depth STEPS]
-                          [--threads N] [--stop-at-failure]
-
-swarm runs one seeded random walk per seed (0..1000 by default) over a configuration too large to
-check exhaustively, checking every property after every step; it prints the rule coverage across
-the walks and, for a failure, its seed and the command that replays it. Split the seeds over
-processes (a CI matrix) with --seeds; it exits 0 when no walk failed, 1 when one did.
-
-check exits 0 when every property holds on a complete run, 1 when a property fails, 2 when the
-run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad arguments.
---symmetry-factor checks a second time without symmetry reduction and prints the reduction factor.";
+/// The exit code of bad arguments (sysexits' `EX_USAGE`): 2 already means an incomplete run.
+pub const BAD_ARGUMENTS: u8 = 64;
 
 /// The longest `--timeout`: a year.
 const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
-struct Args {
-    command: String,
-    config: ModelConfig,
-    options: CheckOptions,
-    json: bool,
-    quiet: bool,
-    port: u16,
-    symmetry_factor: bool,
-    swarm: SwarmOptions,
-    /// The arguments that give the configuration, for the replay command.
-    config_args: Vec<String>,
+/// The exit codes, under every command's help.
+const EXIT_CODES: &str = "Exit codes: 0 when every property holds on a complete run, 1 when a property fails, 2 when \
+                          the run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad \
+                          arguments.";
+
+/// `reservation-model`: the protocol's model, on its own.
+#[derive(Parser, Debug)]
+#[command(
+    name = "reservation-model",
+    version,
+    about = "Checks the reservation protocol's model, runs seeded random walks over it, or serves stateright's \
+             Explorer on it.",
+    after_help = EXIT_CODES,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
 }
 
-fn parse(args: &[String]) -> Result<Args, String> {
-    let mut it = args.iter();
-    let command = it.next().cloned().ok_or("missing command: check or explore")?;
-    if command == "-h" || command == "--help" || command == "help" {
-        return Err(String::new());
-    }
-    if command != "check" && command != "explore" && command != "swarm" {
-        return Err(format!("unknown command {command:?}"));
-    }
-    let mut out = Args {
-        command,
-        config: ModelConfig::default(),
-        options: CheckOptions { progress: Some(Duration::from_secs(3)), ..CheckOptions::default() },
-        json: false,
-        quiet: false,
-        port: 3000,
-        symmetry_factor: false,
-        swarm: SwarmOptions::default(),
-        config_args: Vec::new(),
-    };
-    let mut strategy_set = false;
-    let mut threads_set = false;
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().cloned().ok_or_else(|| format!("{flag} needs a value"));
-        fn num<T: std::str::FromStr>(flag: &str, v: String) -> Result<T, String> {
-            v.parse().map_err(|_| format!("{flag}: not a valid number: {v:?}"))
-        }
-        match flag.as_str() {
-            "--owners" => out.config.owners = num(flag, value()?)?,
-            "--attempts" => out.config.attempts = num(flag, value()?)?,
-            "--keys" => out.config.keys = num(flag, value()?)?,
-            "--seeds" => {
-                let v = value()?;
-                let (a, b) = v.split_once("..").ok_or_else(|| format!("--seeds: expected START..END, got {v:?}"))?;
-                let (a, b): (u64, u64) = (num(flag, a.to_owned())?, num(flag, b.to_owned())?);
-                if a >= b {
-                    return Err(format!("--seeds: an empty range {v:?}"));
-                }
-                out.swarm.seeds = a..b;
-            }
-            "--depth" => out.swarm.depth = num(flag, value()?)?,
-            "--stop-at-failure" => out.swarm.stop_at_failure = true,
-            "--horizon" => out.config.horizon = num(flag, value()?)?,
-            "--ttl" => out.config.ttl = num(flag, value()?)?,
-            "--skew" => out.config.skew = num(flag, value()?)?,
-            "--drop-assumption" => {
-                for id in value()?.split(',') {
-                    let a: Assumption = id.trim().parse().map_err(|e| format!("{e}"))?;
-                    out.config = out.config.dropping(a);
-                }
-            }
-            "--strategy" => {
-                out.options.strategy = value()?.parse()?;
-                strategy_set = true;
-            }
-            "--seed" => out.options.seed = num(flag, value()?)?,
-            "--threads" => {
-                out.options.threads = num(flag, value()?)?;
-                out.swarm.threads = out.options.threads;
-                threads_set = true;
-            }
-            "--no-symmetry" => out.options.symmetry = false,
-            "--symmetry-factor" => out.symmetry_factor = true,
-            "--timeout" => {
-                let v = value()?;
-                let seconds: f64 = num(flag, v.clone())?;
-                let t = Duration::try_from_secs_f64(seconds)
-                    .ok()
-                    .filter(|t| !t.is_zero() && *t <= MAX_TIMEOUT)
-                    .ok_or_else(|| format!("--timeout: not a number of seconds above 0 and at most a year: {v:?}"))?;
-                out.options.timeout = Some(t);
-            }
-            "--json" => out.json = true,
-            "--quiet" => out.quiet = true,
-            "--port" => out.port = num(flag, value()?)?,
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown flag {other:?}")),
-        }
-    }
-    out.config.validate().map_err(|e| e.to_string())?;
-    let config_flags = ["--owners", "--attempts", "--keys", "--horizon", "--ttl", "--skew", "--drop-assumption"];
-    for pair in args.get(1..).unwrap_or_default().windows(2) {
-        if let [flag, value] = pair
-            && config_flags.contains(&flag.as_str())
-        {
-            out.config_args.extend([flag.clone(), value.clone()]);
-        }
-    }
-    if out.options.threads == 0 {
-        return Err("--threads must be at least 1".into());
-    }
-    // Breadth first finds the shortest counterexample only on one thread, and stops at it.
-    if out.options.strategy == Strategy::Bfs {
-        out.options.stop_at_failure = true;
-        if !threads_set {
-            out.options.threads = 1;
-        }
-    }
-    let _ = strategy_set;
-    if out.quiet {
-        out.options.progress = None;
-    }
-    Ok(out)
+/// The model's commands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check every state of the protocol's model reachable in a configuration, and every property
+    /// in each
+    ///
+    /// Prints the configuration, unique and total states, depth, seconds, states per second, each
+    /// property's verdict, the rule ids never reached and the counterexample traces. The default
+    /// configuration (3 owners with 2 attempts each, 2 keys, a TTL of 1 tick, a skew of 1 and a
+    /// horizon of 2) is checked exhaustively in seconds; drop an assumption to see its
+    /// counterexample.
+    #[command(after_help = EXIT_CODES)]
+    Check(CheckArgs),
+    /// Serve stateright's Explorer on the model, on 127.0.0.1
+    ///
+    /// The Explorer shows each state as the traces print it and, for the step that led to it,
+    /// each store operation with its outcome and rule id. It explores breadth first on demand and
+    /// ignores symmetry reduction.
+    Explore(ExploreArgs),
+    /// Run one seeded random walk per seed over a configuration too large to check exhaustively
+    ///
+    /// Every property is checked after every step. Prints the rule coverage across the walks and,
+    /// for a failure, its seed and the command that replays it. Split the seeds over processes (a
+    /// CI matrix) with --seeds. Exits 0 when no walk failed, 1 when one did, 64 on bad arguments.
+    Swarm(SwarmArgs),
 }
 
-/// Runs `check` or `explore` with `argv` (the command first, without the program name); returns
-/// the exit code.
-pub fn run(argv: &[String]) -> ExitCode {
-    let args = match parse(argv) {
-        Ok(a) => a,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("error: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(if e.is_empty() { 0 } else { 64 });
+/// The model's configuration: what it contains.
+#[derive(Args, Clone, Debug)]
+pub struct ConfigArgs {
+    /// Owners (aggregates of one type).
+    #[arg(long, value_name = "N", default_value_t = ModelConfig::default().owners,
+          help = format!("Owners (aggregates of one type), 1 to {MAX_OWNERS}"))]
+    pub owners: u8,
+    /// Attempts (decisions) per owner.
+    #[arg(long, value_name = "A", default_value_t = ModelConfig::default().attempts,
+          help = format!("Attempts (decisions) per owner, each appending at most one fact, 1 to {MAX_ATTEMPTS}"))]
+    pub attempts: u8,
+    /// Keys in the scope.
+    #[arg(long, value_name = "K", default_value_t = ModelConfig::default().keys,
+          help = format!("Keys in the scope, 1 to {MAX_KEYS}"))]
+    pub keys: u8,
+    /// The store clock ticks from 0 up to this instant.
+    #[arg(long, value_name = "T", default_value_t = ModelConfig::default().horizon,
+          help = format!("The store clock ticks from 0 up to this instant, at most {MAX_HORIZON}"))]
+    pub horizon: u8,
+    /// Time to live of a pending reservation, in ticks.
+    #[arg(long, value_name = "L", default_value_t = ModelConfig::default().ttl,
+          help = format!("Time to live of a pending reservation, in ticks, 1 to {MAX_TTL}"))]
+    pub ttl: u8,
+    /// How far a node's clock may lag or lead the store's, in ticks.
+    #[arg(long, value_name = "S", default_value_t = ModelConfig::default().skew,
+          help = format!("How far a node's clock may lag or lead the store's, in ticks, at most {MAX_TTL}"))]
+    pub skew: u8,
+    /// Drop an assumption of the protocol, to see the counterexample that it rules out (repeat
+    /// the flag, or separate the ids by commas)
+    #[arg(long = "drop-assumption", value_name = "H2|H3|H5|H7|H8", value_delimiter = ',', value_parser = assumption)]
+    pub drop_assumption: Vec<Assumption>,
+}
+
+impl Default for ConfigArgs {
+    fn default() -> Self {
+        let c = ModelConfig::default();
+        ConfigArgs {
+            owners: c.owners,
+            attempts: c.attempts,
+            keys: c.keys,
+            horizon: c.horizon,
+            ttl: c.ttl,
+            skew: c.skew,
+            drop_assumption: Vec::new(),
         }
-    };
-    if args.command == "swarm" {
-        if !args.quiet {
-            println!("swarm over {}: seeds {:?}, {} threads", args.config, args.swarm.seeds, args.swarm.threads);
+    }
+}
+
+impl ConfigArgs {
+    /// The configuration these flags give, or why it is invalid.
+    pub fn config(&self) -> Result<ModelConfig, ConfigError> {
+        let mut config = ModelConfig {
+            owners: self.owners,
+            attempts: self.attempts,
+            keys: self.keys,
+            horizon: self.horizon,
+            ttl: self.ttl,
+            skew: self.skew,
+            ..ModelConfig::default()
+        };
+        for a in &self.drop_assumption {
+            config = config.dropping(*a);
         }
-        let report = swarm(args.config, &args.swarm);
-        let flags = args.config_args.join(" ");
-        let depth = args.swarm.depth;
-        print!(
-            "{}",
-            report.text(|seed| format!("reservation-model swarm {flags} --depth {depth} --seeds {seed}..{}", seed + 1))
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The flags that give this configuration, for a replay command.
+    pub fn flags(&self) -> String {
+        let mut flags = format!(
+            "--owners {} --attempts {} --keys {} --horizon {} --ttl {} --skew {}",
+            self.owners, self.attempts, self.keys, self.horizon, self.ttl, self.skew
         );
-        return if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) };
+        for a in &self.drop_assumption {
+            flags.push_str(&format!(" --drop-assumption {a}"));
+        }
+        flags
     }
-    if args.command == "explore" {
-        let address = format!("127.0.0.1:{}", args.port);
-        eprintln!("serving stateright's Explorer on http://{address}/ for {}", args.config);
-        eprintln!("(the Explorer explores breadth first on demand and ignores symmetry reduction)");
-        let _ = ReservationModel::new(args.config).checker().serve(address);
-        return ExitCode::SUCCESS;
+}
+
+/// `check`'s flags.
+#[derive(Args, Clone, Debug)]
+pub struct CheckArgs {
+    /// The configuration.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// How the state space is searched
+    #[arg(long, value_enum, default_value_t = Strategy::Auto)]
+    pub strategy: Strategy,
+    /// The simulation's seed (--strategy simulate)
+    #[arg(long, value_name = "X", default_value_t = CheckOptions::default().seed)]
+    pub seed: u64,
+    /// Checker threads: 2 by default, 1 with --strategy bfs (breadth first finds the shortest
+    /// counterexample only on one thread)
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub threads: Option<usize>,
+    /// Check without symmetry reduction over owners
+    #[arg(long)]
+    pub no_symmetry: bool,
+    /// Check a second time without symmetry reduction, and print the reduction factor
+    #[arg(long)]
+    pub symmetry_factor: bool,
+    /// Stop after this many seconds (above 0, at most a year); a run stopped so is reported
+    /// incomplete and exits 2
+    #[arg(long, value_name = "SECONDS", value_parser = timeout)]
+    pub timeout: Option<Duration>,
+    /// Print one JSON object with the figures and each counterexample's steps
+    #[arg(long)]
+    pub json: bool,
+    /// Print no header and no progress lines
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl Default for CheckArgs {
+    /// The default configuration, checked as `check` with no flags checks it.
+    fn default() -> Self {
+        CheckArgs {
+            config: ConfigArgs::default(),
+            strategy: Strategy::Auto,
+            seed: CheckOptions::default().seed,
+            threads: None,
+            no_symmetry: false,
+            symmetry_factor: false,
+            timeout: None,
+            json: false,
+            quiet: false,
+        }
     }
+}
+
+impl CheckArgs {
+    /// How to run the check these flags ask for.
+    pub fn options(&self) -> CheckOptions {
+        let mut options = CheckOptions {
+            strategy: self.strategy,
+            seed: self.seed,
+            symmetry: !self.no_symmetry,
+            timeout: self.timeout,
+            progress: (!self.quiet).then_some(Duration::from_secs(3)),
+            ..CheckOptions::default()
+        };
+        if let Some(threads) = self.threads {
+            options.threads = threads;
+        }
+        // Breadth first finds the shortest counterexample only on one thread, and stops at it.
+        if self.strategy == Strategy::Bfs {
+            options.stop_at_failure = true;
+            options.threads = self.threads.unwrap_or(1);
+        }
+        options
+    }
+}
+
+/// `explore`'s flags.
+#[derive(Args, Clone, Debug)]
+pub struct ExploreArgs {
+    /// The configuration.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The port on 127.0.0.1 to serve the Explorer on
+    #[arg(long, value_name = "P", default_value_t = 3000)]
+    pub port: u16,
+}
+
+/// `swarm`'s flags.
+#[derive(Args, Clone, Debug)]
+pub struct SwarmArgs {
+    /// The configuration.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The walks' seeds, one walk per seed: START..END, END excluded
+    #[arg(long, value_name = "START..END", value_parser = seeds, default_value = "0..1000")]
+    pub seeds: std::ops::Range<u64>,
+    /// The most steps one walk takes (it also ends when no action is enabled)
+    #[arg(long, value_name = "STEPS", default_value_t = SwarmOptions::default().depth)]
+    pub depth: usize,
+    /// Threads sharing the seeds
+    #[arg(long, value_name = "N", value_parser = at_least_one, default_value_t = SwarmOptions::default().threads)]
+    pub threads: usize,
+    /// Stop once a walk fails (the seeds after it may not run)
+    #[arg(long)]
+    pub stop_at_failure: bool,
+    /// Print no header line
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl ValueEnum for Strategy {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Strategy::Auto, Strategy::Dfs, Strategy::Bfs, Strategy::Simulate]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            Strategy::Auto => PossibleValue::new("auto").help(
+                "breadth first when an assumption is dropped (the shortest counterexample, in under a second), depth \
+                 first otherwise",
+            ),
+            Strategy::Dfs => PossibleValue::new("dfs").help("depth first, on several threads: the exhaustive check"),
+            Strategy::Bfs => PossibleValue::new("bfs").help("breadth first: the shortest counterexample"),
+            Strategy::Simulate => {
+                PossibleValue::new("simulate").help("random walks until the timeout: never exhaustive, never holds")
+            }
+        })
+    }
+}
+
+fn assumption(s: &str) -> Result<Assumption, ConfigError> {
+    s.trim().parse()
+}
+
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn timeout(s: &str) -> Result<Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+        .filter(|t| !t.is_zero() && *t <= MAX_TIMEOUT)
+        .ok_or_else(|| "not a number of seconds above 0 and at most a year".into())
+}
+
+fn seeds(s: &str) -> Result<std::ops::Range<u64>, String> {
+    let (a, b) = s.split_once("..").ok_or("expected START..END")?;
+    let (a, b): (u64, u64) = (a.parse().map_err(|e| format!("{e}"))?, b.parse().map_err(|e| format!("{e}"))?);
+    if a >= b {
+        return Err("an empty range".into());
+    }
+    Ok(a..b)
+}
+
+/// Parses `args` (the program name first) as the command line of `program`: the parsed value,
+/// or the exit code after printing the help (0) or the error with the usage (64).
+pub fn parse<P: Parser>(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Result<P, ExitCode> {
+    P::try_parse_from(args).map_err(|e| {
+        let _ = e.print();
+        if e.use_stderr() { ExitCode::from(BAD_ARGUMENTS) } else { ExitCode::SUCCESS }
+    })
+}
+
+/// Runs `check`, `explore` or `swarm` with `argv` (the command first, without the program name);
+/// returns the exit code.
+pub fn run(argv: &[String]) -> ExitCode {
+    match parse::<Cli>(std::iter::once("reservation-model".to_owned()).chain(argv.iter().cloned())) {
+        Ok(cli) => execute(cli.command),
+        Err(code) => code,
+    }
+}
+
+/// Runs a parsed command; returns the exit code.
+pub fn execute(command: Command) -> ExitCode {
+    let config_args = match &command {
+        Command::Check(a) => &a.config,
+        Command::Explore(a) => &a.config,
+        Command::Swarm(a) => &a.config,
+    };
+    let config = match config_args.config() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(BAD_ARGUMENTS);
+        }
+    };
+    match command {
+        Command::Check(args) => run_check(config, &args),
+        Command::Explore(args) => {
+            let address = format!("127.0.0.1:{}", args.port);
+            eprintln!("serving stateright's Explorer on http://{address}/ for {config}");
+            eprintln!("(the Explorer explores breadth first on demand and ignores symmetry reduction)");
+            let _ = ReservationModel::new(config).checker().serve(address);
+            ExitCode::SUCCESS
+        }
+        Command::Swarm(args) => {
+            let options = SwarmOptions {
+                seeds: args.seeds.clone(),
+                threads: args.threads,
+                depth: args.depth,
+                stop_at_failure: args.stop_at_failure,
+            };
+            if !args.quiet {
+                println!("swarm over {config}: seeds {:?}, {} threads", options.seeds, options.threads);
+            }
+            let report = swarm(config, &options);
+            let flags = args.config.flags();
+            let depth = options.depth;
+            print!(
+                "{}",
+                report.text(|seed| format!(
+                    "reservation-model swarm {flags} --depth {depth} --seeds {seed}..{}",
+                    seed + 1
+                ))
+            );
+            if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+    }
+}
+
+fn run_check(config: ModelConfig, args: &CheckArgs) -> ExitCode {
+    let options = args.options();
     if !args.quiet && !args.json {
-        println!("checking {}", args.config);
+        println!("checking {config}");
     }
-    let report = check(args.config, args.options);
+    let report = check(config, options);
     if args.json {
         println!("{}", report.json());
     } else {
         print!("{}", report.text());
     }
     if args.symmetry_factor && report.options.symmetry {
-        let full = check(args.config, CheckOptions { symmetry: false, ..args.options });
+        let full = check(config, CheckOptions { symmetry: false, ..options });
         let factor = full.unique_states as f64 / report.unique_states.max(1) as f64;
         println!(
             "without symmetry: {} unique states, {} total, {:.2} s, {:.0} states/s, complete: {}",

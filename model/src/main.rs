@@ -5,6 +5,8 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    reservation_model::cli::run(&argv)
+    match reservation_model::cli::parse::<reservation_model::cli::Cli>(std::env::args_os()) {
+        Ok(cli) => reservation_model::cli::execute(cli.command),
+        Err(code) => code,
+    }
 }

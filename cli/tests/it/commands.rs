@@ -13,21 +13,160 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
+/// Every command, as the program's help lists them.
+const COMMANDS: [&str; 8] = ["check", "explore", "swarm", "conform", "serve", "vectors", "all", "completions"];
+
 #[test]
 fn help_exits_0_and_names_every_command() {
-    let o = reservation(&["--help"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    for command in ["check", "explore", "swarm", "conform", "all"] {
-        assert!(text(&o).contains(&format!("reservation {command}")), "{command} missing:\n{}", text(&o));
+    for args in [&["--help"][..], &["help"], &["-h"]] {
+        let o = reservation(args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        for command in COMMANDS {
+            assert!(text(&o).contains(&format!("\n  {command} ")), "{command} missing:\n{}", text(&o));
+        }
+    }
+    // With no command at all, the same list, as an error.
+    let o = reservation(&[]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    for command in COMMANDS {
+        assert!(text(&o).contains(&format!("\n  {command} ")), "{command} missing:\n{}", text(&o));
     }
 }
 
 #[test]
 fn bad_arguments_exit_64() {
-    for args in [&[][..], &["frobnicate"], &["conform", "oracle"], &["conform", "memory", "sqlite"], &["all", "-v"]] {
+    for args in [
+        &[][..],
+        &["frobnicate"],
+        &["conform", "oracle"],
+        &["conform", "memory", "sqlite"],
+        &["conform", "memory", "--command", "x"],
+        &["conform", "--json"],
+        &["conform", "--seed", "ten"],
+        &["all", "-v"],
+        &["serve", "--port", "1"],
+        &["vectors"],
+        &["vectors", "--write", "a", "--check", "b"],
+    ] {
         let o = reservation(args);
         assert_eq!(o.status.code(), Some(64), "reservation {args:?}:\n{}", text(&o));
-        assert!(text(&o).contains("usage:"), "reservation {args:?} prints no usage:\n{}", text(&o));
+        let says = text(&o);
+        assert!(says.contains("Usage:") || says.contains("try '--help'"), "reservation {args:?}:\n{says}");
+    }
+}
+
+/// Each command's `--help` exits 0 and names each of its settings, with the environment
+/// variable each falls back on.
+#[test]
+fn every_command_s_help_lists_its_settings() {
+    let suite = [
+        "--seed",
+        "RESERVATION_CONFORMANCE_SEED",
+        "linearizability",
+        "--cases",
+        "RESERVATION_CONFORMANCE_CASES",
+        "--threads",
+        "RESERVATION_CONFORMANCE_THREADS",
+        "--regressions",
+        "--pg-url",
+        "RESERVATION_PG_URL",
+        "--redis-url",
+        "RESERVATION_REDIS_URL",
+        "RESERVATION_REQUIRE_SERVICES",
+    ];
+    let conform = [
+        "memory",
+        "sqlite",
+        "postgres",
+        "redis",
+        "--command <ADAPTER>",
+        "PROTOCOL.md",
+        "--json",
+        "--timeout",
+        "--only",
+    ];
+    let model = ["--owners", "--attempts", "--keys", "--horizon", "--ttl", "--skew", "--drop-assumption"];
+    let settings: [(&str, Vec<&str>); 8] = [
+        (
+            "check",
+            [&model[..], &["--strategy", "--timeout", "--threads", "--json", "--quiet", "--no-symmetry"]].concat(),
+        ),
+        ("explore", [&model[..], &["--port"]].concat()),
+        ("swarm", [&model[..], &["--seeds", "--depth", "--threads", "--stop-at-failure"]].concat()),
+        ("conform", [&suite[..], &conform].concat()),
+        ("serve", vec!["MemoryStore", "PROTOCOL.md"]),
+        ("vectors", vec!["--write <DIR>", "--check <DIR>"]),
+        ("all", suite.to_vec()),
+        ("completions", vec!["bash", "zsh", "fish"]),
+    ];
+    for (command, says) in settings {
+        let o = reservation(&[command, "--help"]);
+        assert_eq!(o.status.code(), Some(0), "{command} --help:\n{}", text(&o));
+        for setting in says {
+            assert!(text(&o).contains(setting), "{command} --help says nothing of {setting}:\n{}", text(&o));
+        }
+    }
+}
+
+/// A mistyped flag or value is refused with the one meant.
+#[test]
+fn a_typo_is_refused_with_the_setting_meant() {
+    for (args, meant) in [
+        (&["conform", "--comand", "python3 store.py"][..], "'--command'"),
+        (&["conform", "--seeds", "1"], "'--seed'"),
+        (&["check", "--owner", "2"], "'--owners'"),
+        (&["check", "--strategy", "bf"], "'bfs'"),
+        (&["conform", "memroy"], "memory"),
+        (&["conform", "--cases", "10", "--regresions", "f"], "'--regressions'"),
+    ] {
+        let o = reservation(args);
+        assert_eq!(o.status.code(), Some(64), "reservation {args:?}:\n{}", text(&o));
+        assert!(text(&o).contains(meant), "reservation {args:?} does not suggest {meant}:\n{}", text(&o));
+    }
+}
+
+/// A line per check on standard error as each ends (the store, the verdict, the check and its
+/// time), the report on standard output.
+#[test]
+fn conform_prints_a_line_per_check_to_standard_error_as_it_ends() {
+    let o = reservation(&["conform", "memory", "--only", "r1_", "--only", "c2_"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(lines[0].starts_with("[MemoryStore] ok      r1_reserve_takes_a_free_key ("), "{err}");
+    assert!(lines[1].starts_with("[MemoryStore] ok      c2_confirm_of_own_live_pending_clears_holds ("), "{err}");
+    assert!(lines.iter().all(|l| l.ends_with("s)")), "no time:\n{err}");
+    assert!(!out.contains("[MemoryStore]"), "{out}");
+    assert!(out.contains("2 checks: 2 passed") && out.contains("MemoryStore: conforms"), "{out}");
+}
+
+/// The command line's settings win over the environment's, and the report's header says which
+/// run.
+#[test]
+fn conform_runs_with_the_seed_and_cases_it_prints() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_reservation"))
+            .args(args)
+            .env("RESERVATION_CONFORMANCE_SEED", "5")
+            .env("RESERVATION_CONFORMANCE_CASES", "7")
+            .env_remove("RESERVATION_CONFORMANCE_THREADS")
+            .output()
+            .expect("the binary ran")
+    };
+    let o = run(&["conform", "memory", "--only", "r1_"]);
+    assert!(text(&o).contains("(seed 5, 7 differential scripts on 1 thread)"), "{}", text(&o));
+    let o = run(&["conform", "memory", "--only", "r1_", "--seed", "9", "--cases", "11", "--threads", "2"]);
+    assert!(text(&o).contains("(seed 9, 11 differential scripts on 2 threads)"), "{}", text(&o));
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = reservation(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let script = String::from_utf8_lossy(&o.stdout);
+        assert!(script.contains("conform") && script.contains("regressions"), "{shell}:\n{script}");
     }
 }
 
@@ -223,4 +362,118 @@ fn serve_answers_bad_requests_with_typed_errors_and_keeps_going() {
     // The lone surrogate's line is answered with its request's id, saying why.
     assert_eq!(answers[7]["id"], 7);
     assert!(answers[7]["error"]["message"].as_str().is_some_and(|m| m.contains("not valid Unicode")), "{}", answers[7]);
+}
+
+const PYTHON_STORE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters/python/store.py");
+
+/// Whether python3 runs; without it the test says it was skipped (or fails under
+/// `RESERVATION_REQUIRE_SERVICES=1`).
+fn python3() -> bool {
+    let present = Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    let python = reservation_conformance::services::service(
+        "python3 (for the Python store behind the driver)",
+        if present { Ok(()) } else { Err("not installed") },
+    );
+    python.is_some()
+}
+
+/// `conform --command` against the Python store with its expiry-boundary bug, which the
+/// differential test finds, from a scratch working directory: the failure prints the command
+/// that replays the run (which runs, with the same seed), and no file is written unless
+/// `--regressions` names one.
+#[test]
+fn conform_command_prints_the_replay_command_and_writes_no_file_unless_asked() {
+    if !python3() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("reservation-regressions-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let adapter = format!("RESERVATION_PY_BUG=expiry-boundary python3 {PYTHON_STORE}");
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_reservation"))
+            .args(["conform", "--command", &adapter, "--only", "differential", "--cases", "300"])
+            .args(extra)
+            .current_dir(&dir)
+            .env_remove("RESERVATION_CONFORMANCE_SEED")
+            .env_remove("RESERVATION_CONFORMANCE_THREADS")
+            .output()
+            .expect("the binary ran")
+    };
+    let seed_of = |out: &str| {
+        let header = out.lines().next().unwrap_or_default();
+        let seed = header.split("(seed ").nth(1).and_then(|s| s.split(',').next()).map(str::to_owned);
+        seed.unwrap_or_else(|| panic!("no seed in the header:\n{out}"))
+    };
+
+    let o = run(&[]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(out.contains("failed: rule D1 broken"), "{out}");
+    let seed = seed_of(&out);
+    let replay = out.lines().find_map(|l| l.strip_prefix("to replay this run: ")).unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(
+        replay,
+        format!(
+            "RESERVATION_CONFORMANCE_SEED={seed} RESERVATION_CONFORMANCE_CASES=300 RESERVATION_CONFORMANCE_THREADS=8 \
+             reservation conform --command '{adapter}' --only differential"
+        )
+    );
+    let written: Vec<_> =
+        std::fs::read_dir(&dir).expect("the directory").map(|e| e.expect("an entry").path()).collect();
+    assert!(written.is_empty(), "conform --command wrote {written:?}");
+
+    // The replay command, as printed, runs the same seed and fails the same way.
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_reservation")).parent().expect("the binary's directory");
+    let path = std::env::join_paths(
+        std::iter::once(bin.to_owned()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .expect("a PATH");
+    let again = Command::new("sh").arg("-c").arg(replay).env("PATH", path).current_dir(&dir).output().expect("sh ran");
+    let again_out = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert_eq!(seed_of(&again_out), seed, "{again_out}");
+    assert!(again_out.contains("failed: rule D1 broken"), "{again_out}");
+
+    // --json: the summary carries the seed and the replay command.
+    let o = run(&["--json"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let summary: serde_json::Value = serde_json::from_str(out.lines().last().expect("a summary")).expect("JSON");
+    assert_eq!(summary["conforms"], false, "{out}");
+    let seed = summary["seed"].as_u64().unwrap_or_else(|| panic!("no seed: {summary}"));
+    let replay = summary["replay"].as_str().unwrap_or_else(|| panic!("no replay: {summary}"));
+    assert!(replay.starts_with(&format!("RESERVATION_CONFORMANCE_SEED={seed} ")), "{summary}");
+
+    // A flag wins over its environment variable, inside the checks too: the differential test's
+    // own replay line names the flag's seed.
+    let o = Command::new(env!("CARGO_BIN_EXE_reservation"))
+        .args([
+            "conform",
+            "--command",
+            &adapter,
+            "--only",
+            "differential",
+            "--cases",
+            "300",
+            "--seed",
+            "9",
+            "--threads",
+            "1",
+        ])
+        .current_dir(&dir)
+        .env("RESERVATION_CONFORMANCE_SEED", "5")
+        .output()
+        .expect("the binary ran");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("to run the same scripts again: RESERVATION_CONFORMANCE_SEED=9 "), "{out}");
+
+    // --regressions FILE: the failing script's seed is written there, and the output says so.
+    let o = run(&["--regressions", "saved/conform.txt"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let saved = std::fs::read_to_string(dir.join("saved/conform.txt")).unwrap_or_else(|e| panic!("{e}:\n{out}"));
+    assert!(saved.lines().any(|l| l.starts_with("cc ")), "{saved}");
+    assert!(out.contains("the failing script's seed is in saved/conform.txt"), "{out}");
+    assert!(out.contains("--only differential --regressions saved/conform.txt\n"), "{out}");
+    std::fs::remove_dir_all(&dir).expect("removed");
 }

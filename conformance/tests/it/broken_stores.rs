@@ -905,3 +905,19 @@ fn the_vectors_catch_every_sequential_bug() {
         );
     }
 }
+
+/// `run_matching_with` hands each check's name, result and time to the caller as the check ends,
+/// in the suite's order: exactly what the report then holds, failures included.
+#[test]
+fn each_check_is_reported_to_the_caller_as_it_ends() {
+    let mut seen = Vec::new();
+    let filter = |name: &str| name.starts_with("r1_") || name.starts_with("r3_") || name.starts_with("d2_");
+    let report =
+        reservation_conformance::run_matching_with(&BrokenHarness(Bug::JoinShortensExpiry), filter, |n, r, t| {
+            seen.push((n, r.clone(), t))
+        });
+    assert_eq!(seen, report.checks);
+    let names: Vec<&str> = seen.iter().map(|(n, _, _)| *n).collect();
+    assert_eq!(names, ["r1_reserve_takes_a_free_key", "r3_reserve_joins_with_a_new_hold", "d2_ttl_zero_is_invalid"]);
+    assert!(matches!(seen[1].1, CheckResult::Failed(_)), "{report}");
+}
