@@ -425,14 +425,15 @@ impl Adapter {
     /// question of the adapter meanwhile is answered with a reading of `clock`, taken here (see
     /// [`Adapter::answer_clock`]); the time that reading takes is not counted in the wait.
     fn wait(&self, sent: &Sent, clock: Option<&ManualClock>) -> Result<Result<Value, Value>, StorageError> {
-        let mut deadline = std::time::Instant::now() + self.timeout;
+        let mut deadline = std::time::Instant::now().checked_add(self.timeout);
         let answer = loop {
-            match sent.answer.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+            let left = deadline.map_or(self.timeout, |d| d.saturating_duration_since(std::time::Instant::now()));
+            match sent.answer.recv_timeout(left) {
                 Ok(Ok(Reply::Answer(answer))) => break answer,
                 Ok(Ok(Reply::Clock)) => {
                     let reading = std::time::Instant::now();
                     self.answer_clock(sent, clock)?;
-                    deadline += reading.elapsed();
+                    deadline = deadline.and_then(|d| d.checked_add(reading.elapsed()));
                 }
                 Ok(Err(why)) => return Err(self.fail(&sent.request, &why)),
                 Err(_) => {
