@@ -206,9 +206,12 @@ class Store:
         self.clock = 0
         self.lock = threading.Lock()
 
-    def run(self, request, clock):
-        """Runs one request; `clock()` reads its clock (PROTOCOL.md, "The clock"), once, inside
-        the lock, and the store never decides earlier than it already has (D10)."""
+    def run(self, request, clock=None):
+        """Runs one request; `clock()` reads its clock (PROTOCOL.md, "The clock"; by default the
+        request's `now`), once, inside the lock, and the store never decides earlier than it
+        already has (D10)."""
+        if clock is None:
+            clock = lambda: u64(request.get("now"))
         op = request.get("op")
         scope_json = request.get("scope")
         where = (scope_of(scope_json), text(request.get("key"), "EmptyKey", "KeyTooLong", MAX_KEY))
