@@ -265,6 +265,20 @@ impl ManualClock {
         self.0.held.store(true, Ordering::SeqCst);
         ClockHold(hold)
     }
+
+    /// Whether a hold set by [`ManualClock::hold_next_reading`] still waits for its reading: the
+    /// next reading of this clock will be held. A driver that reads the clock on a store's
+    /// behalf asks the store to read it itself instead while this is true, so that the held
+    /// reading is the store's own.
+    pub fn hold_pending(&self) -> bool {
+        self.0.held.load(Ordering::SeqCst)
+    }
+
+    /// The current instant, read without taking or waiting for a pending hold: a reading for
+    /// the test itself, which is not the store's.
+    pub fn peek(&self) -> Instant {
+        Instant(self.0.millis.load(Ordering::SeqCst))
+    }
 }
 
 impl Clock for ManualClock {

@@ -11,8 +11,14 @@ import (
 
 func main() {
 	var stores sync.Map // store id -> *Store
+	var asked sync.Map  // request id -> chan any, for the driver's answer to its clock question
 	var out sync.Mutex
 	encoder := json.NewEncoder(os.Stdout) // one line per Encode
+	send := func(line map[string]any) {
+		out.Lock()
+		defer out.Unlock()
+		encoder.Encode(line)
+	}
 	write := func(id any, result any, err error) {
 		answer := map[string]any{"id": id, "ok": result}
 		if inv, ok := err.(Invalid); ok {
@@ -22,9 +28,20 @@ func main() {
 			answer = map[string]any{"id": id, "error": map[string]any{
 				"kind": "StorageError", "indeterminate": false, "message": err.Error()}}
 		}
-		out.Lock()
-		defer out.Unlock()
-		encoder.Encode(answer)
+		send(answer)
+	}
+	// The clock of request r, which the store reads inside its lock: r's now, or, when that is
+	// "ask", the driver's answer to a question asked at the reading (PROTOCOL.md, "The clock").
+	clock := func(r map[string]any) func() any {
+		return func() any {
+			if r["now"] != "ask" {
+				return r["now"]
+			}
+			answer := make(chan any, 1)
+			asked.Store(r["id"], answer)
+			send(map[string]any{"clock": r["id"]})
+			return <-answer
+		}
 	}
 	lines := bufio.NewScanner(os.Stdin)
 	lines.Buffer(make([]byte, 1<<20), 1<<20)
@@ -37,6 +54,10 @@ func main() {
 			continue
 		}
 		switch r["op"] {
+		case nil: // the driver's answer to a clock question
+			if answer, ok := asked.LoadAndDelete(r["clock"]); ok {
+				answer.(chan any) <- r["now"]
+			}
 		case "hello":
 			write(r["id"], map[string]any{"protocol": 1, "durable": false}, nil)
 		case "open": // in order: later requests name the store
@@ -51,7 +72,7 @@ func main() {
 					write(r["id"], nil, Invalid{"Unrepresentable"})
 					return
 				}
-				result, err := s.(*Store).Run(r)
+				result, err := s.(*Store).Run(r, clock(r))
 				write(r["id"], result, err)
 			}()
 		}

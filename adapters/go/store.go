@@ -106,10 +106,12 @@ func ownerJSON(o Owner) map[string]any {
 }
 
 // Run runs one request of the protocol: an operation's outcome, or a lookup's reservation.
-func (s *Store) Run(r map[string]any) (any, error) {
-	now, err := u64(r["now"])
-	if err != nil {
-		return nil, err
+// clock reads the request's clock; Run reads it once, inside the lock.
+func (s *Store) Run(r map[string]any, clock func() any) (any, error) {
+	if r["now"] != "ask" { // an integer, checked before anything runs
+		if _, err := u64(r["now"]); err != nil {
+			return nil, err
+		}
 	}
 	typ, tenant, system, ns, err := parts(r["scope"], "namespace", "EmptyNamespace", "NamespaceTooLong")
 	if err != nil {
@@ -124,8 +126,8 @@ func (s *Store) Run(r map[string]any) (any, error) {
 	if op == "lookup" {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if now > s.clock {
-			s.clock = now
+		if err := s.tick(clock); err != nil {
+			return nil, err
 		}
 		return show(s.rows[at], s.clock), nil
 	}
@@ -177,8 +179,8 @@ func (s *Store) Run(r map[string]any) (any, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now > s.clock {
-		s.clock = now
+	if err := s.tick(clock); err != nil {
+		return nil, err
 	}
 	next, outcome := decide(s.rows[at], s.clock)
 	if next == nil {
@@ -187,6 +189,19 @@ func (s *Store) Run(r map[string]any) (any, error) {
 		s.rows[at] = next
 	}
 	return outcome, nil
+}
+
+// tick reads the clock, under the lock, and moves the store's clock to it unless it is already
+// later: the store never decides earlier than it already has (D10).
+func (s *Store) tick(clock func() any) error {
+	now, err := u64(clock())
+	if err != nil {
+		return err
+	}
+	if now > s.clock {
+		s.clock = now
+	}
+	return nil
 }
 
 func show(r *row, now uint64) any {

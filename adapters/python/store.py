@@ -15,10 +15,12 @@ RESERVATION_PY_BUG plants one bug, to show the suite catching it:
   tenant-merge     the scope's tenant left out of the row's key                 (S1)
   any-version      a release at ANY_VERSION taken as one at UNVERSIONED         (L4)
   atomicity        read, then write, without the store's lock in between        (H1)
+  clock-before-lock  the clock read before the store's lock is taken, and used  (D10)
 """
 
 import json
 import os
+import queue
 import sys
 import threading
 import time
@@ -208,14 +210,20 @@ class Store:
         self.clock = 0
         self.lock = threading.Lock()
 
-    def run(self, request):
+    def run(self, request, clock=None):
+        """Runs one request; `clock()` reads its clock (PROTOCOL.md, "The clock"; by default the
+        request's `now`), once, inside the lock, and the store never decides earlier than it
+        already has (D10)."""
+        if clock is None:
+            clock = lambda: u64(request.get("now"))
         op = request.get("op")
         scope_json = request.get("scope")
         where = (scope_of(scope_json), text(request.get("key"), "EmptyKey", "KeyTooLong", MAX_KEY))
-        now = u64(request.get("now"))
+        if request.get("now") != "ask":
+            u64(request.get("now"))
         if op == "lookup":
             with self.lock:
-                self.clock = max(self.clock, now)
+                self.clock = max(self.clock, clock())
                 return shown(self.rows.get(where), self.clock)
         owner = owner_of(request.get("owner"))
         if op in ("reserve", "abandon"):
@@ -243,14 +251,21 @@ class Store:
             row = self.rows.get(where)
             time.sleep(0)
             with self.lock:
-                self.clock = max(self.clock, now)
+                self.clock = max(self.clock, clock())
                 t = self.clock
             row, outcome = decide(row, t)
             time.sleep(0)
             self.write(where, row)
             return outcome
+        if BUG == "clock-before-lock":
+            t = max(self.clock, clock())
+            with self.lock:
+                self.clock = max(self.clock, t)
+                row, outcome = decide(self.rows.get(where), t)
+                self.write(where, row)
+                return outcome
         with self.lock:
-            self.clock = max(self.clock, now)
+            self.clock = max(self.clock, clock())
             row, outcome = decide(self.rows.get(where), self.clock)
             self.write(where, row)
             return outcome
@@ -266,6 +281,23 @@ def main():
     stores = {}
     out = threading.Lock()
     pool = ThreadPoolExecutor(max_workers=8)
+    asked = {}  # request id -> where the driver's answer to its clock question goes
+
+    def clock(request):
+        """The request's clock (PROTOCOL.md, "The clock"): its `now`, or, when that is "ask", the
+        driver's answer to a question asked when the store reads it."""
+
+        def read():
+            if request.get("now") != "ask":
+                return u64(request.get("now"))
+            answer = queue.Queue(maxsize=1)
+            with out:
+                asked[request.get("id")] = answer
+                sys.stdout.write(json.dumps({"clock": request.get("id")}) + "\n")
+                sys.stdout.flush()
+            return u64(answer.get(timeout=60))
+
+        return read
 
     def answer(request):
         rid = request.get("id")
@@ -279,7 +311,7 @@ def main():
             elif op == "reopen":
                 raise RuntimeError("this store keeps nothing across a reopen")
             else:
-                result = stores[request["store"]].run(request)
+                result = stores[request["store"]].run(request, clock(request))
             reply = {"id": rid, "ok": result}
         except Invalid as e:
             reply = {"id": rid, "error": {"kind": "InvalidArgument", "name": e.name, "message": str(e)}}
@@ -294,7 +326,11 @@ def main():
         if not line.strip():
             continue
         request = json.loads(line)
-        if request.get("op") in ("hello", "open", "reopen"):
+        if "clock" in request and "op" not in request:  # the answer to a clock question
+            waiting = asked.pop(request["clock"], None)
+            if waiting is not None:
+                waiting.put(request.get("now"))
+        elif request.get("op") in ("hello", "open", "reopen"):
             answer(request)  # in order: later requests name the store
         else:
             pool.submit(answer, request)

@@ -303,13 +303,22 @@ fn not_opened(error: &StorageError) -> StorageError {
 // The adapter process.
 
 /// The requests in flight, by id: where each one's answer (or why none will come) goes.
-type Waiting = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, String>>>>>;
+type Waiting = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Reply, String>>>>>;
+
+/// A line of the adapter for the waiter of one request.
+enum Reply {
+    /// The request's answer.
+    Answer(Value),
+    /// The adapter asks for the clock of the request (`{"clock": id}`): the waiter reads it and
+    /// answers, then goes on waiting.
+    Clock,
+}
 
 /// A request sent and not yet answered.
 struct Sent {
     id: u64,
     request: Value,
-    answer: mpsc::Receiver<Result<Value, String>>,
+    answer: mpsc::Receiver<Result<Reply, String>>,
 }
 
 /// The running adapter: requests in flight by id, and the tail of its standard error.
@@ -371,6 +380,15 @@ impl Adapter {
                             break;
                         }
                     };
+                    if answer.get("clock").is_some() && answer.get("id").is_none() {
+                        match route_clock_question(&waiting, &answer) {
+                            Ok(()) => continue,
+                            Err(e) => {
+                                why = format!("{e}: {line}");
+                                break;
+                            }
+                        }
+                    }
                     let Some(id) = answer.get("id").and_then(Value::as_u64) else {
                         why = format!("the adapter wrote an answer without an integer `id`: {line}");
                         break;
@@ -379,7 +397,7 @@ impl Adapter {
                         why = format!("the adapter answered id {id}, which no request in flight has: {line}");
                         break;
                     };
-                    let _ = sender.send(Ok(answer));
+                    let _ = sender.send(Ok(Reply::Answer(answer)));
                 }
                 *lock(&broken) = Some(why.clone());
                 for (_, sender) in lock(&waiting).drain() {
@@ -411,7 +429,7 @@ impl Adapter {
     /// object.
     fn call(&self, request: Value) -> Result<Result<Value, Value>, StorageError> {
         let sent = self.send(request)?;
-        self.wait(&sent)
+        self.wait(&sent, None)
     }
 
     /// Sends `request` with an id added, without waiting for its answer.
@@ -464,14 +482,25 @@ impl Adapter {
         }
     }
 
-    /// Waits for the answer to a request sent: the `ok` value, or the error object.
-    fn wait(&self, sent: &Sent) -> Result<Result<Value, Value>, StorageError> {
-        let answer = match sent.answer.recv_timeout(self.timeout) {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(why)) => return Err(self.fail(&sent.request, &why)),
-            Err(_) => {
-                lock(&self.waiting).remove(&sent.id);
-                return Err(self.fail(&sent.request, &format!("no answer within {:?}", self.timeout)));
+    /// Waits for the answer to a request sent: the `ok` value, or the error object. A clock
+    /// question of the adapter meanwhile is answered with a reading of `clock`, taken here (see
+    /// [`Adapter::answer_clock`]); the time that reading takes is not counted in the wait.
+    fn wait(&self, sent: &Sent, clock: Option<&ManualClock>) -> Result<Result<Value, Value>, StorageError> {
+        let mut deadline = std::time::Instant::now().checked_add(self.timeout);
+        let answer = loop {
+            let left = deadline.map_or(self.timeout, |d| d.saturating_duration_since(std::time::Instant::now()));
+            match sent.answer.recv_timeout(left) {
+                Ok(Ok(Reply::Answer(answer))) => break answer,
+                Ok(Ok(Reply::Clock)) => {
+                    let reading = std::time::Instant::now();
+                    self.answer_clock(sent, clock)?;
+                    deadline = deadline.and_then(|d| d.checked_add(reading.elapsed()));
+                }
+                Ok(Err(why)) => return Err(self.fail(&sent.request, &why)),
+                Err(_) => {
+                    lock(&self.waiting).remove(&sent.id);
+                    return Err(self.fail(&sent.request, &format!("no answer within {:?}", self.timeout)));
+                }
             }
         };
         let Value::Object(mut fields) = answer else {
@@ -485,6 +514,35 @@ impl Adapter {
                 &format!("the answer has neither exactly one of `ok` and `error` (ok: {ok:?}, error: {error:?})"),
             )),
         }
+    }
+
+    /// Answers the adapter's clock question for `sent`: reads `clock` on this thread, the one
+    /// waiting for the request (a reading held by [`ManualClock::hold_next_reading`] waits here,
+    /// inside the store's critical section if the store asked from there), and writes
+    /// `{"clock": id, "now": T}`. A question for a request that did not say `"ask"` is the
+    /// adapter's failure.
+    fn answer_clock(&self, sent: &Sent, clock: Option<&ManualClock>) -> Result<(), StorageError> {
+        let clock = match clock {
+            Some(clock) if sent.request.get("now").and_then(Value::as_str) == Some("ask") => clock,
+            _ => {
+                return Err(
+                    self.fail(&sent.request, "the adapter asked for the clock of a request whose `now` is not \"ask\"")
+                );
+            }
+        };
+        let answer = json!({"clock": sent.id, "now": clock.now().as_millis()});
+        self.write_line(&answer.to_string())
+            .map_err(|e| self.fail(&sent.request, &format!("writing the clock to the adapter failed: {e}")))
+    }
+
+    /// Writes `line` and a newline to the adapter's standard input, in one write.
+    fn write_line(&self, line: &str) -> std::io::Result<()> {
+        let mut stdin = lock(&self.stdin);
+        let pipe = stdin.as_mut().ok_or_else(|| std::io::Error::other("the adapter's standard input is closed"))?;
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        pipe.write_all(&bytes).and_then(|()| pipe.flush())
     }
 
     /// The `ok` of a request that must succeed.
@@ -510,6 +568,22 @@ impl Drop for Adapter {
         }
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+/// Passes the adapter's clock question `question` (`{"clock": id}`) to the waiter of request
+/// `id`; why it cannot, if the question is malformed or no request `id` is in flight.
+fn route_clock_question(waiting: &Waiting, question: &Value) -> Result<(), String> {
+    let id = match question.as_object().map(|fields| (fields.len(), fields.get("clock").and_then(Value::as_u64))) {
+        Some((1, Some(id))) => id,
+        _ => return Err("the adapter wrote a clock question that is not `{\"clock\": ID}`".into()),
+    };
+    match lock(waiting).get(&id) {
+        Some(waiter) => {
+            let _ = waiter.send(Ok(Reply::Clock));
+            Ok(())
+        }
+        None => Err(format!("the adapter asked for the clock of id {id}, which no request in flight has")),
     }
 }
 
@@ -641,14 +715,28 @@ impl CommandStore {
 
     /// Waits for the answer to a request [`CommandStore::begin`] sent.
     fn end(&self, sent: &Sent) -> StoreResult<Value> {
-        match self.adapter.wait(sent)? {
+        match self.adapter.wait(sent, Some(&self.clock))? {
             Ok(v) => Ok(v),
             Err(error) => Err(self.error(&sent.request, &error)),
         }
     }
 
     fn lookup_request(&self, scope: &ReservationScope, key: &Key) -> Value {
-        json!({"op": "lookup", "store": self.id, "now": self.clock.now().as_millis(), "scope": scope_json(scope), "key": key.as_str()})
+        self.timed(|now| json!({"op": "lookup", "store": self.id, "now": now.as_millis(), "scope": scope_json(scope), "key": key.as_str()}))
+    }
+
+    /// The request `build` makes with its `now`: the clock's reading, or, while a hold waits for
+    /// the clock's next reading ([`ManualClock::hold_pending`]), `"ask"`, so that the reading
+    /// held is the one the store takes when it asks, not the driver's (which then only peeks).
+    fn timed(&self, build: impl FnOnce(Instant) -> Value) -> Value {
+        if !self.clock.hold_pending() {
+            return build(self.clock.now());
+        }
+        let mut request = build(self.clock.peek());
+        if let Some(fields) = request.as_object_mut() {
+            fields.insert("now".into(), "ask".into());
+        }
+        request
     }
 
     /// The reservation a lookup's answer `ok` describes, or a failure naming what is wrong.
@@ -683,7 +771,7 @@ impl CommandStore {
 
 impl ReservationStore for CommandStore {
     async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
-        let sent = self.begin(operation_json(self.id, self.clock.now(), &request))?;
+        let sent = self.begin(self.timed(|now| operation_json(self.id, now, &request)))?;
         let ok = self.end(&sent)?;
         let name = ok.as_str().unwrap_or("");
         match Outcome::from_name(name) {
@@ -719,25 +807,88 @@ struct Served {
 ///
 /// Answers are buffered while more requests are already waiting in `input`, and written out
 /// whenever it has none: one write for a burst of requests rather than one each.
+///
+/// A request whose `now` is `"ask"` asks the driver for its clock when it runs
+/// ([`ask_clock`]); requests that arrive before the answer wait their turn.
 pub fn serve(input: impl Read, output: impl Write) -> std::io::Result<()> {
     let mut input = BufReader::with_capacity(1 << 16, input);
     let mut output = std::io::BufWriter::with_capacity(1 << 16, output);
     let mut stores: HashMap<u64, Arc<Served>> = HashMap::new();
+    let mut queued = VecDeque::new();
     let mut line = String::new();
     loop {
         line.clear();
-        if input.read_line(&mut line)? == 0 {
-            break;
+        match queued.pop_front() {
+            Some(next) => line = next,
+            None if input.read_line(&mut line)? == 0 => break,
+            None => {}
         }
-        if !line.trim().is_empty() {
-            let answer = answer_line(&mut stores, line.trim_end_matches(['\n', '\r']));
+        let text = line.trim_end_matches(['\n', '\r']);
+        if !text.trim().is_empty() {
+            let answer = match asks_for_clock(text) {
+                Some(id) => match ask_clock(&mut input, &mut output, &mut queued, id, text)? {
+                    Some(timed) => answer_line(&mut stores, &timed),
+                    None => break,
+                },
+                None => answer_line(&mut stores, text),
+            };
             output.write_all(answer.as_bytes())?;
         }
-        if input.buffer().is_empty() {
+        if queued.is_empty() && input.buffer().is_empty() {
             output.flush()?;
         }
     }
     output.flush()
+}
+
+/// The id of `line` if it is a request whose `now` is `"ask"`.
+fn asks_for_clock(line: &str) -> Option<u64> {
+    if !line.contains("\"ask\"") {
+        return None;
+    }
+    let request = serde_json::from_str::<Value>(line).ok()?;
+    if request.get("now")?.as_str()? != "ask" {
+        return None;
+    }
+    request.get("id")?.as_u64()
+}
+
+/// Asks the driver for the clock of request `id`, whose line is `request`: writes
+/// `{"clock": id}`, then reads lines until the driver's answer `{"clock": id, "now": T}`,
+/// queueing the requests that come first; `request` with `T` as its `now` (`None` if `input`
+/// ended first). [`serve`] runs one request at a time, so this reading is inside the store's
+/// critical section.
+fn ask_clock(
+    input: &mut impl BufRead,
+    output: &mut impl Write,
+    queued: &mut VecDeque<String>,
+    id: u64,
+    request: &str,
+) -> std::io::Result<Option<String>> {
+    let mut question = json!({"clock": id}).to_string();
+    question.push('\n');
+    output.write_all(question.as_bytes())?;
+    output.flush()?;
+    loop {
+        let mut line = String::new();
+        if input.read_line(&mut line)? == 0 {
+            return Ok(None);
+        }
+        let answer = serde_json::from_str::<Value>(&line).ok().filter(|v| v.get("op").is_none());
+        match answer.as_ref().and_then(|v| v.get("clock")) {
+            Some(clock) if clock.as_u64() == Some(id) => {
+                let now = answer.as_ref().and_then(|v| v.get("now")).cloned().unwrap_or(Value::Null);
+                let mut timed = serde_json::from_str::<Value>(request).unwrap_or(Value::Null);
+                if let Some(fields) = timed.as_object_mut() {
+                    fields.insert("now".into(), now);
+                }
+                return Ok(Some(timed.to_string()));
+            }
+            // The answer to another question: none is waiting for it.
+            Some(_) => {}
+            None => queued.push_back(line),
+        }
+    }
 }
 
 /// The answer to one request line, with its newline.

@@ -42,6 +42,9 @@
 //!   lookup's shapes. D10: an operation is held between its reading of the clock and its write
 //!   ([`reservation_store::ManualClock::hold_next_reading`]) while the clock passes an expiry
 //!   and a lookup runs; the answers must have an order (a clock read outside the lock has none).
+//!   It first runs the same operations one at a time, so that a plain expiry bug is named by its
+//!   own rule (D1), not as the clock; through the driver, the held reading is the store's own
+//!   (the request says `"now": "ask"`, `PROTOCOL.md`).
 //! - S1, scopes: a key is independent across aggregate types, tenants and namespaces (also when
 //!   a store could join them into one string with a separator), and a `SYSTEM_TENANT` scope spans
 //!   the type's tenants (and is not a tenant whose id spells `SYSTEM_TENANT`); owners of the

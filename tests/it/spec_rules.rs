@@ -1183,13 +1183,18 @@ fn s1_scopes_are_equal_only_part_by_part() {
 #[test]
 fn d10_a_held_clock_reading_waits_for_its_release_and_reads_the_instant_before_it() {
     let clock = ManualClock::new(at(100));
+    assert!(!clock.hold_pending());
     let hold = clock.hold_next_reading();
-    assert!(!hold.wait_reached(std::time::Duration::from_millis(10)), "no reading yet");
+    assert!(clock.hold_pending(), "a hold waits for the next reading");
+    // A peek is no reading: it neither takes the hold nor waits.
+    assert_eq!(clock.peek(), at(100));
+    assert!(clock.hold_pending() && !hold.wait_reached(std::time::Duration::from_millis(10)), "no reading yet");
     let reader = {
         let clock = clock.clone();
         std::thread::spawn(move || clock.now())
     };
     assert!(hold.wait_reached(std::time::Duration::from_secs(5)), "the reading arrived");
+    assert!(!clock.hold_pending(), "the reading took the hold");
     clock.set(at(200));
     assert!(!reader.is_finished(), "a held reading waits");
     hold.release();

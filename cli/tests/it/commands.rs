@@ -307,8 +307,14 @@ fn memory_store_behind_serve_conforms_through_the_driver_and_reports_json() {
         "{out}"
     );
     assert_eq!(lines.last().expect("a summary")["conforms"], true, "{out}");
-    let requests = valid_lines(&sent, "request");
-    assert_eq!(requests, valid_lines(&answered, "answer"), "every request is answered once");
+    let requests = valid_lines(&sent, "driver_line");
+    assert_eq!(requests, valid_lines(&answered, "adapter_line"), "every request and clock question is answered once");
+    let asked = std::fs::read_to_string(&answered)
+        .expect("the answers")
+        .lines()
+        .filter(|l| l.starts_with("{\"clock\""))
+        .count();
+    assert!(asked > 0, "no clock question: d10 did not ask the store for its clock");
     assert!(requests > 50_000, "{requests} requests");
     std::fs::remove_dir_all(&dir).expect("removed");
 }

@@ -921,3 +921,19 @@ fn each_check_is_reported_to_the_caller_as_it_ends() {
     assert_eq!(names, ["r1_reserve_takes_a_free_key", "r3_reserve_joins_with_a_new_hold", "d2_ttl_zero_is_invalid"]);
     assert!(matches!(seen[1].1, CheckResult::Failed(_)), "{report}");
 }
+
+/// d10 replays its scenario one operation at a time before it runs it concurrently, so that a
+/// plain expiry bug is named by its own rule: each of these read "rule D10 broken" (the clock
+/// read outside the critical section) before. A clock read before the lock is still D10.
+#[test]
+fn d10_names_a_plain_expiry_bug_by_its_own_rule() {
+    for (bug, rule) in [(Bug::ExpiryInclusive, Rule::D1), (Bug::LookupShowsExpired, Rule::D1)] {
+        let failure = reservation_conformance::checks::d10(&BrokenHarness(bug)).unwrap_err();
+        assert_eq!(failure.rule, Some(rule), "{bug:?}: {failure}");
+        eprintln!("--- {bug:?} caught by d10:\n{failure}");
+    }
+    let failure = reservation_conformance::checks::d10(&BrokenHarness(Bug::LookupTimeLeft)).unwrap_err();
+    assert_ne!(failure.rule, Some(Rule::D10), "{failure}");
+    let failure = reservation_conformance::checks::d10(&BrokenHarness(Bug::ClockBeforeLock)).unwrap_err();
+    assert_eq!(failure.rule, Some(Rule::D10), "{failure}");
+}

@@ -55,9 +55,15 @@ fn python_store_passes_the_whole_suite_through_the_driver_and_every_message_is_v
     assert!(report.is_ok(), "{report}");
     let passed = report.checks.iter().filter(|(_, r, _)| *r == CheckResult::Passed).count();
     assert!(passed > 45, "{report}");
-    let requests = crate::schema::validate_lines(&sent, "request");
-    let answers = crate::schema::validate_lines(&answered, "answer");
-    assert_eq!(requests, answers, "every request is answered once");
+    let requests = crate::schema::validate_lines(&sent, "driver_line");
+    let answers = crate::schema::validate_lines(&answered, "adapter_line");
+    assert_eq!(requests, answers, "every request and every clock question is answered once");
+    let asked = std::fs::read_to_string(&answered)
+        .expect("the answers")
+        .lines()
+        .filter(|l| l.starts_with("{\"clock\""))
+        .count();
+    assert!(asked > 0, "no clock question: d10 did not ask the store for its clock");
     assert!(requests > 100_000, "{requests} requests");
     eprintln!("{requests} requests and answers, each valid against the schema");
     std::fs::remove_dir_all(&dir).expect("removed");
@@ -208,6 +214,38 @@ fn an_adapter_that_exits_midway_is_one_protocol_failure() {
 #[test]
 fn python_bug_atomicity_is_caught_by_the_linearizability_check() {
     caught("atomicity", "linearizability_under_threads", "atomicity (H1) broken");
+}
+
+/// The store reads its clock (its latest instant, then the driver's reading) before it takes its
+/// lock. Through the driver, d10's held reading is the store's own (the reserve says
+/// `"now": "ask"`), so the check sees it every time; when the driver read the clock for the
+/// store, the store read its latest instant after the lookup and d10 passed.
+#[test]
+fn python_bug_clock_before_lock_is_caught_by_d10() {
+    use reservation_conformance::checks::d10;
+    let Some(h) = python("clock-before-lock") else { return };
+    let runs = 20;
+    let caught = (0..runs).filter(|_| d10(&h).is_err_and(|f| f.rule == Some(reservation_store::Rule::D10))).count();
+    eprintln!("clock-before-lock caught by d10 in {caught} of {runs} runs");
+    assert_eq!(caught, runs, "d10 missed the clock read before the lock");
+    let failure = d10(&h).expect_err("caught").to_string();
+    assert!(failure.contains("rule D10 broken") && failure.contains("answered Joined"), "{failure}");
+    // The same store, reading its clock inside its lock, passes.
+    let Some(h) = python("") else { return };
+    for _ in 0..3 {
+        d10(&h).unwrap_or_else(|f| panic!("{f}"));
+    }
+}
+
+/// A store that shows a pending reservation at its expiry instant answers d10's scenario in a way
+/// no order explains; d10 replays the scenario one operation at a time first, and so names the
+/// expiry boundary (D1), not the clock.
+#[test]
+fn python_bug_expiry_boundary_is_named_d1_by_d10() {
+    let Some(h) = python("expiry-boundary") else { return };
+    let failure = reservation_conformance::checks::d10(&h).expect_err("an expiry boundary bug passed d10");
+    assert_eq!(failure.rule, Some(reservation_store::Rule::D1), "{failure}");
+    assert!(failure.to_string().contains("rule D1 broken"), "{failure}");
 }
 
 /// `command` as an adapter must fail to start, within the driver's bounded wait, saying one of
@@ -429,5 +467,54 @@ fn readme_quotes_the_go_adapter_whole() {
         readme.contains(&format!("```go\n{adapter}```")),
         "README.md does not quote adapters/go/adapter.go as it is"
     );
-    assert!(adapter.lines().count() <= 65, "the adapter is meant to be short");
+    assert!(adapter.lines().count() <= 85, "the adapter is meant to be short");
+}
+
+#[test]
+fn an_adapter_that_asks_the_clock_of_an_unknown_id_is_a_failure() {
+    refused("read line; echo '{\"clock\": 999}'; sleep 5", "asked for the clock of id 999");
+}
+
+/// An adapter (in Python) that asks for the clock of every operation and lookup, whatever its
+/// `now`, and once the driver answers, answers `Taken` if the reading is 6 (else `Kept`, which no
+/// reserve can answer).
+fn always_asking() -> Option<CommandHarness> {
+    let present = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    service("python3 (for a scripted adapter)", if present { Ok(()) } else { Err("not installed") })?;
+    let script = "import json,sys\nfor l in sys.stdin:\n r=json.loads(l)\n if 'op' not in r: print(json.dumps({'id':r['clock'],'ok':'Taken' if r['now']==6 else 'Kept'}),flush=True); continue\n if r['op']=='hello': print(json.dumps({'id':r['id'],'ok':{'protocol':1,'durable':False}}),flush=True)\n elif r['op']=='open': print(json.dumps({'id':r['id'],'ok':None}),flush=True)\n else: print(json.dumps({'clock':r['id']}),flush=True)\n";
+    let command = format!("python3 -c \"{script}\"");
+    Some(CommandHarness::start(&command).expect("the adapter starts"))
+}
+
+#[test]
+fn a_clock_question_is_answered_with_a_held_reading_and_only_for_a_request_that_said_ask() {
+    use reservation_conformance::Harness;
+    use reservation_store::{Instant, ManualClock, ReservationStore, StoreError};
+    let Some(h) = always_asking() else { return };
+    let (scope, owner, key, hold, ttl) = arguments();
+    // No hold: the request carries the reading, and a question for it is the adapter's failure.
+    let clock = ManualClock::new(Instant::from_millis(6));
+    let store = h.store(clock.clone());
+    match h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl)) {
+        Err(StoreError::Storage(e)) => {
+            assert!(e.is_indeterminate() && e.to_string().contains("whose `now` is not \"ask\""), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A hold pending: the request says "ask", and the reading is taken, and held, on the thread
+    // waiting for it; the answer is the instant read before the hold (6), whatever the clock
+    // reads when the hold is let go.
+    let Some(h) = always_asking() else { return };
+    let store = h.store(clock.clone());
+    let held = clock.hold_next_reading();
+    std::thread::scope(|s| {
+        let reserve = s.spawn(|| h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl)));
+        assert!(held.wait_reached(std::time::Duration::from_secs(10)), "the driver never read the clock");
+        assert!(!reserve.is_finished(), "the reserve was answered while its reading was held");
+        clock.set(Instant::from_millis(7));
+        drop(held);
+        let answered = reserve.join().expect("no panic");
+        assert!(matches!(answered, Ok(reservation_store::ReserveOutcome::Taken)), "{answered:?}");
+    });
+    assert!(!clock.hold_pending(), "the store's reading took the hold");
 }

@@ -48,6 +48,10 @@ fn the_schema_refuses_malformed_messages() {
         json!({"id": 1, "ok": {"state": "pending", "owner": owner, "holds": ["h"], "expires_at": 9}}),
         json!({"id": 1, "error": {"kind": "StorageError", "indeterminate": true, "message": "lost"}}),
         json!({"id": 1, "error": {"kind": "InvalidArgument", "name": "TenantMismatch", "message": ""}}),
+        json!({"id": 3, "op": "lookup", "store": 0, "now": "ask", "scope": scope, "key": "k"}),
+        json!({"id": 3, "op": "reserve", "store": 0, "now": "ask", "scope": scope, "key": "k", "owner": owner, "hold": "h", "ttl": 5}),
+        json!({"clock": 3}),
+        json!({"clock": 3, "now": u64::MAX}),
     ];
     for m in &good {
         assert!(line.is_valid(m), "refused: {m}");
@@ -67,10 +71,27 @@ fn the_schema_refuses_malformed_messages() {
         json!({"id": 1, "ok": {"state": "confirmed", "owner": owner, "version": 1, "expires_at": 9}}),
         json!({"id": 1, "error": {"kind": "InvalidArgument", "name": "TenantNotAdmitted", "message": ""}}),
         json!({"id": 1, "error": {"kind": "StorageError", "message": "no indeterminate"}}),
+        json!({"id": 1, "op": "open", "store": 0, "now": "ask"}),
+        json!({"id": 1, "op": "lookup", "store": 0, "now": "later", "scope": scope, "key": "k"}),
+        json!({"clock": -1}),
+        json!({"clock": 3, "now": "ask"}),
+        json!({"clock": 3, "id": 3}),
+        json!({"clock": 3, "now": 5, "ok": null}),
     ];
     for m in &bad {
         assert!(!line.is_valid(m), "accepted: {m}");
     }
+}
+
+/// A clock question is a line of the adapter, its answer one of the driver's, and neither is a
+/// request or an answer.
+#[test]
+fn clock_questions_and_answers_go_each_their_way() {
+    let (driver, adapter) = (validator(Some("driver_line")), validator(Some("adapter_line")));
+    let (request, answer) = (validator(Some("request")), validator(Some("answer")));
+    let (question, reading) = (json!({"clock": 7}), json!({"clock": 7, "now": 12}));
+    assert!(adapter.is_valid(&question) && !driver.is_valid(&question) && !answer.is_valid(&question));
+    assert!(driver.is_valid(&reading) && !adapter.is_valid(&reading) && !request.is_valid(&reading));
 }
 
 #[test]
