@@ -216,7 +216,10 @@ pub fn run<H: Harness>(h: &H, example: &Example) -> Result<(), Failure> {
 }
 
 fn run_example<H: Harness>(h: &H, example: &Example) -> Result<(), Failure> {
-    let mut s = Session::new(h, "examples", None);
+    // The store is opened at the example's first instant, so that no request carries a `now`
+    // earlier than its `open`'s (PROTOCOL.md).
+    let start = example.lines.first().map_or(crate::START, |line| line.at);
+    let mut s = Session::starting_at(h, "examples", None, start);
     let scope = ReservationScope::new(
         AggregateType::new(TYPE).map_err(|e| Failure::without_rule("examples", e.to_string()))?,
         Tenant::id(TENANT).map_err(|e| Failure::without_rule("examples", e.to_string()))?,

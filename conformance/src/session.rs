@@ -118,7 +118,13 @@ impl<'h, H: Harness> Session<'h, H> {
     /// fresh store whose clock reads [`START`]. A check named by its function (`scope_tenant`) is
     /// reported by its test name (`s1_scope_tenants_are_independent`).
     pub(crate) fn new(h: &'h H, check: &str, rule: Option<Rule>) -> Self {
-        let clock = ManualClock::new(START);
+        Session::starting_at(h, check, rule, START)
+    }
+
+    /// As [`Session::new`], on a store whose clock reads `start`: the store is opened at the
+    /// instant the session's first step runs at, and the clock only moves on from there.
+    pub(crate) fn starting_at(h: &'h H, check: &str, rule: Option<Rule>, start: Instant) -> Self {
+        let clock = ManualClock::new(start);
         let store = h.store(clock.clone());
         Session {
             h,
