@@ -134,6 +134,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod arguments;
 pub mod checks;
 pub mod differential;
 pub mod driver;
@@ -152,6 +153,7 @@ pub mod vectors;
 
 pub use failure::{Details, Failure};
 pub use harness::{Capabilities, Harness, MemoryHarness, START, Settings, unique_namespace};
+pub use harness::{RawAnswer, RawRequest};
 pub use report::{CheckResult, Report, run_all, run_matching};
 
 /// Calls `$callback!` with the list of every check: `test_name => check_function`.
@@ -193,6 +195,7 @@ macro_rules! __for_each_check {
             d4_any_version_is_for_release_only => d4,
             d5_owners_keys_holds_compared_exactly => d5,
             d6_invalid_arguments_are_typed_and_change_nothing => d6,
+            d6_every_invalid_argument_in_every_state_changes_nothing => arguments,
             d7_expired_pending_is_a_free_key => d7,
             d8_unsigned_versions_and_the_last_instant => d8,
             d10_the_clock_is_read_inside_the_critical_section => d10,

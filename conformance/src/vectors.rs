@@ -44,7 +44,8 @@ pub const FILES: [(&str, &str); 8] = [
 /// a capability): the randomized, concurrent and durable ones, and D10 (it holds an operation
 /// between its clock reading and its write).
 fn file_of(check: &str) -> Option<&'static str> {
-    let skipped = ["volume", "sweeper", "differential", "linearizability", "d10_", "p1_"];
+    // The sweep of invalid arguments writes its own cases, into the arguments file.
+    let skipped = ["volume", "sweeper", "differential", "linearizability", "d10_", "p1_", crate::arguments::CHECK];
     if skipped.iter().any(|s| check.starts_with(s)) {
         return None;
     }
@@ -225,7 +226,11 @@ pub fn generate() -> Result<BTreeMap<&'static str, Value>, String> {
         files.entry(file).or_default().push(json!({"check": case.check, "case": *n, "steps": case.steps}));
         *n += 1;
     }
-    files.insert("arguments", arguments());
+    let mut sweep = arguments();
+    crate::harness::fixed_namespaces(true);
+    sweep.extend(crate::arguments::vector_cases());
+    crate::harness::fixed_namespaces(false);
+    files.insert("arguments", sweep);
     let mut out = BTreeMap::new();
     for (name, covers) in FILES {
         let cases = files.remove(name).ok_or_else(|| format!("no case for the file {name}"))?;
