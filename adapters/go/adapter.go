@@ -36,6 +36,10 @@ func main() {
 		if decoder.Decode(&r) != nil {
 			continue
 		}
+		if loneSurrogate(lines.Bytes()) { // not Unicode (D9): json would decode it as U+FFFD
+			write(r["id"], nil, Invalid{"Unrepresentable"})
+			continue
+		}
 		switch r["op"] {
 		case "hello":
 			write(r["id"], map[string]any{"protocol": 1, "durable": false}, nil)

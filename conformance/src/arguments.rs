@@ -86,7 +86,7 @@ impl State {
 
     /// The operation that puts a free key in this state at [`START`] (an expired one once the
     /// clock has moved one millisecond on).
-    fn setup<'a>(self, row: &'a Row) -> Option<Operation<&'a AggregateRef, &'a HoldId>> {
+    fn setup(self, row: &Row) -> Option<Operation<&AggregateRef, &HoldId>> {
         let ttl = |ms| Ttl::from_millis(ms).ok();
         let (owner, hold) = (&row.own, &row.hold);
         let other = &row.other;
@@ -410,7 +410,7 @@ fn valid(op: &str, row: &Row, now: Instant) -> Option<RawRequest> {
 /// divide what is left).
 fn pad(prefix: &str, len: usize, c: char) -> String {
     let mut s = prefix.to_owned();
-    if (len - s.len().min(len)) % c.len_utf8() != 0 {
+    if !(len - s.len().min(len)).is_multiple_of(c.len_utf8()) {
         s.push('x');
     }
     while s.len() + c.len_utf8() <= len {
@@ -735,7 +735,7 @@ fn show_request(request: &RawRequest) -> String {
 
 fn shorten(value: &mut Value) {
     match value {
-        Value::String(s) if s.len() > 24 => {
+        Value::String(s) if s.len() > 64 => {
             let head: String = s.chars().take(8).collect();
             *s = format!("{head}… ({} bytes)", s.len());
         }
@@ -749,19 +749,20 @@ fn shorten(value: &mut Value) {
 fn transcript(plan: &Plan, case: &Case, before: Option<&StoredReservation>, answer: &Answer) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(setup) = case.row.and_then(|i| plan.rows.get(i)).and_then(|row| setup_request(plan, row)) {
-        lines.push(format!("  t={} setup:", START.as_millis()));
+        lines.push(format!("  {START} setup:"));
         lines.push(show_request(&setup));
     }
-    lines.push(format!("  t={} the key is {}; the request:", plan.state.now().as_millis(), show_state(before)));
+    lines.push(format!("  {} the key is {}; the request:", plan.state.now(), show_state(before)));
     lines.push(show_request(&case.request));
     lines.push(format!("    answered {answer}"));
     lines
 }
 
 fn fail(plan: &Plan, rule: Option<Rule>, step_rule: Option<Rule>, problem: String, transcript: Vec<String>) -> Failure {
-    let mut context = vec![format!("the key's state before the request: {}", plan.state.text())];
+    let mut context = vec![format!("every request works on a key {}", plan.state.text())];
     if let Some(rule) = rule.filter(|r| *r != Rule::D6) {
-        context.push(format!("the check is about {}: {}; the request breaks {rule}", Rule::D6, Rule::D6.text()));
+        context
+            .push(format!("the check is about D6 (an invalid argument changes nothing); this request breaks {rule}"));
     }
     Failure::from(Details {
         check: CHECK.to_owned(),

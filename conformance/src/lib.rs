@@ -42,6 +42,12 @@
 //!   lookup's shapes. D10: an operation is held between its reading of the clock and its write
 //!   ([`reservation_store::ManualClock::hold_next_reading`]) while the clock passes an expiry
 //!   and a lookup runs; the answers must have an order (a clock read outside the lock has none).
+//! - D6 through the protocol's requests ([`Harness::send_raw`]): every invalid argument of SPEC.md's
+//!   table of errors, alone (each field empty, one byte over its maximum in one- and two-byte
+//!   characters, not Unicode; zero, negative, fractional, oversized and string numbers; `ANY`
+//!   given to confirm; owners a scope does not admit), on a key in each of seven states, is
+//!   answered with the error of its name and changes nothing; every field at its maximum acts as
+//!   the spec says. A harness that speaks only the typed API runs the requests its types hold.
 //! - S1, scopes: a key is independent across aggregate types, tenants and namespaces (also when
 //!   a store could join them into one string with a separator), and a `SYSTEM_TENANT` scope spans
 //!   the type's tenants (and is not a tenant whose id spells `SYSTEM_TENANT`); owners of the
@@ -114,6 +120,7 @@
 //! | holds | hold ids compared ignoring ASCII case | `d5_…` (D5), `a4_…` (A4), differential |
 //! | owner comparison | only the owner's id is compared | `d5_owner_differing_only_in_tenant_…` (D5), differential |
 //! | tenant checks | the scope's tenant never checked against the owner's | `d6_…` (D6), differential (D6) |
+//! | argument checks | whether the scope admits the owner checked on the reserve path only, or after the write | `d6_every_invalid_argument_…` (D6) |
 //! | keys | trailing spaces trimmed, as a padded SQL column does | `d5_…` (D5), differential |
 //! | scopes | the aggregate type left out of the row's key | `s1_scope_aggregate_types_…` (S1) |
 //! | lookup | an expired pending reservation still shown | `d7_…` (D7), differential |
