@@ -562,30 +562,24 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
                keeps_row: bool,
                row: Option<Row>,
                edit: &dyn Fn(Value) -> RawRequest| {
-        let Some(row) = row.or_else(|| base.row(&format!("c{}", plan.cases.len()))) else { return };
-        let Some(request) = valid(op, &row, now).and_then(|r| r.value()).map(edit) else { return };
+        let Some(row) = row.or_else(|| base.row(&format!("c{}", plan.cases.len()))) else { return false };
+        let Some(request) = valid(op, &row, now).and_then(|r| r.value()).map(edit) else { return false };
         if !raw && request.value().is_none_or(|v| parse_request(&v).is_err()) {
-            return;
+            return false;
         }
         let index = keeps_row.then_some(plan.rows.len());
         if keeps_row {
             plan.rows.push(row);
         }
         plan.cases.push(Case { what, rule, request, row: index, in_vectors: true });
+        true
     };
     let over = |field: Field, c: char| c.to_string().repeat(field.max() / c.len_utf8() + 1);
     for op in OPS {
         for field in Field::ALL.into_iter().filter(|f| f.in_op(op)) {
             let (text, at, keeps) = (field.text(), field.pointer(), field.keeps_row());
-            let set = |value: Value| {
-                move |mut request: Value| {
-                    if let Some(slot) = request.pointer_mut(at) {
-                        *slot = value.clone();
-                    }
-                    RawRequest::new(request)
-                }
-            };
-            add(&mut plan, op, format!("{text} empty"), Rule::D6, keeps, None, &set("".into()));
+            let set = |value: String| setting(vec![(at, value.into())]);
+            add(&mut plan, op, format!("{text} empty"), Rule::D6, keeps, None, &set(String::new()));
             let n = field.max() + 1;
             add(
                 &mut plan,
@@ -594,7 +588,7 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
                 Rule::D9,
                 keeps,
                 None,
-                &set(over(field, 'x').into()),
+                &set(over(field, 'x')),
             );
             let wide = over(field, 'é');
             let what = format!(
@@ -602,19 +596,19 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
                 wide.chars().count(),
                 wide.len()
             );
-            add(&mut plan, op, what, Rule::D9, keeps, None, &set(wide.into()));
+            add(&mut plan, op, what, Rule::D9, keeps, None, &set(wide));
             let what = format!("{text} not valid Unicode (a lone surrogate, \"\\ud800\")");
             add(&mut plan, op, what, Rule::D9, keeps, None, &|request| {
                 RawRequest::with_raw(request, at, "\"\\ud800\"")
             });
         }
-        // Numbers that are not unsigned 64-bit integers, and versions that are not versions.
-        let numbers: [(&str, &str, &str, Rule); 5] = [
-            ("-1", "-1", "negative", Rule::D8),
-            ("18446744073709551616", "2^64", "over 2^64-1", Rule::D8),
-            ("1.5", "1.5", "not an integer", Rule::D8),
-            ("\"1000\"", "\"1000\"", "a string", Rule::D8),
-            ("null", "null", "not a number", Rule::D8),
+        // Numbers that are not unsigned 64-bit integers (D8), as raw JSON and as shown.
+        let numbers = [
+            ("-1", "-1", "negative"),
+            ("18446744073709551616", "2^64", "over 2^64-1"),
+            ("1.5", "1.5", "not an integer"),
+            ("\"1000\"", "\"1000\"", "a string"),
+            ("null", "null", "not a number"),
         ];
         let mut fields = vec![("/now", "the instant (now)")];
         match op {
@@ -623,40 +617,24 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
             _ => {}
         }
         for (at, text) in fields {
-            for (token, shown, why, rule) in numbers {
+            for (token, shown, why) in numbers {
                 let what = format!("{text} {shown} ({why})");
-                add(&mut plan, op, what, rule, true, None, &|request| RawRequest::with_raw(request, at, token));
+                add(&mut plan, op, what, Rule::D8, true, None, &|request| RawRequest::with_raw(request, at, token));
             }
         }
-        let set = |at: &'static str, value: Value| {
-            move |mut request: Value| {
-                if let Some(slot) = request.pointer_mut(at) {
-                    *slot = value.clone();
-                }
-                RawRequest::new(request)
+        // A zero TTL (D2), ANY_VERSION where it is not one (D4).
+        let named = match op {
+            "reserve" => Some(("the TTL 0", Rule::D2, "/ttl", Value::from(0))),
+            "confirm" => {
+                Some(("the version \"ANY\" (ANY_VERSION is for release only)", Rule::D4, "/version", "ANY".into()))
             }
+            "release" => {
+                Some(("the version \"any\" (ANY_VERSION is spelled \"ANY\")", Rule::D4, "/version", "any".into()))
+            }
+            _ => None,
         };
-        match op {
-            "reserve" => add(&mut plan, op, "the TTL 0".into(), Rule::D2, true, None, &set("/ttl", 0.into())),
-            "confirm" => add(
-                &mut plan,
-                op,
-                "the version \"ANY\" (ANY_VERSION is for release only)".into(),
-                Rule::D4,
-                true,
-                None,
-                &set("/version", "ANY".into()),
-            ),
-            "release" => add(
-                &mut plan,
-                op,
-                "the version \"any\" (ANY_VERSION is spelled \"ANY\")".into(),
-                Rule::D4,
-                true,
-                None,
-                &set("/version", "any".into()),
-            ),
-            _ => {}
+        if let Some((what, rule, at, value)) = named {
+            add(&mut plan, op, what.into(), rule, true, None, &setting(vec![(at, value)]));
         }
         // Owners the scope does not admit.
         if op != "lookup" {
@@ -677,15 +655,7 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
                     }
                     row
                 });
-                let edit = move |mut request: Value| {
-                    for (at, value) in &edits {
-                        if let Some(slot) = request.pointer_mut(at) {
-                            *slot = value.clone();
-                        }
-                    }
-                    RawRequest::new(request)
-                };
-                add(&mut plan, op, what.into(), Rule::D6, true, row, &edit);
+                add(&mut plan, op, what.into(), Rule::D6, true, row, &setting(edits));
             }
         }
     }
@@ -700,15 +670,28 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
                 }
                 let chars = if c == 'x' { "" } else { " in two-byte characters" };
                 let what = format!("{} at its maximum{chars} ({} bytes)", field.text(), field.max());
-                add(&mut plan, op, what, Rule::D9, true, Some(row), &RawRequest::new);
                 // The vectors hold the one-byte ones on a free key only (`vectors::arguments`).
-                if let Some(case) = plan.cases.last_mut() {
+                if add(&mut plan, op, what, Rule::D9, true, Some(row), &RawRequest::new)
+                    && let Some(case) = plan.cases.last_mut()
+                {
                     case.in_vectors = c != 'x';
                 }
             }
         }
     }
     plan
+}
+
+/// The edit of a request that writes each of `edits` (a JSON pointer, and the value there).
+fn setting(edits: Vec<(&'static str, Value)>) -> impl Fn(Value) -> RawRequest {
+    move |mut request| {
+        for (at, value) in &edits {
+            if let Some(slot) = request.pointer_mut(at) {
+                *slot = value.clone();
+            }
+        }
+        RawRequest::new(request)
+    }
 }
 
 /// A request in one line, long strings shortened.
