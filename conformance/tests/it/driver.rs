@@ -226,6 +226,8 @@ fn a_raw_request_reaches_the_adapter_as_written_and_its_error_comes_back_by_name
     ];
     assert!(requests[0].text().contains(r#""key":"\ud800""#), "{}", requests[0].text());
     assert!(requests[0].value().is_none(), "serde_json reads no lone surrogate");
+    // A field the request does not have is added.
+    assert_eq!(RawRequest::with_raw(json!({"op": "lookup"}), "/now", "-1").text(), r#"{"now":-1,"op":"lookup"}"#);
     // Through a borrowed harness, as a test binary that keeps its harness in a static does.
     let answers = <&CommandHarness as Harness>::send_raw(&&h, &store, &requests).expect("the driver sends them");
     let names: Vec<Option<String>> = answers
