@@ -53,6 +53,10 @@ func main() {
 		if decoder.Decode(&r) != nil {
 			continue
 		}
+		if loneSurrogate(lines.Bytes()) { // not Unicode (D9): json would decode it as U+FFFD
+			write(r["id"], nil, Invalid{"Unrepresentable"})
+			continue
+		}
 		switch r["op"] {
 		case nil: // the driver's answer to a clock question
 			if answer, ok := asked.LoadAndDelete(r["clock"]); ok {

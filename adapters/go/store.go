@@ -95,6 +95,40 @@ func parts(v any, third, empty, tooLong string) (typ, tenant string, system bool
 	return
 }
 
+// loneSurrogate reports whether a JSON line escapes one half of a UTF-16 surrogate pair alone,
+// such as "\ud800": text that is not Unicode (D9), which encoding/json decodes as U+FFFD.
+func loneSurrogate(line []byte) bool {
+	escape := func(i int) rune { // the character of the \uXXXX escape at line[i:], or -1
+		if i+6 > len(line) || line[i] != '\\' || line[i+1] != 'u' {
+			return -1
+		}
+		n, err := strconv.ParseUint(string(line[i+2:i+6]), 16, 32)
+		if err != nil {
+			return -1
+		}
+		return rune(n)
+	}
+	for i := 0; i < len(line); i++ {
+		if line[i] != '\\' {
+			continue
+		}
+		switch c := escape(i); {
+		case c < 0:
+			i++ // a one-character escape: \\, \", \n, …
+		case c >= 0xD800 && c < 0xDC00:
+			if low := escape(i + 6); low < 0xDC00 || low >= 0xE000 {
+				return true
+			}
+			i += 11
+		case c >= 0xDC00 && c < 0xE000:
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
+}
+
 func live(r *row, now uint64) bool { return r != nil && (r.confirmed || now < r.expires) } // D1, D7
 
 func ownerJSON(o Owner) map[string]any {

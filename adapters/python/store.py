@@ -16,6 +16,18 @@ RESERVATION_PY_BUG plants one bug, to show the suite catching it:
   any-version      a release at ANY_VERSION taken as one at UNVERSIONED         (L4)
   atomicity        read, then write, without the store's lock in between        (H1)
   clock-before-lock  the clock read before the store's lock is taken, and used  (D10)
+Bugs in the checks of arguments that the typed API cannot make (D2, D4, D6, D8, D9):
+  ttl-zero-only-on-pending  a zero TTL refused only where the reserve would write a pending
+                            reservation (a confirmed key answers AlreadyConfirmed)    (D2)
+  check-after-write         the hold id and the TTL checked after the row is written   (D6)
+  skip-tenant-empty         an empty tenant id accepted                                (D6)
+  skip-type-empty           an empty aggregate type accepted                           (D6)
+  skip-aggregate-id-empty   an empty aggregate id accepted                             (D6)
+  skip-name-length          aggregate types, tenants, namespaces and ids of any length (D9)
+  chars-not-bytes           lengths counted in characters, not UTF-8 bytes             (D9)
+  surrogates-replaced       text that is not Unicode stored with '?' in its place     (D9)
+  lenient-numbers           a fractional number taken as its integer part              (D8)
+  confirm-any               "ANY" given to confirm taken as the greatest version      (D4)
 """
 
 import json
@@ -41,20 +53,37 @@ class Invalid(Exception):
 
 def text(value, empty, too_long, limit):
     """A field as its UTF-8 bytes (D9), checked for emptiness and length."""
-    if not isinstance(value, str):
-        raise Invalid("Unrepresentable", "not a string")
-    try:
-        raw = value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise Invalid("Unrepresentable", "not valid Unicode")
-    if not raw:
+    raw = utf8(value)
+    if not raw and not skipped(empty):
         raise Invalid(empty)
-    if len(raw) > limit:
+    length = len(value) if BUG == "chars-not-bytes" else len(raw)
+    if length > limit and not (BUG == "skip-name-length" and limit == MAX_NAME):
         raise Invalid(too_long)
     return raw
 
 
+def utf8(value):
+    """A string's UTF-8 bytes; text that is not Unicode has none (D9)."""
+    if not isinstance(value, str):
+        raise Invalid("Unrepresentable", "not a string")
+    try:
+        return value.encode("utf-8", errors="replace" if BUG == "surrogates-replaced" else "strict")
+    except UnicodeEncodeError:
+        raise Invalid("Unrepresentable", "not valid Unicode")
+
+
+def skipped(empty):
+    """Whether a planted bug skips the emptiness check whose error is `empty`."""
+    return {
+        "skip-tenant-empty": "EmptyTenantId",
+        "skip-type-empty": "EmptyAggregateType",
+        "skip-aggregate-id-empty": "EmptyAggregateId",
+    }.get(BUG) == empty
+
+
 def u64(value):
+    if BUG == "lenient-numbers" and isinstance(value, float) and 0 <= value <= U64:
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= U64:
         raise Invalid("Unrepresentable", "not an integer in 0..=2^64-1")
     return value
@@ -184,6 +213,18 @@ def abandon(row, now, owner, hold):
     return pending(row["owner"], rest, row["expires"]), "StillReserved"  # A3
 
 
+def reserve_ttl_zero():
+    raise Invalid("TtlZero")
+
+
+def pending_only_ttl(decided, ttl):
+    """The bug ttl-zero-only-on-pending: a zero TTL refused only where a pending reservation would
+    be written (R1-R4), before it is."""
+    if ttl == 0 and decided[1] in ("Taken", "Joined"):
+        raise Invalid("TtlZero")
+    return decided
+
+
 def owner_json(o):
     return {
         "aggregate_type": o[0].decode("utf-8"),
@@ -226,15 +267,24 @@ class Store:
                 self.clock = max(self.clock, clock())
                 return shown(self.rows.get(where), self.clock)
         owner = owner_of(request.get("owner"))
+        late = []  # checks that the bug check-after-write makes after the row is written
         if op in ("reserve", "abandon"):
-            hold = text(request.get("hold"), "EmptyHoldId", "HoldIdTooLong", MAX_HOLD)
+            check_hold = lambda: text(request.get("hold"), "EmptyHoldId", "HoldIdTooLong", MAX_HOLD)
+            if BUG == "check-after-write":
+                hold = utf8(request.get("hold"))
+                late.append(check_hold)
+            else:
+                hold = check_hold()
         if op == "reserve":
             ttl = u64(request.get("ttl"))
-            if ttl == 0:
+            if ttl == 0 and BUG == "check-after-write":
+                late.append(lambda: reserve_ttl_zero())
+            elif ttl == 0 and BUG != "ttl-zero-only-on-pending":
                 raise Invalid("TtlZero")
-            decide = lambda row, t: reserve(row, t, owner, hold, ttl)
+            decide = lambda row, t: pending_only_ttl(reserve(row, t, owner, hold, ttl), ttl)
         elif op == "confirm":
-            version = u64(request.get("version"))
+            version = request.get("version")
+            version = U64 if BUG == "confirm-any" and version == "ANY" else u64(version)
             decide = lambda row, t: confirm(row, t, owner, version)
         elif op == "release":
             version = request.get("version")
@@ -268,7 +318,9 @@ class Store:
             self.clock = max(self.clock, clock())
             row, outcome = decide(self.rows.get(where), self.clock)
             self.write(where, row)
-            return outcome
+        for check in late:
+            check()
+        return outcome
 
     def write(self, where, row):
         if row is None:

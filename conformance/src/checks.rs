@@ -605,6 +605,23 @@ pub fn d6<H: Harness>(h: &H) -> Result<(), Failure> {
     Ok(())
 }
 
+/// D6, through the protocol's requests: every argument of SPEC.md's table of errors, each
+/// alone, in every state a key can be in (free; pending, the caller's or another owner's, live
+/// or expired; confirmed, the caller's or another's), is answered with the error of its name and
+/// changes nothing; every text field at its maximum length, in one-byte and in two-byte
+/// characters, acts as the specification says. Each field empty, one byte over its maximum, over
+/// it in two-byte characters, and not valid Unicode (a lone surrogate); a zero TTL (D2); numbers
+/// that are negative, over `2^64-1`, fractional, strings or null (D8); `"ANY"` given to confirm
+/// and `"any"` to release (D4); owners the scope does not admit (D6). A failure names the rule
+/// and the field.
+///
+/// Through the driver ([`Harness::send_raw`]) every request is sent as written; a harness that
+/// speaks only the typed API runs those whose values its types can hold: the owners a scope does
+/// not admit and the fields at their maximum.
+pub fn arguments<H: Harness>(h: &H) -> Result<(), Failure> {
+    crate::arguments::check(h)
+}
+
 /// D7: an expired pending reservation behaves exactly like a free key, for every operation and
 /// for lookup.
 pub fn d7<H: Harness>(h: &H) -> Result<(), Failure> {

@@ -28,7 +28,7 @@ use reservation_store::{
 };
 use serde_json::{Value, json};
 
-use crate::harness::{Capabilities, Harness, Settings};
+use crate::harness::{Capabilities, Harness, RawAnswer, RawRequest, Settings};
 
 /// The protocol's JSON Schema (draft 2020-12): one line is a request or an answer; its
 /// `$defs.vector_file` describes a test vector file ([`crate::vectors`]).
@@ -439,14 +439,40 @@ impl Adapter {
 
     /// Sends `requests`, each with an id added, in one write, without waiting for their answers.
     fn send_all(&self, requests: Vec<Value>) -> Vec<Result<Sent, StorageError>> {
+        self.send_lines(requests.into_iter().map(|mut request| {
+            move |id: u64| {
+                if let Some(fields) = request.as_object_mut() {
+                    fields.insert("id".into(), id.into());
+                }
+                let line = request.to_string();
+                (request, line)
+            }
+        }))
+    }
+
+    /// Sends [`RawRequest`]s on store `store`, each with an id added, in one write, without
+    /// waiting for their answers. A failure message shows the line as a JSON string.
+    fn send_raw(&self, store: u64, requests: &[RawRequest]) -> Vec<Result<Sent, StorageError>> {
+        self.send_lines(requests.iter().map(|request| {
+            move |id: u64| {
+                let line = request.line(id, store);
+                (Value::from(line.as_str()), line)
+            }
+        }))
+    }
+
+    /// Sends one line per item, made by the item from the id it is given (with the request as
+    /// failure messages show it), in one write, without waiting for their answers.
+    fn send_lines<F: FnOnce(u64) -> (Value, String)>(
+        &self,
+        items: impl ExactSizeIterator<Item = F>,
+    ) -> Vec<Result<Sent, StorageError>> {
         let broken = lock(&self.broken).clone();
         let mut lines = String::new();
-        let mut sent = Vec::with_capacity(requests.len());
-        for mut request in requests {
+        let mut sent = Vec::with_capacity(items.len());
+        for item in items {
             let id = self.next.fetch_add(1, Ordering::SeqCst);
-            if let Some(fields) = request.as_object_mut() {
-                fields.insert("id".into(), id.into());
-            }
+            let (request, line) = item(id);
             if let Some(why) = &broken {
                 sent.push(Err(self.fail(&request, why)));
                 continue;
@@ -455,7 +481,7 @@ impl Adapter {
             lock(&self.waiting).insert(id, tx);
             // Whole lines in one write: the pipe is unbuffered, and `writeln!` would write each
             // JSON token on its own, waking the adapter for each.
-            lines.push_str(&request.to_string());
+            lines.push_str(&line);
             lines.push('\n');
             sent.push(Ok(Sent { id, request, answer: rx }));
         }
@@ -678,6 +704,19 @@ impl Harness for CommandHarness {
 
     fn settings(&self) -> Settings {
         self.settings
+    }
+
+    /// Sends every request as it is written, with the store's id, then waits for their answers:
+    /// one round trip for all. An answer's `error` is handed back as the adapter wrote it, its
+    /// name unchecked, since a request the typed API cannot make may have any error of the
+    /// protocol.
+    fn send_raw(&self, store: &CommandStore, requests: &[RawRequest]) -> Option<Vec<RawAnswer>> {
+        if let Some(e) = &store.opened {
+            let why = format!("the adapter did not open the store: {e}");
+            return Some(requests.iter().map(|_| Err(StorageError::new(why.clone()))).collect());
+        }
+        let sent = self.adapter.send_raw(store.id, requests);
+        Some(sent.into_iter().map(|s| s.and_then(|s| self.adapter.wait(&s, Some(&store.clock)))).collect())
     }
 
     /// Sends every lookup, then waits for their answers: one round trip for all.
@@ -961,54 +1000,83 @@ fn answer(stores: &mut HashMap<u64, Arc<Served>>, r: &Value) -> Result<Value, Va
 /// (D10), and answers as an adapter does: the `ok` value or the error object. The caller
 /// serializes requests on one store.
 pub(crate) fn run_request<H: Harness>(h: &H, store: &H::Store, clock: &ManualClock, r: &Value) -> Result<Value, Value> {
-    let op = text(r, "op").map_err(unrepresentable)?;
+    text(r, "op").map_err(unrepresentable)?;
     let now = Instant::from_millis(number(r, "now").map_err(unrepresentable)?);
     if now > clock.now() {
         clock.set(now);
     }
+    let Parsed { scope, key, call, .. } = parse_request(r)?;
+    match call {
+        Call::Lookup => {
+            let found = h.block_on(store.lookup(&scope, &key)).map_err(|e| error_json(&e))?;
+            Ok(found.as_ref().map_or(Value::Null, reservation_json))
+        }
+        Call::Operation(operation) => h
+            .block_on(store.execute(Request::new(&scope, &key, operation.as_ref())))
+            .map(|o| Value::from(o.name()))
+            .map_err(|e| error_json(&e)),
+    }
+}
+
+/// A request of the protocol read into typed values.
+pub(crate) struct Parsed {
+    /// The request's instant.
+    pub(crate) now: Instant,
+    pub(crate) scope: ReservationScope,
+    pub(crate) key: Key,
+    pub(crate) call: Call,
+}
+
+/// What a [`Parsed`] request does on its (scope, key).
+pub(crate) enum Call {
+    Lookup,
+    Operation(Operation<AggregateRef, HoldId>),
+}
+
+/// Reads the request `r` (the protocol's fields; `id` and `store` are not read) into typed
+/// values, or the error object an adapter answers it with: `Unrepresentable` for a value the
+/// typed API cannot hold, else the invalid argument that the core's constructors name. Whether
+/// the scope admits the owner is left to [`Request::admitted`].
+pub(crate) fn parse_request(r: &Value) -> Result<Parsed, Value> {
+    let op = text(r, "op").map_err(unrepresentable)?;
+    let now = Instant::from_millis(number(r, "now").map_err(unrepresentable)?);
     let invalid = |e: InvalidArgument| error_json(&e.into());
     let scope = match parse_scope(r).map_err(unrepresentable)? {
         Field::Ok(s) => s,
         Field::Invalid(e) => return Err(invalid(e)),
     };
     let key = Key::new(text(r, "key").map_err(unrepresentable)?).map_err(invalid)?;
-    let run = |operation| h.block_on(store.execute(Request::new(&scope, &key, operation)));
-    let outcome = match op {
-        "lookup" => {
-            let found = h.block_on(store.lookup(&scope, &key)).map_err(|e| error_json(&e))?;
-            return Ok(found.as_ref().map_or(Value::Null, reservation_json));
-        }
+    let call = match op {
+        "lookup" => Call::Lookup,
         "reserve" | "confirm" | "release" | "abandon" => {
             let owner = match parse_owner(r).map_err(unrepresentable)? {
                 Field::Ok(o) => o,
                 Field::Invalid(e) => return Err(invalid(e)),
             };
-            match op {
+            let hold = || HoldId::new(text(r, "hold").map_err(unrepresentable)?).map_err(invalid);
+            Call::Operation(match op {
                 "reserve" => {
-                    let hold = HoldId::new(text(r, "hold").map_err(unrepresentable)?).map_err(invalid)?;
+                    let hold = hold()?;
                     let ttl = Ttl::from_millis(number(r, "ttl").map_err(unrepresentable)?).map_err(invalid)?;
-                    run(Operation::Reserve { owner: &owner, hold: &hold, ttl })
+                    Operation::Reserve { owner, hold, ttl }
                 }
-                "abandon" => {
-                    let hold = HoldId::new(text(r, "hold").map_err(unrepresentable)?).map_err(invalid)?;
-                    run(Operation::Abandon { owner: &owner, hold: &hold })
-                }
+                "abandon" => Operation::Abandon { owner, hold: hold()? },
                 "confirm" => {
                     let version = Version::from_u64(number(r, "version").map_err(|_| {
                         unrepresentable("confirm takes an integer version in 0..=2^64-1, not ANY (D4)")
                     })?);
-                    run(Operation::Confirm { owner: &owner, version })
+                    Operation::Confirm { owner, version }
                 }
                 _ => {
                     let version = match r.get("version") {
                         Some(Value::String(s)) if s == "ANY" => ReleaseVersion::Any,
                         _ => ReleaseVersion::At(Version::from_u64(number(r, "version").map_err(unrepresentable)?)),
                     };
-                    run(Operation::Release { owner: &owner, version })
+                    Operation::Release { owner, version }
                 }
-            }
+            })
         }
         other => return Err(unrepresentable(format!("unknown op {other:?}"))),
     };
-    outcome.map(|o| Value::from(o.name())).map_err(|e| error_json(&e))
+    Ok(Parsed { now, scope, key, call })
 }

@@ -4,9 +4,10 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use reservation_store::{
-    Instant, Key, ManualClock, MemoryStore, Namespace, ReservationScope, ReservationStore, StoreResult,
+    Instant, Key, ManualClock, MemoryStore, Namespace, ReservationScope, ReservationStore, StorageError, StoreResult,
     StoredReservation,
 };
+use serde_json::Value;
 
 /// Builds the stores under test and runs their futures.
 ///
@@ -61,6 +62,22 @@ pub trait Harness: Sync {
     ) -> Vec<StoreResult<Option<StoredReservation>>> {
         keys.iter().map(|(scope, key)| self.block_on(store.lookup(scope, key))).collect()
     }
+
+    /// Runs `requests` on `store` as written in the driver protocol's form (`PROTOCOL.md`),
+    /// whatever values they hold (an empty key, a negative TTL, `"ANY"` given to confirm, text
+    /// that is not Unicode), and returns each one's [`RawAnswer`], in the order of `requests`.
+    /// They may run in any order, as requests in flight together do: the suite sends together
+    /// only requests on different keys, or requests that must change nothing.
+    ///
+    /// `None`, the default: this harness speaks only the typed API, whose types cannot hold most
+    /// such values; the suite then runs, through [`ReservationStore::execute`] and
+    /// [`ReservationStore::lookup`], only the requests that parse into typed values. The driver's
+    /// harness ([`crate::driver::CommandHarness`]) sends them to its adapter as they are. Asked
+    /// with no requests, a harness that can send them answers `Some` of nothing.
+    fn send_raw(&self, store: &Self::Store, requests: &[RawRequest]) -> Option<Vec<RawAnswer>> {
+        let _ = (store, requests);
+        None
+    }
 }
 
 /// A harness borrowed: a test binary keeps one harness (one pool, one runtime) in a static and
@@ -94,6 +111,94 @@ impl<H: Harness> Harness for &H {
         keys: &[(&ReservationScope, &Key)],
     ) -> Vec<StoreResult<Option<StoredReservation>>> {
         (**self).lookups(store, keys)
+    }
+
+    fn send_raw(&self, store: &Self::Store, requests: &[RawRequest]) -> Option<Vec<RawAnswer>> {
+        (**self).send_raw(store, requests)
+    }
+}
+
+/// The answer to a [`RawRequest`]: `Ok(Ok(ok))` with the answer's `ok` value, `Ok(Err(error))`
+/// with its `error` object, as the store wrote them; or `Err` when no answer came (the adapter
+/// hung, died or wrote what the protocol does not allow).
+pub type RawAnswer = Result<Result<Value, Value>, StorageError>;
+
+/// A request in the driver protocol's form (`PROTOCOL.md`), without its `id` and `store`, which
+/// the harness adds: a JSON object that may hold what the typed API cannot say, and, at one
+/// place, raw JSON text that a [`serde_json::Value`] cannot hold either (a lone surrogate escape
+/// `"\ud800"`, the integer `18446744073709551616`).
+#[derive(Clone, PartialEq, Debug)]
+pub struct RawRequest {
+    request: Value,
+    /// A JSON pointer into `request`, and the raw JSON text written there.
+    raw: Option<(String, String)>,
+}
+
+/// What stands for the raw text in a request's fields until it is written out.
+const RAW_MARK: &str = "\u{0}raw\u{0}";
+
+impl RawRequest {
+    /// The request `request`, a JSON object (anything else is written as it is, without `id`).
+    pub fn new(request: Value) -> Self {
+        RawRequest { request, raw: None }
+    }
+
+    /// The request `request` with the value at `pointer` (such as `/scope/tenant`; added to the
+    /// object when absent) written as the raw JSON text `token`, unchecked.
+    pub fn with_raw(mut request: Value, pointer: &str, token: &str) -> Self {
+        put(&mut request, pointer, Value::from(RAW_MARK));
+        RawRequest { request, raw: Some((pointer.to_owned(), token.to_owned())) }
+    }
+
+    /// The request as one JSON text, without `id` and `store`.
+    pub fn text(&self) -> String {
+        self.written(&self.request)
+    }
+
+    /// The request as a JSON value, or `None` when its text is not what serde_json reads (a
+    /// lone surrogate). A number past `u64` reads as a float.
+    pub fn value(&self) -> Option<Value> {
+        match &self.raw {
+            None => Some(self.request.clone()),
+            Some(_) => serde_json::from_str(&self.text()).ok(),
+        }
+    }
+
+    /// The request's `op`.
+    pub fn op(&self) -> Option<&str> {
+        self.request.get("op").and_then(Value::as_str)
+    }
+
+    /// The line to write for this request as request `id` on store `store`, without its
+    /// newline.
+    pub fn line(&self, id: u64, store: u64) -> String {
+        let mut request = self.request.clone();
+        if let Some(fields) = request.as_object_mut() {
+            fields.insert("id".into(), id.into());
+            fields.insert("store".into(), store.into());
+        }
+        self.written(&request)
+    }
+
+    /// `request` as JSON text, the raw text in place of its mark.
+    fn written(&self, request: &Value) -> String {
+        let text = request.to_string();
+        match &self.raw {
+            Some((_, token)) => text.replacen(&Value::from(RAW_MARK).to_string(), token, 1),
+            None => text,
+        }
+    }
+}
+
+/// Sets the value at `pointer` in `request`, adding the last field to its object when absent.
+fn put(request: &mut Value, pointer: &str, value: Value) {
+    if let Some(slot) = request.pointer_mut(pointer) {
+        *slot = value;
+        return;
+    }
+    let (parent, field) = pointer.rsplit_once('/').unwrap_or(("", pointer));
+    if let Some(fields) = request.pointer_mut(parent).and_then(Value::as_object_mut) {
+        fields.insert(field.to_owned(), value);
     }
 }
 

@@ -45,6 +45,12 @@
 //!   It first runs the same operations one at a time, so that a plain expiry bug is named by its
 //!   own rule (D1), not as the clock; through the driver, the held reading is the store's own
 //!   (the request says `"now": "ask"`, `PROTOCOL.md`).
+//! - D6 through the protocol's requests ([`Harness::send_raw`]): every invalid argument of SPEC.md's
+//!   table of errors, alone (each field empty, one byte over its maximum in one- and two-byte
+//!   characters, not Unicode; zero, negative, fractional, oversized and string numbers; `ANY`
+//!   given to confirm; owners a scope does not admit), on a key in each of seven states, is
+//!   answered with the error of its name and changes nothing; every field at its maximum acts as
+//!   the spec says. A harness that speaks only the typed API runs the requests its types hold.
 //! - S1, scopes: a key is independent across aggregate types, tenants and namespaces (also when
 //!   a store could join them into one string with a separator), and a `SYSTEM_TENANT` scope spans
 //!   the type's tenants (and is not a tenant whose id spells `SYSTEM_TENANT`); owners of the
@@ -127,6 +133,7 @@
 //! | holds | hold ids compared ignoring ASCII case | `d5_…` (D5), `a4_…` (A4), differential |
 //! | owner comparison | only the owner's id is compared | `d5_owner_differing_only_in_tenant_…` (D5), differential |
 //! | tenant checks | the scope's tenant never checked against the owner's | `d6_…` (D6), differential (D6) |
+//! | argument checks | whether the scope admits the owner checked on the reserve path only, or after the write | `d6_every_invalid_argument_…` (D6) |
 //! | keys | trailing spaces trimmed, as a padded SQL column does | `d5_…` (D5), differential |
 //! | scopes | the aggregate type left out of the row's key | `s1_scope_aggregate_types_…` (S1) |
 //! | lookup | an expired pending reservation still shown | `d7_…` (D7), differential |
@@ -148,6 +155,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod arguments;
 pub mod checks;
 pub mod differential;
 pub mod driver;
@@ -167,6 +175,7 @@ pub mod vectors;
 pub use failure::{Details, Failure, Protocol};
 pub use harness::{Capabilities, Harness, MemoryHarness, START, Settings, unique_namespace};
 pub use report::{CheckResult, Report, run_all, run_all_with, run_matching, run_matching_with};
+pub use harness::{RawAnswer, RawRequest};
 
 /// Calls `$callback!` with the list of every check: `test_name => check_function`.
 #[doc(hidden)]
@@ -207,6 +216,7 @@ macro_rules! __for_each_check {
             d4_any_version_is_for_release_only => d4,
             d5_owners_keys_holds_compared_exactly => d5,
             d6_invalid_arguments_are_typed_and_change_nothing => d6,
+            d6_every_invalid_argument_in_every_state_changes_nothing => arguments,
             d7_expired_pending_is_a_free_key => d7,
             d8_unsigned_versions_and_the_last_instant => d8,
             d10_the_clock_is_read_inside_the_critical_section => d10,

@@ -76,6 +76,11 @@ enum Bug {
     AnyReleaseIsUnversioned,
     /// scopes: the scope's tenant is left out of the row's key, so tenants share their keys.
     ScopeWithoutTenant,
+    /// arguments: whether the scope admits the owner is checked on the reserve path only (D6).
+    AdmitsOnReserveOnly,
+    /// arguments: whether the scope admits the owner is checked after the row is written: the
+    /// error is returned, the write stays (D6).
+    AdmitsAfterWrite,
 }
 
 type Rows = HashMap<(ReservationScope, Key), StoredReservation>;
@@ -218,8 +223,11 @@ impl BrokenStore {
 impl ReservationStore for BrokenStore {
     async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
         let Request { scope, key, operation } = request;
-        self.validate(scope, operation.owner())?;
         let reserving = operation.kind() == OperationKind::Reserve;
+        let admits_later = self.bug == Bug::AdmitsAfterWrite;
+        if !(admits_later || self.bug == Bug::AdmitsOnReserveOnly && !reserving) {
+            self.validate(scope, operation.owner())?;
+        }
         assert!(!(reserving && self.bug == Bug::PanicsOnNul && key.as_str().contains('\0')), "NUL in a key");
         let operation = match operation {
             Operation::Release { owner, version: ReleaseVersion::At(_) } if self.bug == Bug::ReleaseIgnoresVersion => {
@@ -235,7 +243,8 @@ impl ReservationStore for BrokenStore {
             }
             other => other,
         };
-        Ok(self.apply(scope, key, |current, now| {
+        let owner = operation.owner();
+        let outcome = self.apply(scope, key, |current, now| {
             let o = self.owner(&current, operation.owner());
             let h = operation.hold().map(|h| self.hold(&current, h));
             let current = match current {
@@ -270,7 +279,11 @@ impl ReservationStore for BrokenStore {
                 step.outcome = Outcome::Abandoned;
             }
             step
-        }))
+        });
+        if admits_later {
+            self.validate(scope, owner)?;
+        }
+        Ok(outcome)
     }
 
     /// Overridden, as a store with a fast path for reserve would: through `execute`, but for
@@ -936,4 +949,27 @@ fn d10_names_a_plain_expiry_bug_by_its_own_rule() {
     assert_ne!(failure.rule, Some(Rule::D10), "{failure}");
     let failure = reservation_conformance::checks::d10(&BrokenHarness(Bug::ClockBeforeLock)).unwrap_err();
     assert_eq!(failure.rule, Some(Rule::D10), "{failure}");
+}
+
+/// The sweep of invalid arguments, in every state.
+const SWEEP: &str = "d6_every_invalid_argument_in_every_state_changes_nothing";
+
+#[test]
+fn admits_checked_on_the_reserve_path_only() {
+    caught(
+        Bug::AdmitsOnReserveOnly,
+        &[(SWEEP, "rule D6 broken"), (SWEEP, "confirm with an owner of another aggregate type, on a key that is free")],
+    );
+}
+
+#[test]
+fn admits_checked_after_the_write() {
+    caught(
+        Bug::AdmitsAfterWrite,
+        &[
+            (SWEEP, "rule D6 broken"),
+            (SWEEP, "reserve with an owner of another aggregate type, on a key that is free"),
+            (SWEEP, "and then a lookup of the key returned pending"),
+        ],
+    );
 }

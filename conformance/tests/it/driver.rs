@@ -50,7 +50,9 @@ fn python_store_passes_the_whole_suite_through_the_driver_and_every_message_is_v
     let (sent, answered) = (dir.join("requests"), dir.join("answers"));
     let command = format!("tee '{}' | python3 {PYTHON_STORE} | tee '{}'", sent.display(), answered.display());
     let h = CommandHarness::start(&command).expect("the Python adapter starts");
-    let report = run_matching(&h, |_| true);
+    // The sweep of invalid arguments sends, on purpose, requests the schema refuses (and a lone
+    // surrogate, which is not even read as JSON here): it runs on its own below.
+    let report = run_matching(&h, |name| name != SWEEP);
     drop(h);
     assert!(report.is_ok(), "{report}");
     let passed = report.checks.iter().filter(|(_, r, _)| *r == CheckResult::Passed).count();
@@ -64,6 +66,12 @@ fn python_store_passes_the_whole_suite_through_the_driver_and_every_message_is_v
         .filter(|l| l.starts_with("{\"clock\""))
         .count();
     assert!(asked > 0, "no clock question: d10 did not ask the store for its clock");
+    let Some(h) = python("") else { return };
+    let sweep = run_matching(&h, |name| name == SWEEP);
+    assert!(sweep.is_ok() && sweep.checks.len() == 1, "{sweep}");
+    let requests = crate::schema::validate_lines(&sent, "request");
+    let answers = crate::schema::validate_lines(&answered, "answer");
+    assert_eq!(requests, answers, "every request is answered once");
     assert!(requests > 100_000, "{requests} requests");
     eprintln!("{requests} requests and answers, each valid against the schema");
     std::fs::remove_dir_all(&dir).expect("removed");
@@ -246,6 +254,144 @@ fn python_bug_expiry_boundary_is_named_d1_by_d10() {
     let failure = reservation_conformance::checks::d10(&h).expect_err("an expiry boundary bug passed d10");
     assert_eq!(failure.rule, Some(reservation_store::Rule::D1), "{failure}");
     assert!(failure.to_string().contains("rule D1 broken"), "{failure}");
+}
+
+/// The sweep of invalid arguments, in every state.
+const SWEEP: &str = "d6_every_invalid_argument_in_every_state_changes_nothing";
+
+/// As [`caught`], with the sweep of invalid arguments: it fails saying each of `says` (the rule
+/// and the field). (Every other check passes these bugs: the driver cannot send what they get
+/// wrong without the sweep's raw requests.)
+fn caught_by_the_sweep(bug: &str, says: &[&str]) {
+    let Some(h) = python(bug) else { return };
+    let report = run_matching(&h, |name| name == SWEEP);
+    assert_eq!(report.checks.len(), 1, "{report}");
+    let message = report.failures().next().map(ToString::to_string).unwrap_or_default();
+    for text in says {
+        assert!(message.contains(text), "{bug}: the failure does not say {text:?}:\n{message}");
+    }
+    eprintln!("--- {bug}:\n{message}");
+}
+
+#[test]
+fn python_bug_ttl_zero_refused_only_where_a_pending_is_written_is_caught_by_the_sweep() {
+    caught_by_the_sweep(
+        "ttl-zero-only-on-pending",
+        &[
+            "rule D2 broken",
+            "reserve with the TTL 0, on a key another owner holds pending, live",
+            "this request breaks D2",
+            // The transcript: the key's setup by another owner, then the request.
+            "setup:\n      {\"hold\":\"attempt-1\",\"key\":\"c42\",\"now\":1000000,\"op\":\"reserve\",\"owner\":{\"aggregate_type\":\"rc-user\",\"id\":\"bob\"",
+            "\"ttl\":0}\n      answered Conflict",
+        ],
+    );
+}
+
+#[test]
+fn python_bug_arguments_checked_after_the_write_is_caught_by_the_sweep() {
+    caught_by_the_sweep(
+        "check-after-write",
+        &[
+            "rule D6 broken",
+            "reserve with the hold id empty",
+            "and then a lookup of the key returned",
+            "lookup: expected free, actual a failure",
+        ],
+    );
+}
+
+#[test]
+fn python_bug_empty_tenant_accepted_is_caught_by_the_sweep() {
+    caught_by_the_sweep("skip-tenant-empty", &["rule D6 broken", "the scope's tenant id empty", "EmptyTenantId"]);
+}
+
+#[test]
+fn python_bug_empty_aggregate_type_accepted_is_caught_by_the_sweep() {
+    caught_by_the_sweep(
+        "skip-type-empty",
+        &["rule D6 broken", "the scope's aggregate type empty", "EmptyAggregateType"],
+    );
+}
+
+#[test]
+fn python_bug_empty_aggregate_id_accepted_is_caught_by_the_sweep() {
+    caught_by_the_sweep("skip-aggregate-id-empty", &["rule D6 broken", "the owner's id empty", "EmptyAggregateId"]);
+}
+
+#[test]
+fn python_bug_names_of_any_length_is_caught_by_the_sweep() {
+    caught_by_the_sweep(
+        "skip-name-length",
+        &["rule D9 broken", "the scope's aggregate type one byte over its maximum (257 bytes)", "AggregateTypeTooLong"],
+    );
+}
+
+#[test]
+fn python_bug_lengths_in_characters_is_caught_by_the_sweep() {
+    caught_by_the_sweep(
+        "chars-not-bytes",
+        &[
+            "rule D9 broken",
+            "the key over its maximum in two-byte characters (257 × \"é\", 514 bytes)",
+            "KeyTooLong",
+            // Long strings shortened in the transcript, the namespace whole.
+            "the key is free; the request:\n      {\"hold\":\"attempt-2\",\"key\":\"éééééééé… (514 bytes)\"",
+            "\"namespace\":\"arguments-free.",
+        ],
+    );
+}
+
+#[test]
+fn python_bug_lone_surrogates_replaced_is_caught_by_the_sweep() {
+    caught_by_the_sweep("surrogates-replaced", &["rule D9 broken", "the key not valid Unicode", "Unrepresentable"]);
+}
+
+#[test]
+fn python_bug_fractional_numbers_taken_is_caught_by_the_sweep() {
+    caught_by_the_sweep("lenient-numbers", &["rule D8 broken", "the instant (now) 1.5", "Unrepresentable"]);
+}
+
+#[test]
+fn python_bug_any_given_to_confirm_is_caught_by_the_sweep() {
+    caught_by_the_sweep("confirm-any", &["rule D4 broken", "confirm with the version \"ANY\"", "Unrepresentable"]);
+}
+
+#[test]
+fn a_raw_request_reaches_the_adapter_as_written_and_its_error_comes_back_by_name() {
+    use reservation_conformance::{Harness, RawRequest};
+    use reservation_store::ManualClock;
+    use serde_json::json;
+    let Some(h) = python("") else { return };
+    let store = h.store(ManualClock::new(reservation_store::Instant::from_millis(5)));
+    let scope = json!({"aggregate_type": "user", "tenant": "acme", "namespace": "names"});
+    let lookup = json!({"op": "lookup", "now": 5, "scope": scope, "key": "k"});
+    let requests = [
+        RawRequest::with_raw(lookup.clone(), "/key", "\"\\ud800\""),
+        RawRequest::new(json!({"op": "lookup", "now": 5, "scope": scope, "key": ""})),
+        RawRequest::with_raw(lookup.clone(), "/now", "18446744073709551616"),
+        RawRequest::new(lookup),
+    ];
+    assert!(requests[0].text().contains(r#""key":"\ud800""#), "{}", requests[0].text());
+    assert!(requests[0].value().is_none(), "serde_json reads no lone surrogate");
+    // A field the request does not have is added.
+    assert_eq!(RawRequest::with_raw(json!({"op": "lookup"}), "/now", "-1").text(), r#"{"now":-1,"op":"lookup"}"#);
+    // Through a borrowed harness, as a test binary that keeps its harness in a static does.
+    let answers = <&CommandHarness as Harness>::send_raw(&&h, &store, &requests).expect("the driver sends them");
+    let names: Vec<Option<String>> = answers
+        .iter()
+        .map(|a| match a {
+            Ok(Err(error)) => error["name"].as_str().map(str::to_owned),
+            Ok(Ok(_)) => None,
+            Err(e) => panic!("{e}"),
+        })
+        .collect();
+    assert_eq!(names, [Some("Unrepresentable".into()), Some("EmptyKey".into()), Some("Unrepresentable".into()), None]);
+    assert!(matches!(&answers[3], Ok(Ok(serde_json::Value::Null))), "{answers:?}");
+    // The typed harnesses send none.
+    let memory = reservation_conformance::MemoryHarness;
+    let typed = memory.store(ManualClock::default());
+    assert!(memory.send_raw(&typed, &[]).is_none());
 }
 
 /// `command` as an adapter must fail to start, within the driver's bounded wait, saying one of
