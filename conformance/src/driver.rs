@@ -712,8 +712,7 @@ impl Harness for CommandHarness {
     /// protocol.
     fn send_raw(&self, store: &CommandStore, requests: &[RawRequest]) -> Option<Vec<RawAnswer>> {
         if let Some(e) = &store.opened {
-            let why = format!("the adapter did not open the store: {e}");
-            return Some(requests.iter().map(|_| Err(StorageError::new(why.clone()))).collect());
+            return Some(requests.iter().map(|_| Err(not_opened(e))).collect());
         }
         let sent = self.adapter.send_raw(store.id, requests);
         Some(sent.into_iter().map(|s| s.and_then(|s| self.adapter.wait(&s, Some(&store.clock)))).collect())
