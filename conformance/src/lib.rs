@@ -42,6 +42,9 @@
 //!   lookup's shapes. D10: an operation is held between its reading of the clock and its write
 //!   ([`reservation_store::ManualClock::hold_next_reading`]) while the clock passes an expiry
 //!   and a lookup runs; the answers must have an order (a clock read outside the lock has none).
+//!   D10 across a restart (a durable store that declares `clock_survives_reopen`, as every
+//!   durable adapter does): reopened with the suite's clock set back, the store keeps deciding
+//!   at its latest instant, and a reservation it saw expire stays expired.
 //! - S1, scopes: a key is independent across aggregate types, tenants and namespaces (also when
 //!   a store could join them into one string with a separator), and a `SYSTEM_TENANT` scope spans
 //!   the type's tenants (and is not a tenant whose id spells `SYSTEM_TENANT`); owners of the
@@ -121,6 +124,7 @@
 //! | durability | confirmed reservations lost on reopen | `p1_durable_…` (P1) |
 //! | durability | one write in seven acknowledged but never persisted | `p1_durable_…` (P1) |
 //! | time | the clock read before the lock is taken | `d10_…` (D10), `linearizability_…` (atomicity, H1) |
+//! | time | a reopened store's clock starts again from an earlier one | `d10_the_clock_never_goes_back_across_a_restart` (D10) |
 //! | robustness | a panic on a key with a NUL byte | `d5_…` (D5; the step, its rule and the panic message) |
 //!
 //! A store call that panics is reported as that step's failure, with the panic's message; the
@@ -196,6 +200,7 @@ macro_rules! __for_each_check {
             d7_expired_pending_is_a_free_key => d7,
             d8_unsigned_versions_and_the_last_instant => d8,
             d10_the_clock_is_read_inside_the_critical_section => d10,
+            d10_the_clock_never_goes_back_across_a_restart => d10_restart,
             d9_every_field_at_its_maximum_in_utf8_bytes => lengths,
             d11_lookup_shapes_and_absolute_expiry => d11,
             s1_scope_aggregate_types_are_independent => scope_aggregate_type,

@@ -7,9 +7,9 @@ use std::fmt::{self, Debug};
 use std::hash::BuildHasher;
 
 use reservation_store::{
-    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Operation, Outcome, ReleaseVersion, Request,
-    Reservation, ReservationScope, ReservationStore, Rule, RuleSet, Step, StorageError, StoreError, StoreResult,
-    StoredReservation, Tenant, Ttl, Version, spec,
+    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Monotonic, Operation, Outcome, ReleaseVersion,
+    Request, Reservation, ReservationScope, ReservationStore, Rule, RuleSet, Step, StorageError, StoreError,
+    StoreResult, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
 use crate::failure::{Details, Failure};
@@ -33,6 +33,10 @@ pub(crate) struct Session<'h, H: Harness> {
     h: &'h H,
     store: Option<H::Store>,
     clock: ManualClock,
+    /// The store's clock as the specification sees it: the suite's, never going back (D10), so
+    /// that a check may set the suite's clock back and the specification still decides at the
+    /// latest instant the store has read.
+    store_clock: Monotonic<ManualClock>,
     check: String,
     rule: Option<Rule>,
     scopes: Vec<ReservationScope>,
@@ -59,6 +63,7 @@ impl<'h, H: Harness> Session<'h, H> {
         Session {
             h,
             store: Some(store),
+            store_clock: Monotonic::new(clock.clone()),
             clock,
             check: check.to_owned(),
             rule,
@@ -95,10 +100,17 @@ impl<'h, H: Harness> Session<'h, H> {
         self.reached
     }
 
-    /// The store's clock.
+    /// The suite's clock.
     pub(crate) fn now(&self) -> Instant {
         use reservation_store::Clock;
         self.clock.now()
+    }
+
+    /// The instant the store decides its next call at, and the specification with it: the
+    /// suite's clock, or the latest instant a call read if the clock was set back since (D10).
+    fn decision_instant(&self) -> Instant {
+        use reservation_store::Clock;
+        self.store_clock.now()
     }
 
     /// The specification's current reservation of (scope, key), expired ones included.
@@ -171,6 +183,10 @@ impl<'h, H: Harness> Session<'h, H> {
             context.push(format!("the check is about {check_rule}: {}", check_rule.text()));
         }
         context.push(format!("clock started at {START} and reads {} now", self.now()));
+        let store_clock = self.store_clock.latest();
+        if store_clock > self.now() {
+            context.push(format!("the clock was set back: the store's must still read {store_clock} (D10)"));
+        }
         Failure::from(Details {
             check: self.check.clone(),
             rule,
@@ -183,10 +199,16 @@ impl<'h, H: Harness> Session<'h, H> {
         })
     }
 
-    /// Sets the clock to `at` (it may go backwards only in checks that say so).
+    /// Sets the clock to `at` (it may go backwards only in checks that say so: the store's clock
+    /// then stays where it was, rule D10).
     pub(crate) fn set_clock(&mut self, at: Instant) {
+        let store = self.store_clock.latest();
         self.clock.set(at);
-        self.note(|| format!("clock set to {at}"));
+        if at < store {
+            self.note(|| format!("clock set back to {at}; the store's clock must stay at {store} (D10)"));
+        } else {
+            self.note(|| format!("clock set to {at}"));
+        }
     }
 
     /// Moves the clock forward by `millis`.
@@ -206,7 +228,7 @@ impl<'h, H: Harness> Session<'h, H> {
         actual: StoreResult<Outcome>,
     ) -> Result<Rule, Failure> {
         self.steps += 1;
-        let now = self.now();
+        let now = self.decision_instant();
         let i = self.watch(scope, key);
         let (rule, ok, exp_text) = match &expected {
             Ok(step) => (step.rule, matches!(&actual, Ok(o) if *o == step.outcome), format!("{:?}", step.outcome)),
@@ -260,7 +282,7 @@ impl<'h, H: Harness> Session<'h, H> {
 
     /// Looks up the watched keys in `range` and compares them with the specification.
     fn check_slots(&mut self, range: std::ops::Range<usize>) -> Result<(), Failure> {
-        let now = self.now();
+        let now = self.decision_instant();
         let store = self.store()?;
         let slots = self.slots.get(range.clone()).unwrap_or_default();
         let keys: Vec<(&ReservationScope, &Key)> = slots.iter().map(|s| (&s.scope, &s.key)).collect();
@@ -331,7 +353,7 @@ impl<'h, H: Harness> Session<'h, H> {
         key: &Key,
         operation: Operation<&AggregateRef, &HoldId>,
     ) -> Result<Rule, Failure> {
-        let now = self.now();
+        let now = self.decision_instant();
         let expected =
             admitted(scope, operation.owner()).map(|()| spec::apply(self.state(scope, key).cloned(), now, operation));
         let store = self.store()?;
@@ -389,7 +411,7 @@ impl<'h, H: Harness> Session<'h, H> {
         self.steps += 1;
         self.watch(scope, key);
         if self.record {
-            let now = self.now();
+            let now = self.decision_instant();
             let label = self.scope_label(scope);
             let state = show_state(spec::lookup(self.state(scope, key), now));
             let n = self.steps;
