@@ -270,7 +270,7 @@ fn check_error(error: &Value) -> Result<(), Bad> {
             let e = exact(error, "the InvalidArgument error", &["kind", "name", "message"])?;
             let name = e.get("name").and_then(Value::as_str).ok_or("the error's `name` is not a string")?;
             if !error_names().contains(&name) {
-                return Err(format!("the error's `name` {name:?} is not one of SPEC.md's table of errors"));
+                return Err(format!("the error's `name` {name:?} is one SPEC.md's table of errors does not name"));
             }
             e.get("message").and_then(Value::as_str).ok_or("the error's `message` is not a string")?;
         }
@@ -303,10 +303,14 @@ fn split_answer(answer: Value) -> Result<Result<Value, Value>, Bad> {
     }
 }
 
-/// What an adapter declared in its `hello` answer's `ok`: exactly `protocol` and `durable`.
+/// What an adapter declared in its `hello` answer's `ok`: exactly `protocol`, this driver's, and
+/// `durable`.
 fn parse_hello(ok: &Value) -> Result<Hello, Bad> {
     exact(ok, "the hello answer", &["protocol", "durable"])?;
     let protocol = number(ok, "protocol")?;
+    if protocol != PROTOCOL {
+        return Err(format!("it speaks protocol {protocol}, the driver {PROTOCOL}"));
+    }
     let durable = ok.get("durable").and_then(Value::as_bool).ok_or("`durable` is not a boolean")?;
     Ok(Hello { protocol, durable })
 }
@@ -603,15 +607,9 @@ impl CommandHarness {
     pub fn start_with(command: &str, timeout: Duration) -> Result<CommandHarness, StorageError> {
         let adapter = Arc::new(Adapter::start(command, timeout)?);
         let ok = adapter.expect_ok(json!({"op": "hello", "protocol": PROTOCOL}))?;
-        let Hello { protocol, durable } =
-            parse_hello(&ok).map_err(|e| adapter.fail(&json!({"op": "hello"}), &format!("{e}: {ok}")))?;
-        if protocol != PROTOCOL {
-            return Err(
-                adapter.fail(&json!({"op": "hello"}), &format!("it speaks protocol {protocol}, the driver {PROTOCOL}"))
-            );
-        }
+        let hello = parse_hello(&ok).map_err(|e| adapter.fail(&json!({"op": "hello"}), &format!("{e}: {ok}")))?;
         let settings = Settings::default().with_cases(1_000).with_differential_threads(8);
-        Ok(CommandHarness { adapter, hello: Hello { protocol, durable }, stores: AtomicU64::new(0), settings })
+        Ok(CommandHarness { adapter, hello, stores: AtomicU64::new(0), settings })
     }
 
     /// How many requests the driver has sent the adapter so far, `hello` and `open` included.
