@@ -194,6 +194,19 @@ impl<C: Clock> Monotonic<C> {
     pub fn new(source: C) -> Self {
         Monotonic { source, latest: AtomicU64::new(0) }
     }
+
+    /// `source`, made monotonic, and never reading earlier than `latest`: the clock of a store
+    /// reopened after a restart, `latest` being the latest instant it decided at before it, which
+    /// it persisted (rule D10 across a restart).
+    pub fn starting_at(source: C, latest: Instant) -> Self {
+        Monotonic { source, latest: AtomicU64::new(latest.0) }
+    }
+
+    /// The latest instant this clock has returned ([`Instant::ZERO`] before its first reading),
+    /// without reading `source`: the instant it will not read earlier than.
+    pub fn latest(&self) -> Instant {
+        Instant(self.latest.load(Ordering::SeqCst))
+    }
 }
 
 impl<C: Clock> Clock for Monotonic<C> {

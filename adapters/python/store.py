@@ -4,6 +4,9 @@ for the conformance driver: JSON lines on standard input and output (PROTOCOL.md
 
     reservation conform --command "python3 adapters/python/store.py"
 
+With --durable it declares itself durable: a reopened store keeps the rows and the clock of the
+store it reopens, in this process (a stand-in for storage that survives a restart).
+
 RESERVATION_PY_BUG plants one bug, to show the suite catching it:
   expiry-boundary  a pending reservation is live at now == expires_at           (D1)
   join-expiry      a join sets the expiry to now+ttl, which may shorten it      (R3)
@@ -28,6 +31,10 @@ Bugs in the checks of arguments that the typed API cannot make (D2, D4, D6, D8, 
   surrogates-replaced       text that is not Unicode stored with '?' in its place     (D9)
   lenient-numbers           a fractional number taken as its integer part              (D8)
   confirm-any               "ANY" given to confirm taken as the greatest version      (D4)
+  extra-fields     a confirmed lookup also carries "holds": [] and "expires_at": 0 (D11)
+  utf16-hold-order holds listed in the order of their UTF-16 code units         (D11)
+  clock-back-on-reopen  (with --durable) a reopened store's clock starts again from
+                   the reopen's now, even when that is earlier                  (D10, P1)
 """
 
 import json
@@ -39,6 +46,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 BUG = os.environ.get("RESERVATION_PY_BUG", "")
+DURABLE = "--durable" in sys.argv[1:]
 U64 = (1 << 64) - 1
 MAX_KEY, MAX_HOLD, MAX_NAME = 512, 128, 256
 
@@ -239,17 +247,29 @@ def shown(row, now):
         return None
     if row["state"] == "pending":
         holds = [h.decode("utf-8") for h in sorted(row["holds"])]
+        if BUG == "utf16-hold-order":
+            holds.sort(key=lambda h: h.encode("utf-16-be"))
         return {"state": "pending", "owner": owner_json(row["owner"]), "holds": holds, "expires_at": row["expires"]}
-    return {"state": "confirmed", "owner": owner_json(row["owner"]), "version": row["version"]}
+    confirmed = {"state": "confirmed", "owner": owner_json(row["owner"]), "version": row["version"]}
+    if BUG == "extra-fields":
+        confirmed.update({"holds": [], "expires_at": 0})
+    return confirmed
 
 
 class Store:
     """One store of the suite: rows by (scope, key), a clock that never goes back (D10)."""
 
-    def __init__(self):
-        self.rows = {}
-        self.clock = 0
+    def __init__(self, rows=None, clock=0):
+        self.rows = {} if rows is None else rows
+        self.clock = clock
         self.lock = threading.Lock()
+
+    def reopened(self, now):
+        """This store after a restart (--durable): its rows, and its clock, which never goes back
+        (D10), even when the reopen's now is earlier."""
+        with self.lock:
+            clock = now if BUG == "clock-back-on-reopen" else self.clock
+            return Store(self.rows, clock)
 
     def run(self, request, clock=None):
         """Runs one request; `clock()` reads its clock (PROTOCOL.md, "The clock"; by default the
@@ -356,12 +376,15 @@ def main():
         try:
             op = request.get("op")
             if op == "hello":
-                result = {"protocol": 1, "durable": False}
+                result = {"protocol": 1, "durable": DURABLE}
             elif op == "open":
                 stores[request["store"]] = Store()
                 result = None
             elif op == "reopen":
-                raise RuntimeError("this store keeps nothing across a reopen")
+                if not DURABLE:
+                    raise RuntimeError("this store keeps nothing across a reopen (run it with --durable)")
+                stores[request["as"]] = stores.pop(request["store"]).reopened(u64(request.get("now")))
+                result = None
             else:
                 result = stores[request["store"]].run(request, clock(request))
             reply = {"id": rid, "ok": result}

@@ -941,11 +941,17 @@ pub fn d8<H: Harness>(h: &H) -> Result<(), Failure> {
 
 /// D11: a lookup's shapes: nothing for a free or expired key; owner, every hold and the absolute
 /// expiry (not the time left, however the clock moves) for a live pending reservation; owner and
-/// version for a confirmed one.
+/// version for a confirmed one. Holds listed in ascending order of their UTF-8 bytes: among them
+/// U+E000 and U+FFFD beside U+1F600, the one kind of pair whose order by UTF-16 code units differs
+/// (outside the Basic Multilingual Plane a character is a surrogate pair, below U+E000).
 pub fn d11<H: Harness>(h: &H) -> Result<(), Failure> {
     let (mut s, f) = start(h, "d11", Rule::D11);
     let h3 = hold("attempt-3");
     s.lookup(&f.scope, &f.k)?;
+    let k3 = key("carol");
+    step!(s, Rule::R1, reserve(&f.scope, &k3, &f.alice, &hold("\u{1F600}"), f.ttl));
+    step!(s, Rule::R3, reserve(&f.scope, &k3, &f.alice, &hold("\u{FFFD}"), f.ttl));
+    step!(s, Rule::R3, reserve(&f.scope, &k3, &f.alice, &hold("\u{E000}"), f.ttl));
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &h3, f.ttl));
     step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     s.advance(7);
@@ -1016,6 +1022,39 @@ pub fn durable<H: Harness>(h: &H) -> Result<(), Failure> {
     durable_step!(Rule::C2, confirm(&f.scope, &k5, &f.alice, v(3)));
     durable_step!(Rule::L4, release(&f.scope, &k5, &f.alice, at(3)));
     Ok(())
+}
+
+/// D10 across a restart (capabilities `durable` and `clock_survives_reopen`): the store's clock
+/// never goes back, also when it is reopened with the suite's clock set back. Bob's reservation
+/// expires; the store decides a reserve at that instant; then the suite's clock is set back to
+/// when bob's reservation was live and the store is reopened. Bob's reservation must stay expired
+/// (P1), and the store must decide at its latest instant (a reserve of bob's key by alice takes
+/// it, a new reservation expires a ttl after that instant), across a second reopen too, until the
+/// suite's clock passes it. Passes without running on a store that does not declare both.
+pub fn d10_restart<H: Harness>(h: &H) -> Result<(), Failure> {
+    let capabilities = h.capabilities();
+    if !(capabilities.durable && capabilities.clock_survives_reopen) {
+        return Ok(());
+    }
+    let (mut s, f) = start(h, "d10_restart", Rule::D10);
+    let k3 = key("carol");
+    let before = s.now();
+    step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
+    s.reopen()?;
+    s.advance(f.ttl.as_millis());
+    step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.alice, &f.h1, f.ttl));
+    let latest = s.now();
+    s.set_clock(before);
+    s.reopen()?;
+    step!(s, Rule::R2, reserve(&f.scope, &f.k, &f.alice, &f.h2, f.ttl));
+    step!(s, Rule::R1, reserve(&f.scope, &k3, &f.bob, &f.h1, f.ttl));
+    s.set_clock(before.saturating_add_millis(1));
+    s.reopen()?;
+    step!(s, Rule::C5, confirm(&f.scope, &f.k, &f.bob, v(1)));
+    step!(s, Rule::L3, release(&f.scope, &f.k, &f.bob, ReleaseVersion::Any));
+    s.set_clock(latest.saturating_add_millis(5));
+    step!(s, Rule::R4, reserve(&f.scope, &k3, &f.bob, &f.h1, f.ttl));
+    s.reopen()
 }
 
 /// The differential check ([`crate::differential::run`]): random scripts compared step by step

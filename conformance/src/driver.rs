@@ -8,7 +8,8 @@
 //! them in any order). [`serve`] is the other side for the reference `MemoryStore`
 //! (`reservation serve`), so that the driver is tested against the reference itself.
 //!
-//! An adapter that hangs, dies, writes a line that is not JSON or answers an id nobody asked is a
+//! An adapter that hangs, dies, writes a line that is not JSON, answers an id nobody asked or
+//! writes an answer whose fields are not exactly those the protocol's schema gives it is a
 //! [`StorageError`] (indeterminate: the request may have run) marked as a [`ProtocolError`], naming
 //! the request and quoting the adapter's last lines of standard error; every wait ends after
 //! [`CommandHarness::TIMEOUT`] (or the timeout given to [`CommandHarness::start_with`]).
@@ -175,37 +176,165 @@ fn parse_owner(v: &Value) -> Result<Field<AggregateRef>, Bad> {
 }
 
 fn parse_owner_json(v: &Value) -> Result<AggregateRef, Bad> {
+    exact(v, "the reservation's `owner`", &["aggregate_type", "tenant", "id"])?;
     match parse_owner(&json!({"owner": v}))? {
         Field::Ok(o) => Ok(o),
         Field::Invalid(e) => Err(format!("an owner the store answered is invalid: {}", e.name())),
     }
 }
 
-/// A reservation the adapter answered, in D11's shapes; `Err` says what is wrong with it.
+/// `v` as an object with exactly the fields `fields`, as the protocol's schema gives `what`:
+/// `Err` names the first missing field, or a field the schema does not have.
+fn exact<'a>(v: &'a Value, what: &str, fields: &[&str]) -> Result<&'a serde_json::Map<String, Value>, Bad> {
+    let Value::Object(map) = v else { return Err(format!("{what} is not an object: {v}")) };
+    if let Some(missing) = fields.iter().find(|f| !map.contains_key(**f)) {
+        return Err(format!("{what} has no field `{missing}`"));
+    }
+    // Every field named is present: any other makes the map longer.
+    if let Some(unknown) = map.keys().find(|k| !fields.contains(&k.as_str())) {
+        return Err(format!("{what} has a field `{unknown}`, which the protocol does not give it"));
+    }
+    Ok(map)
+}
+
+/// A reservation the adapter answered, in D11's shapes, with exactly the fields the protocol's
+/// schema gives each shape; `Err` says what is wrong with it, naming the field.
 pub fn parse_reservation(v: &Value) -> Result<Option<StoredReservation>, Bad> {
     if v.is_null() {
         return Ok(None);
     }
+    let state = v.get("state").ok_or("the reservation (D11) has no field `state`")?;
+    let fields: &[&str] = match state.as_str() {
+        Some("pending") => &["state", "owner", "holds", "expires_at"],
+        Some("confirmed") => &["state", "owner", "version"],
+        _ => return Err(format!("the reservation's `state` {state} is neither \"pending\" nor \"confirmed\" (D11)")),
+    };
+    let what = format!("a {} reservation (D11)", state.as_str().unwrap_or_default());
+    exact(v, &what, fields)?;
     let owner = parse_owner_json(v.get("owner").ok_or("no `owner`")?)?;
-    match text(v, "state")? {
-        "pending" => {
-            let holds = v.get("holds").and_then(Value::as_array).ok_or("`holds` is not an array")?;
-            let mut set = BTreeSet::new();
-            for h in holds {
-                let h = h.as_str().ok_or("a hold is not a string")?;
-                let h = HoldId::new(h).map_err(|e| format!("a hold is invalid: {}", e.name()))?;
-                if set.last().is_some_and(|last| *last >= h) {
-                    return Err("`holds` are not in ascending order of their UTF-8 bytes, or repeat".into());
-                }
-                set.insert(h);
+    if state.as_str() == Some("pending") {
+        let holds = v.get("holds").and_then(Value::as_array).ok_or("`holds` is not an array")?;
+        let mut set = BTreeSet::new();
+        for h in holds {
+            let h = h.as_str().ok_or("a hold is not a string")?;
+            let h = HoldId::new(h).map_err(|e| format!("a hold is invalid: {}", e.name()))?;
+            if set.last().is_some_and(|last| *last >= h) {
+                return Err("`holds` are not in ascending order of their UTF-8 bytes, or repeat (D11)".into());
             }
-            let expires_at = Instant::from_millis(number(v, "expires_at")?);
-            Reservation::pending(owner, set, expires_at)
-                .map(Some)
-                .ok_or_else(|| "a pending reservation with no hold".into())
+            set.insert(h);
         }
-        "confirmed" => Ok(Some(Reservation::confirmed(owner, Version::from_u64(number(v, "version")?)))),
-        other => Err(format!("`state` {other:?} is neither \"pending\" nor \"confirmed\"")),
+        let expires_at = Instant::from_millis(number(v, "expires_at")?);
+        Reservation::pending(owner, set, expires_at)
+            .map(Some)
+            .ok_or_else(|| "a pending reservation with no hold".into())
+    } else {
+        Ok(Some(Reservation::confirmed(owner, Version::from_u64(number(v, "version")?))))
+    }
+}
+
+/// The name of every invalid argument of SPEC.md's table of errors, and `Unrepresentable`: the
+/// names an `InvalidArgument` error may have.
+pub fn error_names() -> [&'static str; 17] {
+    use InvalidArgument::*;
+    let (len, max) = (0, 0);
+    let typed = [
+        EmptyKey,
+        KeyTooLong { len, max },
+        EmptyHoldId,
+        HoldIdTooLong { len, max },
+        EmptyAggregateType,
+        AggregateTypeTooLong { len, max },
+        EmptyTenantId,
+        TenantIdTooLong { len, max },
+        EmptyNamespace,
+        NamespaceTooLong { len, max },
+        EmptyAggregateId,
+        AggregateIdTooLong { len, max },
+        TtlZero,
+        ZeroStreamVersion,
+        OwnerTypeMismatch,
+        TenantMismatch,
+    ];
+    let mut names = ["Unrepresentable"; 17];
+    for (name, e) in names.iter_mut().zip(typed) {
+        *name = e.name();
+    }
+    names
+}
+
+/// Checks an answer's error object against the protocol's two shapes, naming the field that is
+/// missing, unknown or of the wrong type.
+fn check_error(error: &Value) -> Result<(), Bad> {
+    match error.get("kind").and_then(Value::as_str) {
+        Some("InvalidArgument") => {
+            let e = exact(error, "the InvalidArgument error", &["kind", "name", "message"])?;
+            let name = e.get("name").and_then(Value::as_str).ok_or("the error's `name` is not a string")?;
+            if !error_names().contains(&name) {
+                return Err(format!("the error's `name` {name:?} is one SPEC.md's table of errors does not name"));
+            }
+            e.get("message").and_then(Value::as_str).ok_or("the error's `message` is not a string")?;
+        }
+        Some("StorageError") => {
+            let e = exact(error, "the StorageError error", &["kind", "indeterminate", "message"])?;
+            e.get("indeterminate").and_then(Value::as_bool).ok_or("the error's `indeterminate` is not a boolean")?;
+            e.get("message").and_then(Value::as_str).ok_or("the error's `message` is not a string")?;
+        }
+        _ => return Err(format!("an error whose `kind` is neither InvalidArgument nor StorageError: {error}")),
+    }
+    Ok(())
+}
+
+/// An answer split into its `ok` value or its error object, each checked against the protocol:
+/// exactly `id` and one of `ok` and `error`, and an error of one of the two shapes.
+fn split_answer(answer: Value) -> Result<Result<Value, Value>, Bad> {
+    let Value::Object(mut fields) = answer else {
+        return Err(format!("the answer {answer} is not an object"));
+    };
+    let (ok, error) = (fields.remove("ok"), fields.remove("error"));
+    if let Some(unknown) = fields.keys().find(|k| *k != "id") {
+        return Err(format!("the answer has a field `{unknown}`, which the protocol does not give it"));
+    }
+    match (ok, error) {
+        (Some(ok), None) => Ok(Ok(ok)),
+        (None, Some(error)) => check_error(&error).map(|()| Err(error)),
+        (ok, error) => {
+            Err(format!("the answer has neither exactly one of `ok` and `error` (ok: {ok:?}, error: {error:?})"))
+        }
+    }
+}
+
+/// What an adapter declared in its `hello` answer's `ok`: exactly `protocol`, this driver's, and
+/// `durable`.
+fn parse_hello(ok: &Value) -> Result<Hello, Bad> {
+    exact(ok, "the hello answer", &["protocol", "durable"])?;
+    let protocol = number(ok, "protocol")?;
+    if protocol != PROTOCOL {
+        return Err(format!("it speaks protocol {protocol}, the driver {PROTOCOL}"));
+    }
+    let durable = ok.get("durable").and_then(Value::as_bool).ok_or("`durable` is not a boolean")?;
+    Ok(Hello { protocol, durable })
+}
+
+/// Whether `answer`, one line an adapter wrote, has the shape the protocol gives the answer to a
+/// request of `op`, as the driver checks it: an integer `id` and exactly one of `ok` and `error`;
+/// the `ok` of `hello` its two fields, of `open` and `reopen` null, of an operation an outcome's
+/// name, of a lookup null or a reservation with exactly its shape's fields; an error of one of
+/// the two shapes. `Err` says what is wrong, naming the field. The driver checks more than the
+/// shape (an outcome its operation can have, an error name the request can have, valid values);
+/// the protocol's schema says the same about the shape, which its tests hold it to.
+pub fn check_answer(op: &str, answer: &Value) -> Result<(), String> {
+    answer.get("id").and_then(Value::as_u64).ok_or("the answer has no integer `id`")?;
+    let Ok(ok) = split_answer(answer.clone())? else { return Ok(()) };
+    match op {
+        "hello" => parse_hello(&ok).map(drop),
+        "open" | "reopen" if ok.is_null() => Ok(()),
+        "open" | "reopen" => Err(format!("the answer to {op} is {ok}, not null")),
+        "lookup" => parse_reservation(&ok).map(drop),
+        "reserve" | "confirm" | "release" | "abandon" => match ok.as_str().and_then(Outcome::from_name) {
+            Some(_) => Ok(()),
+            None => Err(format!("{ok} is not an outcome's name")),
+        },
+        other => Err(format!("no request has the op {other:?}")),
     }
 }
 
@@ -529,17 +658,7 @@ impl Adapter {
                 }
             }
         };
-        let Value::Object(mut fields) = answer else {
-            return Err(self.fail(&sent.request, &format!("the answer {answer} is not an object")));
-        };
-        match (fields.remove("ok"), fields.remove("error")) {
-            (Some(ok), None) => Ok(Ok(ok)),
-            (None, Some(error)) => Ok(Err(error)),
-            (ok, error) => Err(self.fail(
-                &sent.request,
-                &format!("the answer has neither exactly one of `ok` and `error` (ok: {ok:?}, error: {error:?})"),
-            )),
-        }
+        split_answer(answer).map_err(|why| self.fail(&sent.request, &why))
     }
 
     /// Answers the adapter's clock question for `sent`: reads `clock` on this thread, the one
@@ -649,15 +768,9 @@ impl CommandHarness {
     pub fn start_with(command: &str, timeout: Duration) -> Result<CommandHarness, StorageError> {
         let adapter = Arc::new(Adapter::start(command, timeout)?);
         let ok = adapter.expect_ok(json!({"op": "hello", "protocol": PROTOCOL}))?;
-        let protocol = number(&ok, "protocol").map_err(|e| adapter.fail(&json!({"op": "hello"}), &e))?;
-        if protocol != PROTOCOL {
-            return Err(
-                adapter.fail(&json!({"op": "hello"}), &format!("it speaks protocol {protocol}, the driver {PROTOCOL}"))
-            );
-        }
-        let durable = ok.get("durable").and_then(Value::as_bool).unwrap_or(false);
+        let hello = parse_hello(&ok).map_err(|e| adapter.fail(&json!({"op": "hello"}), &format!("{e}: {ok}")))?;
         let settings = Settings::default().with_cases(1_000).with_differential_threads(8);
-        Ok(CommandHarness { adapter, hello: Hello { protocol, durable }, stores: AtomicU64::new(0), settings })
+        Ok(CommandHarness { adapter, hello, stores: AtomicU64::new(0), settings })
     }
 
     /// How many requests the driver has sent the adapter so far, `hello` and `open` included.
@@ -682,7 +795,11 @@ impl CommandHarness {
         if let Some(old) = reopen {
             request = json!({"op": "reopen", "store": old, "as": id, "now": clock.now().as_millis()});
         }
-        let opened = self.adapter.expect_ok(request).err();
+        let opened = match self.adapter.expect_ok(request.clone()) {
+            Ok(Value::Null) => None,
+            Ok(ok) => Some(self.adapter.fail(&request, &format!("the answer's `ok` is {ok}, not null"))),
+            Err(e) => Some(e),
+        };
         CommandStore { adapter: self.adapter.clone(), id, clock, opened }
     }
 }
@@ -695,7 +812,8 @@ impl Harness for CommandHarness {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(self.hello.durable)
+        // The protocol asks every durable adapter to keep a store's clock across a reopen.
+        Capabilities::default().with_durable(self.hello.durable).with_clock_survives_reopen(self.hello.durable)
     }
 
     fn reopen(&self, store: CommandStore, clock: ManualClock) -> Option<CommandStore> {
@@ -784,25 +902,19 @@ impl CommandStore {
             .map_err(|why| self.adapter.fail(&sent.request, &format!("its lookup answer {ok}: {why}")).into())
     }
 
+    /// The store error an error object describes; [`split_answer`] has checked its shape.
     fn error(&self, request: &Value, error: &Value) -> StoreError {
-        let kind = error.get("kind").and_then(Value::as_str);
-        let message = error.get("message").and_then(Value::as_str).unwrap_or("");
-        match kind {
-            Some("InvalidArgument") => {
-                let name = error.get("name").and_then(Value::as_str).unwrap_or("");
-                match invalid_by_name(name) {
-                    Some(e) => e.into(),
-                    None => self.adapter.fail(request, &format!("it answered the invalid argument {name:?}, which SPEC.md does not name or this request cannot have: {error}")).into(),
-                }
-            }
-            Some("StorageError") => {
-                let indeterminate = error.get("indeterminate").and_then(Value::as_bool).unwrap_or(true);
-                StorageError::new(format!("adapter: {message}")).with_indeterminate(indeterminate).into()
-            }
-            _ => self
-                .adapter
-                .fail(request, &format!("an error whose `kind` is neither InvalidArgument nor StorageError: {error}"))
-                .into(),
+        let field = |name: &str| error.get(name).and_then(Value::as_str).unwrap_or("");
+        if field("kind") == "StorageError" {
+            let indeterminate = error.get("indeterminate").and_then(Value::as_bool).unwrap_or(true);
+            return StorageError::new(format!("adapter: {}", field("message")))
+                .with_indeterminate(indeterminate)
+                .into();
+        }
+        let name = field("name");
+        match invalid_by_name(name) {
+            Some(e) => e.into(),
+            None => self.adapter.fail(request, &format!("it answered the invalid argument {name:?}, which SPEC.md does not name or this request cannot have: {error}")).into(),
         }
     }
 }

@@ -209,12 +209,26 @@ pub struct Capabilities {
     /// Reservations survive [`Harness::reopen`]: no confirmed reservation is lost and no released
     /// one comes back.
     pub durable: bool,
+    /// A durable store's clock survives [`Harness::reopen`] (rule D10 across a restart): the
+    /// reopened store never decides at an instant earlier than one the store decided at before,
+    /// even when the clock given to `reopen` reads earlier, because the store persists the latest
+    /// instant it decided at ([`reservation_store::Monotonic::starting_at`] reopens a clock there).
+    /// Checked by `d10_the_clock_never_goes_back_across_a_restart`, which a durable store that
+    /// leaves this out skips, saying so: its clock starts again from the clock it is reopened
+    /// with, and goes back across a restart if that clock does.
+    pub clock_survives_reopen: bool,
 }
 
 impl Capabilities {
     /// These capabilities, with `durable` set to `on`.
     pub const fn with_durable(mut self, on: bool) -> Self {
         self.durable = on;
+        self
+    }
+
+    /// These capabilities, with `clock_survives_reopen` set to `on`.
+    pub const fn with_clock_survives_reopen(mut self, on: bool) -> Self {
+        self.clock_survives_reopen = on;
         self
     }
 }

@@ -45,6 +45,9 @@
 //!   It first runs the same operations one at a time, so that a plain expiry bug is named by its
 //!   own rule (D1), not as the clock; through the driver, the held reading is the store's own
 //!   (the request says `"now": "ask"`, `PROTOCOL.md`).
+//!   D10 across a restart (a durable store that declares `clock_survives_reopen`, as every
+//!   durable adapter does): reopened with the suite's clock set back, the store keeps deciding
+//!   at its latest instant, and a reservation it saw expire stays expired.
 //! - D6 through the protocol's requests ([`Harness::send_raw`]): every invalid argument of SPEC.md's
 //!   table of errors, alone (each field empty, one byte over its maximum in one- and two-byte
 //!   characters, not Unicode; zero, negative, fractional, oversized and string numbers; `ANY`
@@ -141,6 +144,7 @@
 //! | durability | confirmed reservations lost on reopen | `p1_durable_…` (P1) |
 //! | durability | one write in seven acknowledged but never persisted | `p1_durable_…` (P1) |
 //! | time | the clock read before the lock is taken | `d10_…` (D10), `linearizability_…` (atomicity, H1) |
+//! | time | a reopened store's clock starts again from an earlier one | `d10_the_clock_never_goes_back_across_a_restart` (D10) |
 //! | robustness | a panic on a key with a NUL byte | `d5_…` (D5; the step, its rule and the panic message) |
 //! | typed methods | a `reserve` override that takes the owner's own confirmed key back to pending | `r6_…` (R6, through `ReservationStore::reserve`), differential (R6) |
 //!
@@ -220,6 +224,7 @@ macro_rules! __for_each_check {
             d7_expired_pending_is_a_free_key => d7,
             d8_unsigned_versions_and_the_last_instant => d8,
             d10_the_clock_is_read_inside_the_critical_section => d10,
+            d10_the_clock_never_goes_back_across_a_restart => d10_restart,
             d9_every_field_at_its_maximum_in_utf8_bytes => lengths,
             d11_lookup_shapes_and_absolute_expiry => d11,
             s1_scope_aggregate_types_are_independent => scope_aggregate_type,

@@ -83,8 +83,11 @@ macro_rules! __run_all_list {
         $(
             if $filter(stringify!($name)) {
             let started = ::std::time::Instant::now();
-            let result = if stringify!($check) == "durable" && !$crate::Harness::capabilities($h).durable {
+            let capabilities = $crate::Harness::capabilities($h);
+            let result = if stringify!($check) == "durable" && !capabilities.durable {
                 $crate::CheckResult::Skipped("the store does not declare the `durable` capability")
+            } else if stringify!($check) == "d10_restart" && !(capabilities.durable && capabilities.clock_survives_reopen) {
+                $crate::CheckResult::Skipped("the store does not declare the `durable` and `clock_survives_reopen` capabilities")
             } else {
                 match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $crate::checks::$check($h))) {
                     Ok(Ok(())) => $crate::CheckResult::Passed,

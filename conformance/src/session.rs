@@ -12,7 +12,7 @@ use std::fmt::{self, Debug};
 use std::hash::BuildHasher;
 
 use reservation_store::{
-    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Operation, OperationKind, Outcome,
+    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Monotonic, Operation, OperationKind, Outcome,
     ReleaseVersion, Request, Reservation, ReservationScope, ReservationStore, Rule, RuleSet, Step, StorageError,
     StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, spec,
 };
@@ -39,6 +39,10 @@ pub(crate) struct Session<'h, H: Harness> {
     h: &'h H,
     store: Option<H::Store>,
     clock: ManualClock,
+    /// The store's clock as the specification sees it: the suite's, never going back (D10), so
+    /// that a check may set the suite's clock back and the specification still decides at the
+    /// latest instant the store has read.
+    store_clock: Monotonic<ManualClock>,
     check: String,
     rule: Option<Rule>,
     scopes: Vec<ReservationScope>,
@@ -129,6 +133,7 @@ impl<'h, H: Harness> Session<'h, H> {
         Session {
             h,
             store: Some(store),
+            store_clock: Monotonic::new(clock.clone()),
             clock,
             check: check_name(check).map_or_else(|| check.to_owned(), str::to_owned),
             rule,
@@ -166,10 +171,17 @@ impl<'h, H: Harness> Session<'h, H> {
         self.reached
     }
 
-    /// The store's clock.
+    /// The suite's clock.
     pub(crate) fn now(&self) -> Instant {
         use reservation_store::Clock;
         self.clock.now()
+    }
+
+    /// The instant the store decides its next call at, and the specification with it: the
+    /// suite's clock, or the latest instant a call read if the clock was set back since (D10).
+    fn decision_instant(&self) -> Instant {
+        use reservation_store::Clock;
+        self.store_clock.now()
     }
 
     /// The specification's current reservation of (scope, key), expired ones included.
@@ -254,6 +266,10 @@ impl<'h, H: Harness> Session<'h, H> {
                     .into(),
             );
         }
+        let store_clock = self.store_clock.latest();
+        if store_clock > self.now() {
+            context.push(format!("the clock was set back: the store's must still read {store_clock} (D10)"));
+        }
         Failure::from(Details {
             check: self.check.clone(),
             rule: None,
@@ -268,10 +284,16 @@ impl<'h, H: Harness> Session<'h, H> {
         })
     }
 
-    /// Sets the clock to `at` (it may go backwards only in checks that say so).
+    /// Sets the clock to `at` (it may go backwards only in checks that say so: the store's clock
+    /// then stays where it was, rule D10).
     pub(crate) fn set_clock(&mut self, at: Instant) {
+        let store = self.store_clock.latest();
         self.clock.set(at);
-        self.note(|| format!("clock set to {at}"));
+        if at < store {
+            self.note(|| format!("clock set back to {at}; the store's clock must stay at {store} (D10)"));
+        } else {
+            self.note(|| format!("clock set to {at}"));
+        }
     }
 
     /// Moves the clock forward by `millis`.
@@ -293,7 +315,7 @@ impl<'h, H: Harness> Session<'h, H> {
         actual: StoreResult<Outcome>,
     ) -> Result<Rule, Failure> {
         self.steps += 1;
-        let now = self.now();
+        let now = self.decision_instant();
         let i = self.watch(scope, key);
         let (rule, ok, exp_text) = match &expected {
             Ok(step) => (step.rule, matches!(&actual, Ok(o) if *o == step.outcome), format!("{:?}", step.outcome)),
@@ -357,7 +379,7 @@ impl<'h, H: Harness> Session<'h, H> {
     /// As [`Session::check_slots`], blaming `rule` for a wrong lookup if given (P1, after a
     /// reopen), else the rule [`lookup_rule`] finds.
     fn check_slots_blaming(&mut self, range: std::ops::Range<usize>, rule: Option<Rule>) -> Result<(), Failure> {
-        let now = self.now();
+        let now = self.decision_instant();
         let store = self.store()?;
         let slots = self.slots.get(range.clone()).unwrap_or_default();
         let keys: Vec<(&ReservationScope, &Key)> = slots.iter().map(|s| (&s.scope, &s.key)).collect();
@@ -424,7 +446,7 @@ impl<'h, H: Harness> Session<'h, H> {
         key: &Key,
         operation: Operation<&AggregateRef, &HoldId>,
     ) -> Result<Rule, Failure> {
-        let now = self.now();
+        let now = self.decision_instant();
         let expected =
             admitted(scope, operation.owner()).map(|()| spec::apply(self.state(scope, key).cloned(), now, operation));
         let entry = Entry::nth(self.operations);
@@ -489,7 +511,7 @@ impl<'h, H: Harness> Session<'h, H> {
         self.steps += 1;
         self.watch(scope, key);
         if self.record {
-            let now = self.now();
+            let now = self.decision_instant();
             let label = self.scope_label(scope);
             let state = show_state(spec::lookup(self.state(scope, key), now));
             let n = self.steps;

@@ -1136,13 +1136,20 @@ fn d9_limits_are_inclusive_and_count_utf8_bytes() {
 fn d10_the_clock_never_goes_back() {
     let source = ManualClock::new(at(1_000));
     let clock = Monotonic::new(source.clone());
+    assert_eq!(clock.latest(), Instant::ZERO);
     assert_eq!(clock.now(), at(1_000));
     source.set(at(400));
+    assert_eq!(clock.latest(), at(1_000));
     assert_eq!(clock.now(), at(1_000));
     source.set(at(1_001));
     assert_eq!(clock.now(), at(1_001));
     source.set(at(0));
     assert_eq!(clock.now(), at(1_001));
+    // Reopened on the latest instant its first life read, it does not go back either.
+    let reopened = Monotonic::starting_at(source.clone(), clock.latest());
+    assert_eq!((reopened.latest(), reopened.now()), (at(1_001), at(1_001)));
+    source.set(at(1_002));
+    assert_eq!(reopened.now(), at(1_002));
     let wall = SystemClock;
     let mut last = wall.now();
     for _ in 0..1_000 {

@@ -285,6 +285,26 @@ fn python_bug_ttl_zero_refused_only_where_a_pending_is_written_is_caught_by_the_
     );
 }
 
+/// The Python store with `--durable`, with `bug` planted (`""`: none); `None` without python3.
+fn python_durable(bug: &str) -> Option<CommandHarness> {
+    python("")?;
+    let command = format!("RESERVATION_PY_BUG={bug} python3 {PYTHON_STORE} --durable");
+    Some(CommandHarness::start(&command).expect("the Python adapter starts"))
+}
+
+/// Runs the checks whose names start with `check` against `h`, and asserts that one fails
+/// saying each of `says`.
+fn caught_saying(h: Option<CommandHarness>, check: &str, says: &[&str]) {
+    let Some(h) = h else { return };
+    let report = run_matching(&h, |name| name.starts_with(check));
+    assert!(!report.checks.is_empty(), "no check is named {check}…");
+    let failures: Vec<String> = report.failures().map(ToString::to_string).collect();
+    assert!(
+        failures.iter().any(|f| says.iter().all(|s| f.contains(s))),
+        "{check} did not fail saying {says:?}:\n{report}"
+    );
+}
+
 #[test]
 fn python_bug_arguments_checked_after_the_write_is_caught_by_the_sweep() {
     caught_by_the_sweep(
@@ -389,6 +409,34 @@ fn a_raw_request_reaches_the_adapter_as_written_and_its_error_comes_back_by_name
     let memory = reservation_conformance::MemoryHarness;
     let typed = memory.store(ManualClock::default());
     assert!(memory.send_raw(&typed, &[]).is_none());
+}
+
+#[test]
+fn python_bug_extra_fields_is_caught_by_d11() {
+    let says = ["rule D11 broken", "a confirmed reservation (D11) has a field `expires_at`"];
+    caught_saying(python("extra-fields"), "d11_", &says);
+}
+
+#[test]
+fn python_bug_utf16_hold_order_is_caught_by_d11() {
+    let says = ["rule D11 broken", "`holds` are not in ascending order of their UTF-8 bytes"];
+    caught_saying(python("utf16-hold-order"), "d11_", &says);
+}
+
+#[test]
+fn python_bug_clock_back_on_reopen_is_caught_by_d10_across_a_restart() {
+    let says = ["rule D10 broken", "the clock was set back", "the specification says free"];
+    caught_saying(python_durable("clock-back-on-reopen"), "d10_the_clock_never_goes_back_across_a_restart", &says);
+}
+
+#[test]
+fn python_store_with_durable_passes_every_check_that_reopens() {
+    let Some(h) = python_durable("") else { return };
+    assert!(h.hello().durable);
+    let report =
+        run_matching(&h, |name| name.starts_with("p1_") || name.starts_with("d10_") || name.starts_with("sweeper"));
+    assert_eq!(report.checks.len(), 4, "{report}");
+    assert!(report.checks.iter().all(|(_, r, _)| *r == CheckResult::Passed), "{report}");
 }
 
 /// `command` as an adapter must fail to start, within the driver's bounded wait, saying one of
@@ -561,6 +609,59 @@ fn an_invalid_argument_answer_becomes_the_error_of_its_name() {
     match got {
         Err(StoreError::Storage(e)) => {
             assert!(e.is_indeterminate() && e.to_string().contains("does not name"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_hello_answer_with_a_field_missing_or_unknown_is_refused() {
+    refused("read line; echo '{\"id\":0,\"ok\":{\"protocol\":1}}'; sleep 5", "has no field `durable`");
+    refused(
+        "read line; echo '{\"id\":0,\"ok\":{\"protocol\":1,\"durable\":false,\"version\":2}}'; sleep 5",
+        "has a field `version`",
+    );
+    refused(
+        "read line; echo '{\"id\":0,\"ok\":{\"protocol\":1,\"durable\":\"no\"}}'; sleep 5",
+        "`durable` is not a boolean",
+    );
+}
+
+#[test]
+fn an_answer_or_error_with_a_field_missing_or_unknown_is_the_adapters_failure() {
+    use reservation_conformance::Harness;
+    use reservation_store::{ManualClock, ReservationStore, StoreError};
+    let (scope, owner, key, hold, ttl) = arguments();
+    let cases = [
+        ("'ok':'Taken','extra':1", "the answer has a field `extra`"),
+        ("'error':{'kind':'StorageError','message':'lost'}", "has no field `indeterminate`"),
+        ("'error':{'kind':'StorageError','indeterminate':'yes','message':'lost'}", "`indeterminate` is not a boolean"),
+        ("'error':{'kind':'InvalidArgument','name':'TenantMismatch'}", "has no field `message`"),
+        ("'error':{'kind':'InvalidArgument','name':'TenantMismatch','message':'','rule':'D6'}", "has a field `rule`"),
+    ];
+    for (answer, says) in cases {
+        let Some((h, _)) = scripted(false, answer) else { return };
+        let store = h.store(ManualClock::new(reservation_store::Instant::from_millis(5)));
+        match h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl)) {
+            Err(StoreError::Storage(e)) => {
+                assert!(e.is_indeterminate() && e.to_string().contains(says), "{answer}: {e}")
+            }
+            other => panic!("{answer}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_open_answered_with_anything_but_null_is_the_adapters_failure() {
+    use reservation_conformance::Harness;
+    use reservation_store::{ManualClock, ReservationStore, StoreError};
+    let adapter = "read l; echo '{\"id\":0,\"ok\":{\"protocol\":1,\"durable\":false}}'; read l; echo '{\"id\":1,\"ok\":true}'; sleep 5";
+    let h = CommandHarness::start_with(adapter, Duration::from_secs(2)).expect("the adapter starts");
+    let store = h.store(ManualClock::new(reservation_store::Instant::from_millis(5)));
+    let (scope, owner, key, hold, ttl) = arguments();
+    match h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl)) {
+        Err(StoreError::Storage(e)) => {
+            assert!(e.to_string().contains("did not open the store") && e.to_string().contains("not null"), "{e}");
         }
         other => panic!("{other:?}"),
     }

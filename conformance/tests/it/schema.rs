@@ -125,3 +125,111 @@ fn every_vector_file_is_valid_and_its_requests_are_protocol_requests() {
         }
     }
 }
+
+/// Every node of `v` by JSON pointer, `v` itself first.
+fn pointers(v: &Value, at: String, out: &mut Vec<String>) {
+    out.push(at.clone());
+    match v {
+        Value::Object(fields) => {
+            for (name, field) in fields {
+                pointers(field, format!("{at}/{name}"), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                pointers(item, format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `answer` and every answer one edit away from it: a node replaced by a value of another type,
+/// a field taken out, a field added. Strings are replaced by `"a"` only, a valid value of every
+/// text field that keeps holds `["a", "b"]` in order or repeats one: the driver also checks values
+/// (holds in order, lengths, no empty text), which the schema leaves to the spec.
+fn mutations(answer: &Value) -> Vec<Value> {
+    let mut out = vec![answer.clone()];
+    let mut at = Vec::new();
+    pointers(answer, String::new(), &mut at);
+    let others = [json!(null), json!(true), json!(-1), json!(1.5), json!(2), json!("a"), json!([]), json!({})];
+    for p in &at {
+        for other in &others {
+            let mut m = answer.clone();
+            if let Some(node) = m.pointer_mut(p) {
+                *node = other.clone();
+                out.push(m);
+            }
+        }
+        if let Some(fields) = answer.pointer(p).and_then(Value::as_object) {
+            for name in fields.keys().map(String::as_str).chain(["extra"]) {
+                let mut m = answer.clone();
+                if let Some(Value::Object(fields)) = m.pointer_mut(p) {
+                    if fields.remove(name).is_none() {
+                        fields.insert(name.to_owned(), json!(0));
+                    }
+                    out.push(m);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The driver's check of an answer's shape (`driver::check_answer`) and the protocol's schema
+/// agree on every answer, right or one edit wrong, to every kind of request: a field missing,
+/// unknown or of another type is refused by both, or accepted by both. The schema's `answer`
+/// allows any result to any request; the request's own result is its definition in the schema
+/// (`capabilities`, null, `outcome`, or null or `reservation`).
+#[test]
+fn the_driver_and_the_schema_accept_the_same_answers() {
+    use reservation_conformance::driver::check_answer;
+    let answer = validator(Some("answer"));
+    let result_of = |one_of: Value| {
+        let mut schema: Value = serde_json::from_str(SCHEMA).expect("the schema is JSON");
+        schema["oneOf"] = one_of;
+        jsonschema::draft202012::new(&schema).expect("a valid schema")
+    };
+    let nothing = json!({"type": "null"});
+    let results = [
+        ("hello", result_of(json!([{"$ref": "#/$defs/capabilities"}]))),
+        ("open", result_of(json!([nothing]))),
+        ("reopen", result_of(json!([nothing]))),
+        ("reserve", result_of(json!([{"$ref": "#/$defs/outcome"}]))),
+        ("release", result_of(json!([{"$ref": "#/$defs/outcome"}]))),
+        ("lookup", result_of(json!([nothing, {"$ref": "#/$defs/reservation"}]))),
+    ];
+    let owner = json!({"aggregate_type": "user", "tenant": "acme", "id": "a"});
+    let system = json!({"aggregate_type": "user", "tenant": null, "id": "a"});
+    let right = [
+        json!({"id": 0, "ok": {"protocol": 1, "durable": false}}),
+        json!({"id": 1, "ok": null}),
+        json!({"id": 2, "ok": "Taken"}),
+        json!({"id": 3, "ok": "Kept"}),
+        json!({"id": 4, "ok": {"state": "pending", "owner": owner, "holds": ["a", "b"], "expires_at": 9}}),
+        json!({"id": 5, "ok": {"state": "confirmed", "owner": system, "version": 0}}),
+        json!({"id": 6, "error": {"kind": "InvalidArgument", "name": "TenantMismatch", "message": "m"}}),
+        json!({"id": 7, "error": {"kind": "InvalidArgument", "name": "KeyTooLong", "message": ""}}),
+        json!({"id": 8, "error": {"kind": "StorageError", "indeterminate": true, "message": "lost"}}),
+        json!({"id": 9, "ok": null, "error": {"kind": "StorageError", "indeterminate": false, "message": ""}}),
+    ];
+    let (mut accepted, mut refused) = (0, 0);
+    for a in right.iter().flat_map(mutations) {
+        for (op, result) in &results {
+            let schema = answer.is_valid(&a) && a.get("ok").is_none_or(|ok| result.is_valid(ok));
+            let driver = check_answer(op, &a);
+            assert_eq!(driver.is_ok(), schema, "{op}: {a}\n  the driver says {driver:?}, the schema {schema}");
+            if schema { accepted += 1 } else { refused += 1 }
+        }
+    }
+    assert!(accepted > 50 && refused > 1_000, "{accepted} accepted, {refused} refused");
+}
+
+/// The error names the schema allows are the driver's: SPEC.md's table and `Unrepresentable`.
+#[test]
+fn the_schema_and_the_driver_name_the_same_errors() {
+    let schema: Value = serde_json::from_str(SCHEMA).expect("the schema is JSON");
+    let in_schema: Vec<&str> =
+        schema["$defs"]["error_name"]["enum"].as_array().expect("an enum").iter().filter_map(Value::as_str).collect();
+    assert_eq!(in_schema, reservation_conformance::driver::error_names());
+}

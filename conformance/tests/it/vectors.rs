@@ -152,6 +152,8 @@ fn python_replay_of_the_vectors_catches_each_sequential_bug() {
         ("hold-set", "rule A3"),
         ("owner-compare", "rule R5"),
         ("scope-isolation", "rule R1"),
+        ("extra-fields", "check='d11_lookup_shapes"),
+        ("utf16-hold-order", "check='d11_lookup_shapes"),
     ] {
         let Some((ok, text)) = python_replay(bug) else { return };
         assert!(!ok, "{bug}: the Python replay passed");
