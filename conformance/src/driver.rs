@@ -419,6 +419,37 @@ impl std::fmt::Display for ProtocolError {
 
 impl std::error::Error for ProtocolError {}
 
+/// The mark of a lookup answered with a reservation that is not of D11's shapes (a field the
+/// shape does not have, holds out of order): a well-formed answer whose content breaks D11, the
+/// store's failure and not a break of the protocol.
+#[derive(Debug)]
+pub struct ShapeError(String);
+
+impl ShapeError {
+    /// An indeterminate [`StorageError`] marked as a reservation of the wrong shape, which
+    /// `details` describes.
+    pub fn error(details: impl Into<String>) -> StorageError {
+        StorageError::with_source("the store answered a reservation of no shape D11 gives", ShapeError(details.into()))
+            .with_indeterminate(true)
+    }
+
+    /// The mark of `error`, if it is a storage error the driver raised for a reservation's shape.
+    pub fn in_result_error(error: &StoreError) -> Option<&ShapeError> {
+        match error {
+            StoreError::Storage(e) => std::error::Error::source(e).and_then(|s| s.downcast_ref::<ShapeError>()),
+            StoreError::Invalid(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
 /// `error`, which kept a store from opening, as the error of a request to that store: still
 /// marked when it was a protocol failure.
 fn not_opened(error: &StorageError) -> StorageError {
@@ -898,8 +929,7 @@ impl CommandStore {
     /// The reservation a lookup's answer `ok` describes, or a failure naming what is wrong.
     fn found(&self, sent: &Sent) -> StoreResult<Option<StoredReservation>> {
         let ok = self.end(sent)?;
-        parse_reservation(&ok)
-            .map_err(|why| self.adapter.fail(&sent.request, &format!("its lookup answer {ok}: {why}")).into())
+        parse_reservation(&ok).map_err(|why| ShapeError::error(format!("its lookup answer {ok}: {why}")).into())
     }
 
     /// The store error an error object describes; [`split_answer`] has checked its shape.
