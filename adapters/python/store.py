@@ -270,6 +270,9 @@ def main():
             elif op == "open":
                 stores[request["store"]] = Store()
                 result = None
+            elif op == "close":
+                del stores[request["store"]]  # a store not open: KeyError, answered below
+                result = None
             elif op == "reopen":
                 raise RuntimeError("this store keeps nothing across a reopen")
             else:
@@ -288,7 +291,7 @@ def main():
         if not line.strip():
             continue
         request = json.loads(line)
-        if request.get("op") in ("hello", "open", "reopen"):
+        if request.get("op") in ("hello", "open", "reopen", "close"):
             answer(request)  # in order: later requests name the store
         else:
             pool.submit(answer, request)

@@ -14,8 +14,8 @@
 //! the timeout given to [`CommandHarness::start_with`]).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::io::{BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
@@ -29,6 +29,11 @@ use reservation_store::{
 use serde_json::{Value, json};
 
 use crate::harness::{Capabilities, Harness, Settings};
+
+mod pipe;
+
+pub use pipe::MAX_LINE;
+use pipe::{Line, quote};
 
 /// The protocol's JSON Schema (draft 2020-12): one line is a request or an answer; its
 /// `$defs.vector_file` describes a test vector file ([`crate::vectors`]).
@@ -120,7 +125,10 @@ fn text<'a>(v: &'a Value, field: &str) -> Result<&'a str, Bad> {
 }
 
 fn number(v: &Value, field: &str) -> Result<u64, Bad> {
-    v.get(field).and_then(Value::as_u64).ok_or_else(|| format!("`{field}` is not an integer in 0..=2^64-1"))
+    let n = v.get(field);
+    // JSON's `-0` is an integer, 0, which serde_json reads as the float -0.0.
+    let minus_zero = || n.and_then(Value::as_f64).filter(|f| *f == 0.0 && f.is_sign_negative()).map(|_| 0);
+    n.and_then(Value::as_u64).or_else(minus_zero).ok_or_else(|| format!("`{field}` is not an integer in 0..=2^64-1"))
 }
 
 /// A typed value from a field, or the invalid argument its text is, or `Unrepresentable`.
@@ -254,13 +262,62 @@ struct Sent {
 /// The running adapter: requests in flight by id, and the tail of its standard error.
 struct Adapter {
     command: String,
-    stdin: Mutex<Option<ChildStdin>>,
+    /// Its standard input, written by a thread of its own.
+    outbox: Arc<pipe::Outbox>,
     waiting: Waiting,
+    /// Why it is broken: once set, no request is sent and every one in flight fails.
     broken: Arc<Mutex<Option<String>>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
     next: AtomicU64,
     child: Mutex<Child>,
     timeout: Duration,
+}
+
+/// Marks the adapter broken for `why` (unless it already is, for an earlier reason), and fails
+/// every request in flight with the reason it is broken.
+fn break_adapter(broken: &Mutex<Option<String>>, waiting: &Waiting, outbox: Option<&pipe::Outbox>, why: String) {
+    let why = lock(broken).get_or_insert(why).clone();
+    if let Some(outbox) = outbox {
+        outbox.fail(why.clone());
+    }
+    for (_, sender) in lock(waiting).drain() {
+        let _ = sender.send(Err(why.clone()));
+    }
+}
+
+/// Hands each answer the adapter writes on `stdout` to the request it answers, until the output
+/// ends or a line is not an answer; why it stopped. A line is read up to [`MAX_LINE`] bytes and
+/// never further.
+fn read_answers(stdout: impl Read, waiting: &Waiting) -> String {
+    let mut input = BufReader::with_capacity(1 << 16, stdout);
+    let mut line = Vec::new();
+    loop {
+        match pipe::read_line(&mut input, &mut line, MAX_LINE) {
+            Ok(Line::Whole) => {}
+            Ok(Line::End) => return "the adapter closed its standard output (it exited?)".to_owned(),
+            Ok(Line::TooLong) => {
+                return format!(
+                    "the adapter wrote a line longer than {MAX_LINE} bytes, the protocol's limit (the driver read no further): {}",
+                    quote(&String::from_utf8_lossy(&line))
+                );
+            }
+            Err(e) => return format!("reading the adapter's standard output failed: {e}"),
+        }
+        let Ok(text) = std::str::from_utf8(&line) else {
+            return format!("the adapter wrote a line that is not UTF-8: {}", quote(&String::from_utf8_lossy(&line)));
+        };
+        let answer: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => return format!("the adapter wrote a line that is not JSON ({e}): {:?}", quote(text)),
+        };
+        let Some(id) = answer.get("id").and_then(Value::as_u64) else {
+            return format!("the adapter wrote an answer without an integer `id`: {}", quote(text));
+        };
+        let Some(sender) = lock(waiting).remove(&id) else {
+            return format!("the adapter answered id {id}, which no request in flight has: {}", quote(text));
+        };
+        let _ = sender.send(Ok(answer));
+    }
 }
 
 impl Adapter {
@@ -271,12 +328,24 @@ impl Adapter {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| StorageError::with_source(format!("starting the adapter `{command}`"), e))?;
-        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let (waiting, broken): (Waiting, Arc<Mutex<Option<String>>>) = (Arc::default(), Arc::default());
+        let outbox = match stdin {
+            Some(stdin) => {
+                let (waiting, broken) = (waiting.clone(), broken.clone());
+                pipe::Outbox::start(stdin, move |why| break_adapter(&broken, &waiting, None, why))
+            }
+            None => {
+                let outbox = pipe::Outbox::start(std::io::sink(), drop);
+                outbox.fail("the adapter has no standard input".into());
+                outbox
+            }
+        };
         let adapter = Adapter {
             command: command.to_owned(),
-            stdin: Mutex::new(child.stdin.take()),
-            waiting: Arc::default(),
-            broken: Arc::default(),
+            outbox,
+            waiting,
+            broken,
             stderr: Arc::default(),
             next: AtomicU64::new(0),
             child: Mutex::new(child),
@@ -284,51 +353,19 @@ impl Adapter {
         };
         if let Some(stderr) = stderr {
             let tail = adapter.stderr.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    let mut tail = lock(&tail);
-                    if tail.len() == STDERR_TAIL {
-                        tail.pop_front();
-                    }
-                    tail.push_back(line);
-                }
-            });
+            std::thread::spawn(move || pipe::tail_lines(stderr, &tail, STDERR_TAIL));
         }
         if let Some(stdout) = stdout {
-            let (waiting, broken) = (adapter.waiting.clone(), adapter.broken.clone());
+            let (waiting, broken, outbox) = (adapter.waiting.clone(), adapter.broken.clone(), adapter.outbox.clone());
             std::thread::spawn(move || {
-                let mut why = "the adapter closed its standard output (it exited?)".to_owned();
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else {
-                        why = "the adapter wrote a line that is not UTF-8".into();
-                        break;
-                    };
-                    let answer: Value = match serde_json::from_str(&line) {
-                        Ok(v) => v,
-                        Err(e) => {
-                            why = format!("the adapter wrote a line that is not JSON ({e}): {line:?}");
-                            break;
-                        }
-                    };
-                    let Some(id) = answer.get("id").and_then(Value::as_u64) else {
-                        why = format!("the adapter wrote an answer without an integer `id`: {line}");
-                        break;
-                    };
-                    let Some(sender) = lock(&waiting).remove(&id) else {
-                        why = format!("the adapter answered id {id}, which no request in flight has: {line}");
-                        break;
-                    };
-                    let _ = sender.send(Ok(answer));
-                }
-                *lock(&broken) = Some(why.clone());
-                for (_, sender) in lock(&waiting).drain() {
-                    let _ = sender.send(Err(why.clone()));
-                }
+                let why = read_answers(stdout, &waiting);
+                break_adapter(&broken, &waiting, Some(&outbox), why);
             });
         }
         Ok(adapter)
     }
 
+    /// The last lines of its standard error, each quoted by a bounded prefix.
     fn stderr_tail(&self) -> String {
         let tail = lock(&self.stderr);
         if tail.is_empty() {
@@ -359,47 +396,64 @@ impl Adapter {
     }
 
     /// Sends `requests`, each with an id added, in one write, without waiting for their answers.
+    /// The writing is the writer thread's: this waits only while the queue to the adapter is
+    /// full, for at most the timeout.
     fn send_all(&self, requests: Vec<Value>) -> Vec<Result<Sent, StorageError>> {
-        let broken = lock(&self.broken).clone();
         let mut lines = String::new();
-        let mut sent = Vec::with_capacity(requests.len());
+        let mut numbered = Vec::with_capacity(requests.len());
         for mut request in requests {
             let id = self.next.fetch_add(1, Ordering::SeqCst);
             if let Some(fields) = request.as_object_mut() {
                 fields.insert("id".into(), id.into());
             }
-            if let Some(why) = &broken {
-                sent.push(Err(self.fail(&request, why)));
-                continue;
-            }
-            let (tx, rx) = mpsc::channel();
-            lock(&self.waiting).insert(id, tx);
             // Whole lines in one write: the pipe is unbuffered, and `writeln!` would write each
             // JSON token on its own, waking the adapter for each.
             lines.push_str(&request.to_string());
             lines.push('\n');
-            sent.push(Ok(Sent { id, request, answer: rx }));
+            numbered.push((id, request));
         }
-        if lines.is_empty() {
-            return sent;
+        if let Some(why) = lock(&self.broken).clone() {
+            return numbered.iter().map(|(_, request)| Err(self.fail(request, &why))).collect();
         }
-        let written = {
-            let mut stdin = lock(&self.stdin);
-            match stdin.as_mut() {
-                Some(pipe) => pipe.write_all(lines.as_bytes()).and_then(|()| pipe.flush()),
-                None => Err(std::io::Error::other("the adapter's standard input is closed")),
+        let mut sent = Vec::with_capacity(numbered.len());
+        {
+            let mut waiting = lock(&self.waiting);
+            for (id, request) in numbered {
+                let (tx, rx) = mpsc::channel();
+                waiting.insert(id, tx);
+                sent.push(Sent { id, request, answer: rx });
             }
+        }
+        // Broken meanwhile: these were registered after the requests in flight were failed.
+        let written = match lock(&self.broken).clone() {
+            Some(why) => Err(why),
+            None => self.outbox.push(lines.as_bytes(), Some(std::time::Instant::now() + self.timeout)),
         };
-        match written {
-            Ok(()) => sent,
-            Err(e) => sent
-                .into_iter()
-                .map(|s| {
-                    let s = s?;
-                    lock(&self.waiting).remove(&s.id);
-                    Err(self.fail(&s.request, &format!("writing to the adapter failed: {e}")))
-                })
-                .collect(),
+        let Err(why) = written else { return sent.into_iter().map(Ok).collect() };
+        break_adapter(&self.broken, &self.waiting, Some(&self.outbox), why);
+        let why = lock(&self.broken).clone().unwrap_or_default();
+        let mut waiting = lock(&self.waiting);
+        sent.into_iter()
+            .map(|s| {
+                waiting.remove(&s.id);
+                Err(self.fail(&s.request, &why))
+            })
+            .collect()
+    }
+
+    /// Asks the adapter to close store `store`, without waiting for the answer; nothing when it
+    /// is broken or its queue is full.
+    fn close(&self, store: u64) {
+        if lock(&self.broken).is_some() {
+            return;
+        }
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        let mut line = json!({"id": id, "op": "close", "store": store}).to_string();
+        line.push('\n');
+        // The answer is read and dropped: its id must be one in flight.
+        lock(&self.waiting).insert(id, mpsc::channel().0);
+        if self.outbox.push(line.as_bytes(), None).is_err() {
+            lock(&self.waiting).remove(&id);
         }
     }
 
@@ -410,18 +464,24 @@ impl Adapter {
             Ok(Err(why)) => return Err(self.fail(&sent.request, &why)),
             Err(_) => {
                 lock(&self.waiting).remove(&sent.id);
+                self.stopped_answering(sent);
                 return Err(self.fail(&sent.request, &format!("no answer within {:?}", self.timeout)));
             }
         };
         let Value::Object(mut fields) = answer else {
-            return Err(self.fail(&sent.request, &format!("the answer {answer} is not an object")));
+            return Err(
+                self.fail(&sent.request, &format!("the answer {} is not an object", quote(&answer.to_string())))
+            );
         };
         match (fields.remove("ok"), fields.remove("error")) {
             (Some(ok), None) => Ok(Ok(ok)),
             (None, Some(error)) => Ok(Err(error)),
             (ok, error) => Err(self.fail(
                 &sent.request,
-                &format!("the answer has neither exactly one of `ok` and `error` (ok: {ok:?}, error: {error:?})"),
+                &format!(
+                    "the answer has neither exactly one of `ok` and `error` ({})",
+                    quote(&format!("ok: {ok:?}, error: {error:?}"))
+                ),
             )),
         }
     }
@@ -431,15 +491,27 @@ impl Adapter {
         let shown = request.clone();
         match self.call(request)? {
             Ok(v) => Ok(v),
-            Err(e) => Err(self.fail(&shown, &format!("the adapter answered an error: {e}"))),
+            Err(e) => Err(self.fail(&shown, &format!("the adapter answered an error: {}", quote(&e.to_string())))),
         }
+    }
+
+    /// `sent` had no answer within the timeout: the adapter is broken, every request in flight
+    /// fails now and every later one at once, so that a run ends about one timeout after the
+    /// adapter stops answering.
+    fn stopped_answering(&self, sent: &Sent) {
+        let why = format!(
+            "the adapter stopped answering (request {} had no answer within {:?}), so the driver sends it nothing more",
+            sent.id, self.timeout
+        );
+        break_adapter(&self.broken, &self.waiting, Some(&self.outbox), why);
     }
 }
 
 impl Drop for Adapter {
     fn drop(&mut self) {
-        // Closing standard input asks the adapter to exit; then it is killed, by its process id.
-        lock(&self.stdin).take();
+        // Closing standard input (once what is queued is written) asks the adapter to exit; then
+        // it is killed, by its process id.
+        self.outbox.close();
         let mut child = lock(&self.child);
         for _ in 0..50 {
             if matches!(child.try_wait(), Ok(Some(_))) {
@@ -487,12 +559,13 @@ impl CommandHarness {
     /// As [`CommandHarness::start`], waiting at most `timeout` for each answer.
     pub fn start_with(command: &str, timeout: Duration) -> Result<CommandHarness, StorageError> {
         let adapter = Arc::new(Adapter::start(command, timeout)?);
-        let ok = adapter.expect_ok(json!({"op": "hello", "protocol": PROTOCOL}))?;
-        let protocol = number(&ok, "protocol").map_err(|e| adapter.fail(&json!({"op": "hello"}), &e))?;
+        // A `hello` that fails is a failure to start, which has no effect to be unsure of.
+        let not_started = |e: StorageError| StorageError::new(format!("the adapter did not start: {}", e.message()));
+        let ok = adapter.expect_ok(json!({"op": "hello", "protocol": PROTOCOL})).map_err(not_started)?;
+        let protocol = number(&ok, "protocol").map_err(|e| not_started(adapter.fail(&json!({"op": "hello"}), &e)))?;
         if protocol != PROTOCOL {
-            return Err(
-                adapter.fail(&json!({"op": "hello"}), &format!("it speaks protocol {protocol}, the driver {PROTOCOL}"))
-            );
+            let why = format!("it speaks protocol {protocol}, the driver {PROTOCOL}");
+            return Err(not_started(adapter.fail(&json!({"op": "hello"}), &why)));
         }
         let durable = ok.get("durable").and_then(Value::as_bool).unwrap_or(false);
         let settings = Settings::default().with_cases(1_000).with_differential_threads(8);
@@ -594,8 +667,10 @@ impl CommandStore {
     /// The reservation a lookup's answer `ok` describes, or a failure naming what is wrong.
     fn found(&self, sent: &Sent) -> StoreResult<Option<StoredReservation>> {
         let ok = self.end(sent)?;
-        parse_reservation(&ok)
-            .map_err(|why| self.adapter.fail(&sent.request, &format!("its lookup answer {ok}: {why}")).into())
+        parse_reservation(&ok).map_err(|why| {
+            let why = format!("its lookup answer {}: {}", quote(&ok.to_string()), quote(&why));
+            self.adapter.fail(&sent.request, &why).into()
+        })
     }
 
     fn error(&self, request: &Value, error: &Value) -> StoreError {
@@ -606,17 +681,32 @@ impl CommandStore {
                 let name = error.get("name").and_then(Value::as_str).unwrap_or("");
                 match invalid_by_name(name) {
                     Some(e) => e.into(),
-                    None => self.adapter.fail(request, &format!("it answered the invalid argument {name:?}, which SPEC.md does not name or this request cannot have: {error}")).into(),
+                    None => self.adapter.fail(request, &format!("it answered the invalid argument {:?}, which SPEC.md does not name or this request cannot have: {}", quote(name), quote(&error.to_string()))).into(),
                 }
             }
             Some("StorageError") => {
                 let indeterminate = error.get("indeterminate").and_then(Value::as_bool).unwrap_or(true);
-                StorageError::new(format!("adapter: {message}")).with_indeterminate(indeterminate).into()
+                StorageError::new(format!("adapter: {}", quote(message))).with_indeterminate(indeterminate).into()
             }
             _ => self
                 .adapter
-                .fail(request, &format!("an error whose `kind` is neither InvalidArgument nor StorageError: {error}"))
+                .fail(
+                    request,
+                    &format!(
+                        "an error whose `kind` is neither InvalidArgument nor StorageError: {}",
+                        quote(&error.to_string())
+                    ),
+                )
                 .into(),
+        }
+    }
+}
+
+impl Drop for CommandStore {
+    /// Asks the adapter to close the store (`close`), without waiting for its answer.
+    fn drop(&mut self) {
+        if self.opened.is_none() {
+            self.adapter.close(self.id);
         }
     }
 }
@@ -630,7 +720,14 @@ impl ReservationStore for CommandStore {
             Some(o) if o.fits(request.operation.kind()) => Ok(o),
             _ => Err(self
                 .adapter
-                .fail(&sent.request, &format!("the outcome {ok} is not one {} can answer", request.operation.kind()))
+                .fail(
+                    &sent.request,
+                    &format!(
+                        "the outcome {} is not one {} can answer",
+                        quote(&ok.to_string()),
+                        request.operation.kind()
+                    ),
+                )
                 .into()),
         }
     }
@@ -653,9 +750,12 @@ struct Served {
 }
 
 /// Answers the protocol's requests, one line each, from `input` on `output`, with a
-/// `MemoryStore` per store id: the reference behind the driver (`reservation serve`). Returns when
-/// `input` ends. A request it cannot read is answered with an error naming the problem
-/// (`Unrepresentable` for a value the typed API cannot hold), never a crash.
+/// `MemoryStore` per store id (from its `open` to its `close`): the reference behind the driver
+/// (`reservation serve`). Returns when `input` ends. A request it cannot read is answered with an
+/// error naming the problem (`Unrepresentable` for a value the typed API cannot hold: a line that
+/// is not UTF-8 or not JSON, a number beyond what JSON numbers are read as, a line longer than
+/// [`MAX_LINE`] bytes, which is not read into memory), with the request's id when that can be
+/// read, and the next line is read: never a crash.
 ///
 /// Answers are buffered while more requests are already waiting in `input`, and written out
 /// whenever it has none: one write for a burst of requests rather than one each.
@@ -663,14 +763,18 @@ pub fn serve(input: impl Read, output: impl Write) -> std::io::Result<()> {
     let mut input = BufReader::with_capacity(1 << 16, input);
     let mut output = std::io::BufWriter::with_capacity(1 << 16, output);
     let mut stores: HashMap<u64, Arc<Served>> = HashMap::new();
-    let mut line = String::new();
+    let mut line = Vec::new();
     loop {
-        line.clear();
-        if input.read_line(&mut line)? == 0 {
-            break;
-        }
-        if !line.trim().is_empty() {
-            let answer = answer_line(&mut stores, line.trim_end_matches(['\n', '\r']));
+        let answer = match pipe::read_line(&mut input, &mut line, MAX_LINE)? {
+            Line::End => break,
+            Line::Whole => answer_bytes(&mut stores, &line),
+            Line::TooLong => {
+                pipe::skip_line(&mut input)?;
+                let why = format!("a line longer than {MAX_LINE} bytes, the protocol's limit");
+                Some(format!("{}\n", json!({"id": null, "error": unrepresentable(why)})))
+            }
+        };
+        if let Some(answer) = answer {
             output.write_all(answer.as_bytes())?;
         }
         if input.buffer().is_empty() {
@@ -678,6 +782,23 @@ pub fn serve(input: impl Read, output: impl Write) -> std::io::Result<()> {
         }
     }
     output.flush()
+}
+
+/// The answer to one request line of bytes, with its newline; `None` for a blank line.
+fn answer_bytes(stores: &mut HashMap<u64, Arc<Served>>, line: &[u8]) -> Option<String> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    Some(match std::str::from_utf8(line) {
+        Ok(line) => answer_line(stores, line),
+        Err(e) => {
+            // Invalid bytes read as U+FFFD: the request's id can still be read.
+            let id = pipe::tolerant_id(&String::from_utf8_lossy(line)).unwrap_or(Value::Null);
+            let error = unrepresentable(format!("text that is not UTF-8 (D9): {e}"));
+            format!("{}\n", json!({"id": id, "error": error}))
+        }
+    })
 }
 
 /// The answer to one request line, with its newline.
@@ -691,16 +812,17 @@ fn answer_line(stores: &mut HashMap<u64, Arc<Served>>, line: &str) -> String {
             }
         }
         Err(e) => {
-            // A string with a lone surrogate (`"\ud800"`) is JSON that serde_json refuses;
-            // with those escapes defused, the request's id can still be answered.
-            let id = serde_json::from_str::<Value>(&defuse_surrogates(line))
-                .ok()
-                .and_then(|v| v.get("id").cloned())
-                .unwrap_or(Value::Null);
+            // A string with a lone surrogate (`"\ud800"`) is JSON that serde_json refuses, and
+            // so is a number beyond f64's range (`1e400`): the request's id is read by a second,
+            // tolerant parse, with those escapes defused.
+            let defused = defuse_surrogates(line);
+            let id = pipe::tolerant_id(&defused).unwrap_or(Value::Null);
             let why = if id.is_null() {
                 format!("not JSON: {e}")
-            } else {
+            } else if serde_json::from_str::<Value>(&defused).is_ok() {
                 format!("text that is not valid Unicode (D9): {e}")
+            } else {
+                format!("a value the typed API cannot hold: {e}")
             };
             json!({"id": id, "error": {"kind": "InvalidArgument", "name": "Unrepresentable", "message": why}})
         }
@@ -720,6 +842,11 @@ pub(crate) fn unrepresentable(why: impl std::fmt::Display) -> Value {
     json!({"kind": "InvalidArgument", "name": "Unrepresentable", "message": why.to_string()})
 }
 
+/// The error for a request on a store that is not open.
+fn unknown_store(store: u64) -> Value {
+    unrepresentable(format!("no store {store} is open"))
+}
+
 fn answer(stores: &mut HashMap<u64, Arc<Served>>, r: &Value) -> Result<Value, Value> {
     let op = text(r, "op").map_err(unrepresentable)?;
     if op == "hello" {
@@ -735,12 +862,16 @@ fn answer(stores: &mut HashMap<u64, Arc<Served>>, r: &Value) -> Result<Value, Va
         );
         return Ok(Value::Null);
     }
+    if op == "close" {
+        // Later requests on the store answer that no such store is open.
+        return stores.remove(&store).map(|_| Value::Null).ok_or_else(|| unknown_store(store));
+    }
     if op == "reopen" {
         return Err(
             json!({"kind": "StorageError", "indeterminate": false, "message": "MemoryStore keeps nothing across a reopen"}),
         );
     }
-    let served = stores.get(&store).ok_or_else(|| unrepresentable(format!("no store {store} was opened")))?.clone();
+    let served = stores.get(&store).ok_or_else(|| unknown_store(store))?.clone();
     let _turn = lock(&served.turn);
     run_request(&crate::MemoryHarness, &served.store, &served.clock, r)
 }
