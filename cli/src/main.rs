@@ -130,7 +130,8 @@ fn conform_command(command: &str, json: bool) -> ExitCode {
     let harness = match reservation_conformance::driver::CommandHarness::start(command) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("the adapter did not start: {e}");
+            // The driver's error says that the adapter did not start, and why.
+            eprintln!("{e}");
             return ExitCode::from(1);
         }
     };

@@ -11,7 +11,11 @@
 //! An adapter that hangs, dies, writes a line that is not JSON or answers an id nobody asked is a
 //! [`StorageError`] (indeterminate: the request may have run) naming the request and quoting the
 //! adapter's last lines of standard error; every wait ends after [`CommandHarness::TIMEOUT`] (or
-//! the timeout given to [`CommandHarness::start_with`]).
+//! the timeout given to [`CommandHarness::start_with`]). Once a request has no answer within it,
+//! the adapter is broken: every request in flight and every later one fails at once. A line is
+//! read up to [`MAX_LINE`] bytes and no further, the adapter's text is quoted by its first 200
+//! bytes, and requests are written by a thread of their own, so that neither a hang nor the
+//! memory a peer costs grows with what it does.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{BufReader, Read, Write};
@@ -548,10 +552,12 @@ pub struct CommandHarness {
 }
 
 impl CommandHarness {
-    /// How long the driver waits for any one answer, unless [`CommandHarness::start_with`] says.
+    /// How long the driver waits for any one answer, unless [`CommandHarness::start_with`] says;
+    /// once an answer does not come within it, every later request fails at once.
     pub const TIMEOUT: Duration = Duration::from_secs(10);
 
-    /// Starts `command` (run by `sh -c`) and exchanges `hello`.
+    /// Starts `command` (run by `sh -c`) and exchanges `hello`; a `hello` that fails is a
+    /// determinate error saying the adapter did not start.
     pub fn start(command: &str) -> Result<CommandHarness, StorageError> {
         CommandHarness::start_with(command, CommandHarness::TIMEOUT)
     }
