@@ -14,8 +14,8 @@
 //! the timeout given to [`CommandHarness::start_with`]). Once a request has no answer within it,
 //! the adapter is broken: every request in flight and every later one fails at once. A line is
 //! read up to [`MAX_LINE`] bytes and no further, the adapter's text is quoted by its first 200
-//! bytes, and requests are written by a thread of their own, so that neither a hang nor the
-//! memory a peer costs grows with what it does.
+//! bytes, and requests are written without blocking, so that neither a hang nor the memory a
+//! peer costs grows with what it does.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{BufReader, Read, Write};
@@ -266,7 +266,7 @@ struct Sent {
 /// The running adapter: requests in flight by id, and the tail of its standard error.
 struct Adapter {
     command: String,
-    /// Its standard input, written by a thread of its own.
+    /// Its standard input, written without blocking.
     outbox: Arc<pipe::Outbox>,
     waiting: Waiting,
     /// Why it is broken: once set, no request is sent and every one in flight fails.
@@ -279,11 +279,9 @@ struct Adapter {
 
 /// Marks the adapter broken for `why` (unless it already is, for an earlier reason), and fails
 /// every request in flight with the reason it is broken.
-fn break_adapter(broken: &Mutex<Option<String>>, waiting: &Waiting, outbox: Option<&pipe::Outbox>, why: String) {
+fn break_adapter(broken: &Mutex<Option<String>>, waiting: &Waiting, outbox: &pipe::Outbox, why: String) {
     let why = lock(broken).get_or_insert(why).clone();
-    if let Some(outbox) = outbox {
-        outbox.fail(why.clone());
-    }
+    outbox.fail(why.clone());
     for (_, sender) in lock(waiting).drain() {
         let _ = sender.send(Err(why.clone()));
     }
@@ -334,17 +332,10 @@ impl Adapter {
             .map_err(|e| StorageError::with_source(format!("starting the adapter `{command}`"), e))?;
         let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
         let (waiting, broken): (Waiting, Arc<Mutex<Option<String>>>) = (Arc::default(), Arc::default());
-        let outbox = match stdin {
-            Some(stdin) => {
-                let (waiting, broken) = (waiting.clone(), broken.clone());
-                pipe::Outbox::start(stdin, move |why| break_adapter(&broken, &waiting, None, why))
-            }
-            None => {
-                let outbox = pipe::Outbox::start(std::io::sink(), drop);
-                outbox.fail("the adapter has no standard input".into());
-                outbox
-            }
-        };
+        let outbox = Arc::new(match stdin {
+            Some(stdin) => pipe::Outbox::new(stdin),
+            None => pipe::Outbox::failed("the adapter has no standard input".into()),
+        });
         let adapter = Adapter {
             command: command.to_owned(),
             outbox,
@@ -363,7 +354,7 @@ impl Adapter {
             let (waiting, broken, outbox) = (adapter.waiting.clone(), adapter.broken.clone(), adapter.outbox.clone());
             std::thread::spawn(move || {
                 let why = read_answers(stdout, &waiting);
-                break_adapter(&broken, &waiting, Some(&outbox), why);
+                break_adapter(&broken, &waiting, &outbox, why);
             });
         }
         Ok(adapter)
@@ -400,9 +391,10 @@ impl Adapter {
     }
 
     /// Sends `requests`, each with an id added, in one write, without waiting for their answers.
-    /// The writing is the writer thread's: this waits only while the queue to the adapter is
-    /// full, for at most the timeout.
+    /// The write does not block: while the adapter's input is full it waits for room for at most
+    /// the timeout, after which the adapter is broken.
     fn send_all(&self, requests: Vec<Value>) -> Vec<Result<Sent, StorageError>> {
+        let deadline = std::time::Instant::now() + self.timeout;
         let mut lines = String::new();
         let mut numbered = Vec::with_capacity(requests.len());
         for mut request in requests {
@@ -430,11 +422,15 @@ impl Adapter {
         }
         // Broken meanwhile: these were registered after the requests in flight were failed.
         let written = match lock(&self.broken).clone() {
-            Some(why) => Err(why),
-            None => self.outbox.push(lines.as_bytes(), Some(std::time::Instant::now() + self.timeout)),
+            Some(why) => Err(pipe::Unsent::Failed(why)),
+            None => self.outbox.push(lines.as_bytes(), Some(deadline)),
         };
-        let Err(why) = written else { return sent.into_iter().map(Ok).collect() };
-        break_adapter(&self.broken, &self.waiting, Some(&self.outbox), why);
+        let why = match written {
+            Ok(()) => return sent.into_iter().map(Ok).collect(),
+            Err(pipe::Unsent::Failed(why)) => why,
+            Err(pipe::Unsent::Full) => "the adapter's standard input is full".to_owned(),
+        };
+        break_adapter(&self.broken, &self.waiting, &self.outbox, why);
         let why = lock(&self.broken).clone().unwrap_or_default();
         let mut waiting = lock(&self.waiting);
         sent.into_iter()
@@ -456,8 +452,10 @@ impl Adapter {
         line.push('\n');
         // The answer is read and dropped: its id must be one in flight.
         lock(&self.waiting).insert(id, mpsc::channel().0);
-        if self.outbox.push(line.as_bytes(), None).is_err() {
-            lock(&self.waiting).remove(&id);
+        match self.outbox.push(line.as_bytes(), None) {
+            Ok(()) => {}
+            Err(pipe::Unsent::Full) => drop(lock(&self.waiting).remove(&id)),
+            Err(pipe::Unsent::Failed(why)) => break_adapter(&self.broken, &self.waiting, &self.outbox, why),
         }
     }
 
@@ -507,14 +505,13 @@ impl Adapter {
             "the adapter stopped answering (request {} had no answer within {:?}), so the driver sends it nothing more",
             sent.id, self.timeout
         );
-        break_adapter(&self.broken, &self.waiting, Some(&self.outbox), why);
+        break_adapter(&self.broken, &self.waiting, &self.outbox, why);
     }
 }
 
 impl Drop for Adapter {
     fn drop(&mut self) {
-        // Closing standard input (once what is queued is written) asks the adapter to exit; then
-        // it is killed, by its process id.
+        // Closing standard input asks the adapter to exit; then it is killed, by its process id.
         self.outbox.close();
         let mut child = lock(&self.child);
         for _ in 0..50 {

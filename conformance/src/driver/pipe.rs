@@ -1,14 +1,17 @@
 //! The driver's pipes, bounded whatever the peer sends: lines read up to [`MAX_LINE`] bytes and
-//! never further, the peer's text quoted by a bounded prefix, requests written by a thread of
-//! their own from a bounded queue (so that a peer that stops reading blocks no caller), and the
-//! id of a request line that does not parse, read by a tolerant second parse.
+//! never further, the peer's text quoted by a bounded prefix, requests written without blocking
+//! (so that a peer that stops reading holds no caller beyond its deadline), and the id of a
+//! request line that does not parse, read by a tolerant second parse.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::{self, BufRead, Read, Write};
-use std::sync::{Arc, Condvar, Mutex};
+use std::process::ChildStdin;
+use std::sync::Mutex;
 use std::time::Instant;
 
+use rustix::event::{self, PollFd, PollFlags, Timespec};
+use rustix::fs::{self, OFlags};
 use serde_json::Value;
 
 use super::lock;
@@ -20,10 +23,6 @@ pub const MAX_LINE: usize = 1 << 20;
 
 /// The most bytes of a peer's text quoted in a message.
 pub(crate) const QUOTED: usize = 200;
-
-/// The most bytes of requests queued for the writer beyond the ones it is writing: a caller
-/// whose requests do not fit waits (for at most its timeout) until the adapter has read more.
-const QUEUED: usize = 1 << 20;
 
 /// `text` as a message quotes it: at most [`QUOTED`] bytes, cut on a character boundary,
 /// followed by `… (N bytes)` when something was cut.
@@ -150,108 +149,98 @@ pub(crate) fn tail_lines(stderr: impl Read, tail: &Mutex<VecDeque<String>>, keep
     }
 }
 
-/// What waits to be written, and why nothing more will be.
-struct Queue {
-    bytes: Vec<u8>,
-    /// No more requests: the writer writes what is queued, then closes the adapter's input.
-    closed: bool,
-    /// Nothing more is written, nor queued: why.
+/// Why [`Outbox::push`] wrote nothing.
+#[derive(Debug)]
+pub(crate) enum Unsent {
+    /// The adapter's input is full and the caller would not wait: nothing was written.
+    Full,
+    /// Nothing more is written to the adapter: why.
+    Failed(String),
+}
+
+/// The adapter's standard input, or why nothing more is written to it.
+struct Pipe {
+    stdin: Option<ChildStdin>,
     failed: Option<String>,
 }
 
-/// The requests on their way to the adapter's standard input: a queue of at most [`QUEUED`]
-/// bytes (beyond one batch that is larger alone), written by a thread of its own.
+/// The adapter's standard input, written without blocking: a write that does not fit waits for
+/// room until the caller's deadline, then fails. No write waits longer, however the adapter
+/// reads.
 pub(crate) struct Outbox {
-    queue: Mutex<Queue>,
-    /// The writer waits here for requests.
-    ready: Condvar,
-    /// Callers wait here for room in the queue.
-    room: Condvar,
+    pipe: Mutex<Pipe>,
 }
 
 impl Outbox {
-    /// An outbox whose thread writes to `pipe`; when a write fails, `failed` is called with why.
-    pub(crate) fn start(pipe: impl Write + Send + 'static, failed: impl FnOnce(String) + Send + 'static) -> Arc<Self> {
-        let outbox = Arc::new(Outbox {
-            queue: Mutex::new(Queue { bytes: Vec::new(), closed: false, failed: None }),
-            ready: Condvar::new(),
-            room: Condvar::new(),
-        });
-        let writer = outbox.clone();
-        std::thread::spawn(move || writer.write_all(pipe, failed));
-        outbox
+    /// The outbox writing to `stdin`, made non-blocking.
+    pub(crate) fn new(stdin: ChildStdin) -> Self {
+        let nonblocking = fs::fcntl_getfl(&stdin).and_then(|flags| fs::fcntl_setfl(&stdin, flags | OFlags::NONBLOCK));
+        let failed =
+            nonblocking.err().map(|e| format!("the adapter's standard input cannot be made non-blocking: {e}"));
+        Outbox { pipe: Mutex::new(Pipe { stdin: Some(stdin), failed }) }
     }
 
-    fn write_all(&self, mut pipe: impl Write, failed: impl FnOnce(String)) {
-        let mut batch = Vec::new();
-        loop {
-            {
-                let mut queue = lock(&self.queue);
-                while queue.bytes.is_empty() && !queue.closed && queue.failed.is_none() {
-                    queue = self.ready.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
-                }
-                if queue.failed.is_some() || queue.bytes.is_empty() {
-                    // Dropping the pipe closes the adapter's standard input.
-                    return;
-                }
-                batch.clear();
-                std::mem::swap(&mut batch, &mut queue.bytes);
-            }
-            self.room.notify_all();
-            if let Err(e) = pipe.write_all(&batch).and_then(|()| pipe.flush()) {
-                let why = format!("writing to the adapter failed: {e}");
-                self.fail(why.clone());
-                failed(why);
-                return;
-            }
+    /// An outbox to which nothing is written, for `why`.
+    pub(crate) fn failed(why: String) -> Self {
+        Outbox { pipe: Mutex::new(Pipe { stdin: None, failed: Some(why) }) }
+    }
+
+    /// Writes `lines` whole. While the adapter's input is full, waits for room until `deadline`;
+    /// without a deadline, writes nothing then ([`Unsent::Full`]). A write cut short, or one
+    /// that fails, leaves the outbox failed: nothing more is written and the adapter's input is
+    /// closed.
+    pub(crate) fn push(&self, lines: &[u8], deadline: Option<Instant>) -> Result<(), Unsent> {
+        let mut pipe = lock(&self.pipe);
+        if let Some(why) = &pipe.failed {
+            return Err(Unsent::Failed(why.clone()));
         }
-    }
-
-    /// Queues `lines` for the writer. When the queue is full, waits for room until `deadline`
-    /// (`None`: does not wait); `Err` says why the lines will not be written.
-    pub(crate) fn push(&self, lines: &[u8], deadline: Option<Instant>) -> Result<(), String> {
-        let mut queue = lock(&self.queue);
-        loop {
-            if let Some(why) = &queue.failed {
-                return Err(why.clone());
-            }
-            if queue.closed {
-                return Err("the adapter's standard input is closed".into());
-            }
-            if queue.bytes.is_empty() || queue.bytes.len() + lines.len() <= QUEUED {
-                queue.bytes.extend_from_slice(lines);
-                self.ready.notify_one();
+        let Some(stdin) = pipe.stdin.as_mut() else {
+            return Err(Unsent::Failed("the adapter's standard input is closed".into()));
+        };
+        let mut rest = lines;
+        let why = loop {
+            if rest.is_empty() {
                 return Ok(());
             }
-            let now = Instant::now();
-            let Some(left) = deadline.and_then(|d| d.checked_duration_since(now)).filter(|d| !d.is_zero()) else {
-                return Err(format!(
-                    "the adapter has not read its standard input for a while: {} bytes of requests wait to be written",
-                    queue.bytes.len()
-                ));
-            };
-            queue = self.room.wait_timeout(queue, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
-        }
+            match stdin.write(rest) {
+                Ok(0) => break "writing to the adapter failed: it took no byte".to_owned(),
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let left = deadline.and_then(|d| d.checked_duration_since(Instant::now())).filter(|d| !d.is_zero());
+                    let Some(left) = left else {
+                        if deadline.is_none() && rest.len() == lines.len() {
+                            return Err(Unsent::Full);
+                        }
+                        break format!(
+                            "the adapter stopped reading its standard input: {} bytes of requests could not be written",
+                            rest.len()
+                        );
+                    };
+                    let timeout = Timespec::try_from(left).unwrap_or(Timespec { tv_sec: i64::MAX, tv_nsec: 0 });
+                    match event::poll(&mut [PollFd::new(&*stdin, PollFlags::OUT)], Some(&timeout)) {
+                        Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                        Err(e) => break format!("waiting to write to the adapter failed: {e}"),
+                    }
+                }
+                Err(e) => break format!("writing to the adapter failed: {e}"),
+            }
+        };
+        pipe.failed = Some(why.clone());
+        pipe.stdin = None;
+        Err(Unsent::Failed(why))
     }
 
-    /// Nothing more is written: queued requests are dropped and callers waiting for room told
-    /// `why`.
+    /// Nothing more is written: the adapter's input is closed, for `why`.
     pub(crate) fn fail(&self, why: String) {
-        let mut queue = lock(&self.queue);
-        if queue.failed.is_none() {
-            queue.failed = Some(why);
-        }
-        queue.bytes = Vec::new();
-        drop(queue);
-        self.ready.notify_all();
-        self.room.notify_all();
+        let mut pipe = lock(&self.pipe);
+        pipe.failed.get_or_insert(why);
+        pipe.stdin = None;
     }
 
-    /// No more requests: what is queued is written, then the adapter's input is closed.
+    /// Closes the adapter's input.
     pub(crate) fn close(&self) {
-        lock(&self.queue).closed = true;
-        self.ready.notify_all();
-        self.room.notify_all();
+        self.fail("the adapter's standard input is closed".into());
     }
 }
 
