@@ -442,7 +442,7 @@ impl Adapter {
     }
 
     /// Asks the adapter to close store `store`, without waiting for the answer; nothing when it
-    /// is broken or its queue is full.
+    /// is broken or its standard input is full.
     fn close(&self, store: u64) {
         if lock(&self.broken).is_some() {
             return;

@@ -17,8 +17,9 @@ use serde_json::Value;
 use super::lock;
 
 /// The longest line, in bytes without its `\n`, that the driver reads from an adapter and that
-/// `serve` reads from the driver: 1 MiB. The largest legal answer is a lookup of a pending
-/// reservation, a few hundred bytes plus 131 for each of its holds (thousands of holds fit).
+/// `serve` reads from the driver: 1 MiB. The longest legal answer is a lookup of a pending
+/// reservation: a few kilobytes and each hold's JSON string, at most 770 bytes (128 bytes of
+/// UTF-8, each escaped as `\u00XX`), so that more than a thousand holds fit.
 pub const MAX_LINE: usize = 1 << 20;
 
 /// The most bytes of a peer's text quoted in a message.
