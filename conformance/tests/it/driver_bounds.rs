@@ -76,7 +76,7 @@ fn an_adapter_that_stops_reading_fails_within_the_timeout() {
     let said = "the adapter stopped reading its standard input";
     assert!(answers.iter().all(|a| a.contains(said)), "{}", answers[0]);
     let (took, again) = took;
-    assert!(took < Duration::from_secs(1) && again.contains(said), "{took:?}: {again}");
+    assert!(took < Duration::from_secs(2) && again.contains(said), "{took:?}: {again}");
 }
 
 #[test]
@@ -124,8 +124,8 @@ fn an_adapter_that_stops_answering_fails_every_later_request_at_once() {
         (first, later, started.elapsed())
     });
     assert!(first.is_indeterminate() && first.to_string().contains("no answer within 2s"), "{first}");
-    // Twenty requests (and ten opens) cost nothing more: before, each waited its own 2 s.
-    assert!(took < Duration::from_secs(2), "the later requests took {took:?}");
+    // Twenty requests (and ten opens) cost nothing more, where each would wait its own 2 s.
+    assert!(took < Duration::from_secs(5), "the later requests took {took:?}");
     for e in &later {
         let e = e.to_string();
         assert!(e.contains("stopped answering (request 2 had no answer within 2s)"), "{e}");
@@ -193,11 +193,19 @@ fn a_long_line_is_quoted_by_its_first_bytes_in_every_later_failure() {
     assert!(first.contains("not JSON"), "{}", &first[..first.len().min(2_000)]);
     quoted_by_a_prefix(&first, 200_000);
     assert!(first.contains(&format!("\"{}… (200000 bytes)\"", "y".repeat(200))), "{first}");
-    // The standard error's line, quoted too (it was read by its own thread: give it a moment).
-    std::thread::sleep(Duration::from_millis(300));
-    let later = reserve_fails(&h, &store).to_string();
+    // The standard error's line, quoted too, once its own thread has read it; a later request
+    // fails at once, quoting the line of standard output again by its prefix.
+    let stderr_line = format!("its standard error ends:\n  {}… (200000 bytes)", "x".repeat(200));
+    let mut later = String::new();
+    for _ in 0..100 {
+        later = reserve_fails(&h, &store).to_string();
+        if later.contains(&stderr_line) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     quoted_by_a_prefix(&later, 200_000);
-    assert!(later.contains(&format!("its standard error ends:\n  {}… (200000 bytes)", "x".repeat(200))), "{later}");
+    assert!(later.contains(&stderr_line) && later.contains("not JSON"), "{later}");
 }
 
 #[test]
