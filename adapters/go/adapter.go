@@ -67,6 +67,9 @@ func main() {
 		case "open": // in order: later requests name the store
 			stores.Store(r["store"], NewStore())
 			write(r["id"], nil, nil)
+		case "close": // in order too: the driver sends it once the store is done with
+			stores.Delete(r["store"])
+			write(r["id"], nil, nil)
 		default: // concurrently: answers may go out in any order
 			running.Add(1)
 			go func() {

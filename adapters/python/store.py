@@ -380,6 +380,9 @@ def main():
             elif op == "open":
                 stores[request["store"]] = Store()
                 result = None
+            elif op == "close":
+                del stores[request["store"]]  # a store not open: KeyError, answered below
+                result = None
             elif op == "reopen":
                 if not DURABLE:
                     raise RuntimeError("this store keeps nothing across a reopen (run it with --durable)")
@@ -405,7 +408,7 @@ def main():
             waiting = asked.pop(request["clock"], None)
             if waiting is not None:
                 waiting.put(request.get("now"))
-        elif request.get("op") in ("hello", "open", "reopen"):
+        elif request.get("op") in ("hello", "open", "reopen", "close"):
             answer(request)  # in order: later requests name the store
         else:
             pool.submit(answer, request)

@@ -414,7 +414,8 @@ fn conform_command(command: &str, json: bool, timeout: Option<Duration>, suite: 
     let harness = match CommandHarness::start_with(command, timeout.unwrap_or(CommandHarness::TIMEOUT)) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("the adapter did not start: {e}");
+            // The driver's error says that the adapter did not start, and why.
+            eprintln!("{e}");
             return ExitCode::from(1);
         }
     };

@@ -12,11 +12,15 @@
 //! writes an answer whose fields are not exactly those the protocol's schema gives it is a
 //! [`StorageError`] (indeterminate: the request may have run) marked as a [`ProtocolError`], naming
 //! the request and quoting the adapter's last lines of standard error; every wait ends after
-//! [`CommandHarness::TIMEOUT`] (or the timeout given to [`CommandHarness::start_with`]).
+//! [`CommandHarness::TIMEOUT`] (or the timeout given to [`CommandHarness::start_with`]). Once a
+//! request has no answer within it, the adapter is broken: every request in flight and every
+//! later one fails at once. A line is read up to [`MAX_LINE`] bytes and no further, the adapter's
+//! text is quoted by its first 200 bytes, and requests are written without blocking, so that
+//! neither a hang nor the memory a peer costs grows with what it does.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
@@ -30,6 +34,11 @@ use reservation_store::{
 use serde_json::{Value, json};
 
 use crate::harness::{Capabilities, Harness, RawAnswer, RawRequest, Settings};
+
+mod pipe;
+
+pub use pipe::MAX_LINE;
+use pipe::{Line, quote};
 
 /// The protocol's JSON Schema (draft 2020-12): one line is a request or an answer; its
 /// `$defs.vector_file` describes a test vector file ([`crate::vectors`]).
@@ -121,7 +130,10 @@ fn text<'a>(v: &'a Value, field: &str) -> Result<&'a str, Bad> {
 }
 
 fn number(v: &Value, field: &str) -> Result<u64, Bad> {
-    v.get(field).and_then(Value::as_u64).ok_or_else(|| format!("`{field}` is not an integer in 0..=2^64-1"))
+    let n = v.get(field);
+    // JSON's `-0` is an integer, 0, which serde_json reads as the float -0.0.
+    let minus_zero = || n.and_then(Value::as_f64).filter(|f| *f == 0.0 && f.is_sign_negative()).map(|_| 0);
+    n.and_then(Value::as_u64).or_else(minus_zero).ok_or_else(|| format!("`{field}` is not an integer in 0..=2^64-1"))
 }
 
 /// A typed value from a field, or the invalid argument its text is, or `Unrepresentable`.
@@ -484,13 +496,66 @@ struct Sent {
 /// The running adapter: requests in flight by id, and the tail of its standard error.
 struct Adapter {
     command: String,
-    stdin: Mutex<Option<ChildStdin>>,
+    /// Its standard input, written without blocking.
+    outbox: Arc<pipe::Outbox>,
     waiting: Waiting,
+    /// Why it is broken: once set, no request is sent and every one in flight fails.
     broken: Arc<Mutex<Option<String>>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
     next: AtomicU64,
     child: Mutex<Child>,
     timeout: Duration,
+}
+
+/// Marks the adapter broken for `why` (unless it already is, for an earlier reason), and fails
+/// every request in flight with the reason it is broken.
+fn break_adapter(broken: &Mutex<Option<String>>, waiting: &Waiting, outbox: &pipe::Outbox, why: String) {
+    let why = lock(broken).get_or_insert(why).clone();
+    outbox.fail(why.clone());
+    for (_, sender) in lock(waiting).drain() {
+        let _ = sender.send(Err(why.clone()));
+    }
+}
+
+/// Hands each answer the adapter writes on `stdout` to the request it answers, until the output
+/// ends or a line is not an answer; why it stopped. A line is read up to [`MAX_LINE`] bytes and
+/// never further.
+fn read_answers(stdout: impl Read, waiting: &Waiting) -> String {
+    let mut input = BufReader::with_capacity(1 << 16, stdout);
+    let mut line = Vec::new();
+    loop {
+        match pipe::read_line(&mut input, &mut line, MAX_LINE) {
+            Ok(Line::Whole) => {}
+            Ok(Line::End) => return "the adapter closed its standard output (it exited?)".to_owned(),
+            Ok(Line::TooLong) => {
+                return format!(
+                    "the adapter wrote a line longer than {MAX_LINE} bytes, the protocol's limit (the driver read no further): {}",
+                    quote(&String::from_utf8_lossy(&line))
+                );
+            }
+            Err(e) => return format!("reading the adapter's standard output failed: {e}"),
+        }
+        let Ok(text) = std::str::from_utf8(&line) else {
+            return format!("the adapter wrote a line that is not UTF-8: {}", quote(&String::from_utf8_lossy(&line)));
+        };
+        let answer: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => return format!("the adapter wrote a line that is not JSON ({e}): {:?}", quote(text)),
+        };
+        if answer.get("clock").is_some() && answer.get("id").is_none() {
+            match route_clock_question(waiting, &answer) {
+                Ok(()) => continue,
+                Err(e) => return format!("{e}: {}", quote(text)),
+            }
+        }
+        let Some(id) = answer.get("id").and_then(Value::as_u64) else {
+            return format!("the adapter wrote an answer without an integer `id`: {}", quote(text));
+        };
+        let Some(sender) = lock(waiting).remove(&id) else {
+            return format!("the adapter answered id {id}, which no request in flight has: {}", quote(text));
+        };
+        let _ = sender.send(Ok(Reply::Answer(answer)));
+    }
 }
 
 impl Adapter {
@@ -501,12 +566,17 @@ impl Adapter {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| StorageError::with_source(format!("starting the adapter `{command}`"), e))?;
-        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let (waiting, broken): (Waiting, Arc<Mutex<Option<String>>>) = (Arc::default(), Arc::default());
+        let outbox = Arc::new(match stdin {
+            Some(stdin) => pipe::Outbox::new(stdin),
+            None => pipe::Outbox::failed("the adapter has no standard input".into()),
+        });
         let adapter = Adapter {
             command: command.to_owned(),
-            stdin: Mutex::new(child.stdin.take()),
-            waiting: Arc::default(),
-            broken: Arc::default(),
+            outbox,
+            waiting,
+            broken,
             stderr: Arc::default(),
             next: AtomicU64::new(0),
             child: Mutex::new(child),
@@ -514,60 +584,19 @@ impl Adapter {
         };
         if let Some(stderr) = stderr {
             let tail = adapter.stderr.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    let mut tail = lock(&tail);
-                    if tail.len() == STDERR_TAIL {
-                        tail.pop_front();
-                    }
-                    tail.push_back(line);
-                }
-            });
+            std::thread::spawn(move || pipe::tail_lines(stderr, &tail, STDERR_TAIL));
         }
         if let Some(stdout) = stdout {
-            let (waiting, broken) = (adapter.waiting.clone(), adapter.broken.clone());
+            let (waiting, broken, outbox) = (adapter.waiting.clone(), adapter.broken.clone(), adapter.outbox.clone());
             std::thread::spawn(move || {
-                let mut why = "the adapter closed its standard output (it exited?)".to_owned();
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else {
-                        why = "the adapter wrote a line that is not UTF-8".into();
-                        break;
-                    };
-                    let answer: Value = match serde_json::from_str(&line) {
-                        Ok(v) => v,
-                        Err(e) => {
-                            why = format!("the adapter wrote a line that is not JSON ({e}): {line:?}");
-                            break;
-                        }
-                    };
-                    if answer.get("clock").is_some() && answer.get("id").is_none() {
-                        match route_clock_question(&waiting, &answer) {
-                            Ok(()) => continue,
-                            Err(e) => {
-                                why = format!("{e}: {line}");
-                                break;
-                            }
-                        }
-                    }
-                    let Some(id) = answer.get("id").and_then(Value::as_u64) else {
-                        why = format!("the adapter wrote an answer without an integer `id`: {line}");
-                        break;
-                    };
-                    let Some(sender) = lock(&waiting).remove(&id) else {
-                        why = format!("the adapter answered id {id}, which no request in flight has: {line}");
-                        break;
-                    };
-                    let _ = sender.send(Ok(Reply::Answer(answer)));
-                }
-                *lock(&broken) = Some(why.clone());
-                for (_, sender) in lock(&waiting).drain() {
-                    let _ = sender.send(Err(why.clone()));
-                }
+                let why = read_answers(stdout, &waiting);
+                break_adapter(&broken, &waiting, &outbox, why);
             });
         }
         Ok(adapter)
     }
 
+    /// The last lines of its standard error, each quoted by a bounded prefix.
     fn stderr_tail(&self) -> String {
         let tail = lock(&self.stderr);
         if tail.is_empty() {
@@ -598,6 +627,8 @@ impl Adapter {
     }
 
     /// Sends `requests`, each with an id added, in one write, without waiting for their answers.
+    /// The write does not block: while the adapter's input is full it waits for room for at most
+    /// the timeout, after which the adapter is broken.
     fn send_all(&self, requests: Vec<Value>) -> Vec<Result<Sent, StorageError>> {
         self.send_lines(requests.into_iter().map(|mut request| {
             move |id: u64| {
@@ -622,49 +653,73 @@ impl Adapter {
     }
 
     /// Sends one line per item, made by the item from the id it is given (with the request as
-    /// failure messages show it), in one write, without waiting for their answers.
+    /// failure messages show it), in one write, without waiting for their answers. The write
+    /// does not block: while the adapter's input is full it waits for room for at most the
+    /// timeout, after which the adapter is broken.
     fn send_lines<F: FnOnce(u64) -> (Value, String)>(
         &self,
         items: impl ExactSizeIterator<Item = F>,
     ) -> Vec<Result<Sent, StorageError>> {
-        let broken = lock(&self.broken).clone();
+        let deadline = std::time::Instant::now() + self.timeout;
         let mut lines = String::new();
-        let mut sent = Vec::with_capacity(items.len());
+        let mut numbered = Vec::with_capacity(items.len());
         for item in items {
             let id = self.next.fetch_add(1, Ordering::SeqCst);
             let (request, line) = item(id);
-            if let Some(why) = &broken {
-                sent.push(Err(self.fail(&request, why)));
-                continue;
-            }
-            let (tx, rx) = mpsc::channel();
-            lock(&self.waiting).insert(id, tx);
             // Whole lines in one write: the pipe is unbuffered, and `writeln!` would write each
             // JSON token on its own, waking the adapter for each.
             lines.push_str(&line);
             lines.push('\n');
-            sent.push(Ok(Sent { id, request, answer: rx }));
+            numbered.push((id, request));
         }
-        if lines.is_empty() {
-            return sent;
+        if let Some(why) = lock(&self.broken).clone() {
+            return numbered.iter().map(|(_, request)| Err(self.fail(request, &why))).collect();
         }
-        let written = {
-            let mut stdin = lock(&self.stdin);
-            match stdin.as_mut() {
-                Some(pipe) => pipe.write_all(lines.as_bytes()).and_then(|()| pipe.flush()),
-                None => Err(std::io::Error::other("the adapter's standard input is closed")),
+        let mut sent = Vec::with_capacity(numbered.len());
+        {
+            let mut waiting = lock(&self.waiting);
+            for (id, request) in numbered {
+                let (tx, rx) = mpsc::channel();
+                waiting.insert(id, tx);
+                sent.push(Sent { id, request, answer: rx });
             }
+        }
+        // Broken meanwhile: these were registered after the requests in flight were failed.
+        let written = match lock(&self.broken).clone() {
+            Some(why) => Err(pipe::Unsent::Failed(why)),
+            None => self.outbox.push(lines.as_bytes(), Some(deadline)),
         };
-        match written {
-            Ok(()) => sent,
-            Err(e) => sent
-                .into_iter()
-                .map(|s| {
-                    let s = s?;
-                    lock(&self.waiting).remove(&s.id);
-                    Err(self.fail(&s.request, &format!("writing to the adapter failed: {e}")))
-                })
-                .collect(),
+        let why = match written {
+            Ok(()) => return sent.into_iter().map(Ok).collect(),
+            Err(pipe::Unsent::Failed(why)) => why,
+            Err(pipe::Unsent::Full) => "the adapter's standard input is full".to_owned(),
+        };
+        break_adapter(&self.broken, &self.waiting, &self.outbox, why);
+        let why = lock(&self.broken).clone().unwrap_or_default();
+        let mut waiting = lock(&self.waiting);
+        sent.into_iter()
+            .map(|s| {
+                waiting.remove(&s.id);
+                Err(self.fail(&s.request, &why))
+            })
+            .collect()
+    }
+
+    /// Asks the adapter to close store `store`, without waiting for the answer; nothing when it
+    /// is broken or its standard input is full.
+    fn close(&self, store: u64) {
+        if lock(&self.broken).is_some() {
+            return;
+        }
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        let mut line = json!({"id": id, "op": "close", "store": store}).to_string();
+        line.push('\n');
+        // The answer is read and dropped: its id must be one in flight.
+        lock(&self.waiting).insert(id, mpsc::channel().0);
+        match self.outbox.push(line.as_bytes(), None) {
+            Ok(()) => {}
+            Err(pipe::Unsent::Full) => drop(lock(&self.waiting).remove(&id)),
+            Err(pipe::Unsent::Failed(why)) => break_adapter(&self.broken, &self.waiting, &self.outbox, why),
         }
     }
 
@@ -685,6 +740,7 @@ impl Adapter {
                 Ok(Err(why)) => return Err(self.fail(&sent.request, &why)),
                 Err(_) => {
                     lock(&self.waiting).remove(&sent.id);
+                    self.stopped_answering(sent);
                     return Err(self.fail(&sent.request, &format!("no answer within {:?}", self.timeout)));
                 }
             }
@@ -695,8 +751,8 @@ impl Adapter {
     /// Answers the adapter's clock question for `sent`: reads `clock` on this thread, the one
     /// waiting for the request (a reading held by [`ManualClock::hold_next_reading`] waits here,
     /// inside the store's critical section if the store asked from there), and writes
-    /// `{"clock": id, "now": T}`. A question for a request that did not say `"ask"` is the
-    /// adapter's failure.
+    /// `{"clock": id, "now": T}`, as any request is written, without blocking past the timeout.
+    /// A question for a request that did not say `"ask"` is the adapter's failure.
     fn answer_clock(&self, sent: &Sent, clock: Option<&ManualClock>) -> Result<(), StorageError> {
         let clock = match clock {
             Some(clock) if sent.request.get("now").and_then(Value::as_str) == Some("ask") => clock,
@@ -706,19 +762,16 @@ impl Adapter {
                 );
             }
         };
-        let answer = json!({"clock": sent.id, "now": clock.now().as_millis()});
-        self.write_line(&answer.to_string())
-            .map_err(|e| self.fail(&sent.request, &format!("writing the clock to the adapter failed: {e}")))
-    }
-
-    /// Writes `line` and a newline to the adapter's standard input, in one write.
-    fn write_line(&self, line: &str) -> std::io::Result<()> {
-        let mut stdin = lock(&self.stdin);
-        let pipe = stdin.as_mut().ok_or_else(|| std::io::Error::other("the adapter's standard input is closed"))?;
-        let mut bytes = Vec::with_capacity(line.len() + 1);
-        bytes.extend_from_slice(line.as_bytes());
-        bytes.push(b'\n');
-        pipe.write_all(&bytes).and_then(|()| pipe.flush())
+        let mut line = json!({"clock": sent.id, "now": clock.now().as_millis()}).to_string();
+        line.push('\n');
+        let deadline = std::time::Instant::now() + self.timeout;
+        let why = match self.outbox.push(line.as_bytes(), Some(deadline)) {
+            Ok(()) => return Ok(()),
+            Err(pipe::Unsent::Failed(why)) => why,
+            Err(pipe::Unsent::Full) => "the adapter's standard input is full".to_owned(),
+        };
+        break_adapter(&self.broken, &self.waiting, &self.outbox, why.clone());
+        Err(self.fail(&sent.request, &format!("writing the clock to the adapter failed: {why}")))
     }
 
     /// The `ok` of a request that must succeed.
@@ -726,15 +779,26 @@ impl Adapter {
         let shown = request.clone();
         match self.call(request)? {
             Ok(v) => Ok(v),
-            Err(e) => Err(self.fail(&shown, &format!("the adapter answered an error: {e}"))),
+            Err(e) => Err(self.fail(&shown, &format!("the adapter answered an error: {}", quote(&e.to_string())))),
         }
+    }
+
+    /// `sent` had no answer within the timeout: the adapter is broken, every request in flight
+    /// fails now and every later one at once, so that a run ends about one timeout after the
+    /// adapter stops answering.
+    fn stopped_answering(&self, sent: &Sent) {
+        let why = format!(
+            "the adapter stopped answering (request {} had no answer within {:?}), so the driver sends it nothing more",
+            sent.id, self.timeout
+        );
+        break_adapter(&self.broken, &self.waiting, &self.outbox, why);
     }
 }
 
 impl Drop for Adapter {
     fn drop(&mut self) {
         // Closing standard input asks the adapter to exit; then it is killed, by its process id.
-        lock(&self.stdin).take();
+        self.outbox.close();
         let mut child = lock(&self.child);
         for _ in 0..50 {
             if matches!(child.try_wait(), Ok(Some(_))) {
@@ -787,10 +851,12 @@ pub struct CommandHarness {
 }
 
 impl CommandHarness {
-    /// How long the driver waits for any one answer, unless [`CommandHarness::start_with`] says.
+    /// How long the driver waits for any one answer, unless [`CommandHarness::start_with`] says;
+    /// once an answer does not come within it, every later request fails at once.
     pub const TIMEOUT: Duration = Duration::from_secs(10);
 
-    /// Starts `command` (run by `sh -c`) and exchanges `hello`.
+    /// Starts `command` (run by `sh -c`) and exchanges `hello`; a `hello` that fails is a
+    /// determinate error saying the adapter did not start.
     pub fn start(command: &str) -> Result<CommandHarness, StorageError> {
         CommandHarness::start_with(command, CommandHarness::TIMEOUT)
     }
@@ -798,8 +864,12 @@ impl CommandHarness {
     /// As [`CommandHarness::start`], waiting at most `timeout` for each answer.
     pub fn start_with(command: &str, timeout: Duration) -> Result<CommandHarness, StorageError> {
         let adapter = Arc::new(Adapter::start(command, timeout)?);
-        let ok = adapter.expect_ok(json!({"op": "hello", "protocol": PROTOCOL}))?;
-        let hello = parse_hello(&ok).map_err(|e| adapter.fail(&json!({"op": "hello"}), &format!("{e}: {ok}")))?;
+        // A `hello` that fails is a failure to start, which has no effect to be unsure of.
+        let not_started = |e: StorageError| StorageError::new(format!("the adapter did not start: {}", e.message()));
+        let ok = adapter.expect_ok(json!({"op": "hello", "protocol": PROTOCOL})).map_err(not_started)?;
+        let hello = parse_hello(&ok).map_err(|e| {
+            not_started(adapter.fail(&json!({"op": "hello"}), &format!("{e}: {}", quote(&ok.to_string()))))
+        })?;
         let settings = Settings::default().with_cases(1_000).with_differential_threads(8);
         Ok(CommandHarness { adapter, hello, stores: AtomicU64::new(0), settings })
     }
@@ -822,9 +892,11 @@ impl CommandHarness {
 
     fn open(&self, clock: ManualClock, reopen: Option<u64>) -> CommandStore {
         let id = self.stores.fetch_add(1, Ordering::SeqCst);
-        let mut request = json!({"op": "open", "store": id, "now": clock.now().as_millis()});
+        // A peek: opening is not the store deciding, so it takes no reading a check holds.
+        let now = clock.peek().as_millis();
+        let mut request = json!({"op": "open", "store": id, "now": now});
         if let Some(old) = reopen {
-            request = json!({"op": "reopen", "store": old, "as": id, "now": clock.now().as_millis()});
+            request = json!({"op": "reopen", "store": old, "as": id, "now": now});
         }
         let opened = match self.adapter.expect_ok(request.clone()) {
             Ok(Value::Null) => None,
@@ -929,7 +1001,9 @@ impl CommandStore {
     /// The reservation a lookup's answer `ok` describes, or a failure naming what is wrong.
     fn found(&self, sent: &Sent) -> StoreResult<Option<StoredReservation>> {
         let ok = self.end(sent)?;
-        parse_reservation(&ok).map_err(|why| ShapeError::error(format!("its lookup answer {ok}: {why}")).into())
+        parse_reservation(&ok).map_err(|why| {
+            ShapeError::error(format!("its lookup answer {}: {}", quote(&ok.to_string()), quote(&why))).into()
+        })
     }
 
     /// The store error an error object describes; [`split_answer`] has checked its shape.
@@ -937,14 +1011,23 @@ impl CommandStore {
         let field = |name: &str| error.get(name).and_then(Value::as_str).unwrap_or("");
         if field("kind") == "StorageError" {
             let indeterminate = error.get("indeterminate").and_then(Value::as_bool).unwrap_or(true);
-            return StorageError::new(format!("adapter: {}", field("message")))
+            return StorageError::new(format!("adapter: {}", quote(field("message"))))
                 .with_indeterminate(indeterminate)
                 .into();
         }
         let name = field("name");
         match invalid_by_name(name) {
             Some(e) => e.into(),
-            None => self.adapter.fail(request, &format!("it answered the invalid argument {name:?}, which SPEC.md does not name or this request cannot have: {error}")).into(),
+            None => self.adapter.fail(request, &format!("it answered the invalid argument {:?}, which SPEC.md does not name or this request cannot have: {}", quote(name), quote(&error.to_string()))).into(),
+        }
+    }
+}
+
+impl Drop for CommandStore {
+    /// Asks the adapter to close the store (`close`), without waiting for its answer.
+    fn drop(&mut self) {
+        if self.opened.is_none() {
+            self.adapter.close(self.id);
         }
     }
 }
@@ -958,7 +1041,14 @@ impl ReservationStore for CommandStore {
             Some(o) if o.fits(request.operation.kind()) => Ok(o),
             _ => Err(self
                 .adapter
-                .fail(&sent.request, &format!("the outcome {ok} is not one {} can answer", request.operation.kind()))
+                .fail(
+                    &sent.request,
+                    &format!(
+                        "the outcome {} is not one {} can answer",
+                        quote(&ok.to_string()),
+                        request.operation.kind()
+                    ),
+                )
                 .into()),
         }
     }
@@ -981,9 +1071,12 @@ struct Served {
 }
 
 /// Answers the protocol's requests, one line each, from `input` on `output`, with a
-/// `MemoryStore` per store id: the reference behind the driver (`reservation serve`). Returns when
-/// `input` ends. A request it cannot read is answered with an error naming the problem
-/// (`Unrepresentable` for a value the typed API cannot hold), never a crash.
+/// `MemoryStore` per store id (from its `open` to its `close`): the reference behind the driver
+/// (`reservation serve`). Returns when `input` ends. A request it cannot read is answered with an
+/// error naming the problem (`Unrepresentable` for a value the typed API cannot hold: a line that
+/// is not UTF-8 or not JSON, a number beyond what JSON numbers are read as, a line longer than
+/// [`MAX_LINE`] bytes, which is not read into memory), with the request's id when that can be
+/// read, and the next line is read: never a crash.
 ///
 /// Answers are buffered while more requests are already waiting in `input`, and written out
 /// whenever it has none: one write for a burst of requests rather than one each.
@@ -994,24 +1087,39 @@ pub fn serve(input: impl Read, output: impl Write) -> std::io::Result<()> {
     let mut input = BufReader::with_capacity(1 << 16, input);
     let mut output = std::io::BufWriter::with_capacity(1 << 16, output);
     let mut stores: HashMap<u64, Arc<Served>> = HashMap::new();
-    let mut queued = VecDeque::new();
-    let mut line = String::new();
+    // Lines read while a request waited for its clock; `None` for one over the bound, skipped.
+    let mut queued: VecDeque<Option<Vec<u8>>> = VecDeque::new();
+    let mut line = Vec::new();
     loop {
-        line.clear();
-        match queued.pop_front() {
-            Some(next) => line = next,
-            None if input.read_line(&mut line)? == 0 => break,
-            None => {}
-        }
-        let text = line.trim_end_matches(['\n', '\r']);
-        if !text.trim().is_empty() {
-            let answer = match asks_for_clock(text) {
-                Some(id) => match ask_clock(&mut input, &mut output, &mut queued, id, text)? {
-                    Some(timed) => answer_line(&mut stores, &timed),
+        let read = match queued.pop_front() {
+            Some(Some(next)) => {
+                line = next;
+                Line::Whole
+            }
+            Some(None) => Line::TooLong,
+            None => match pipe::read_line(&mut input, &mut line, MAX_LINE)? {
+                Line::TooLong => {
+                    pipe::skip_line(&mut input)?;
+                    Line::TooLong
+                }
+                read => read,
+            },
+        };
+        let answer = match read {
+            Line::End => break,
+            Line::Whole => match asks_for_clock(&line) {
+                Some(id) => match ask_clock(&mut input, &mut output, &mut queued, id, &line)? {
+                    Some(timed) => answer_bytes(&mut stores, timed.as_bytes()),
                     None => break,
                 },
-                None => answer_line(&mut stores, text),
-            };
+                None => answer_bytes(&mut stores, &line),
+            },
+            Line::TooLong => {
+                let why = format!("a line longer than {MAX_LINE} bytes, the protocol's limit");
+                Some(format!("{}\n", json!({"id": null, "error": unrepresentable(why)})))
+            }
+        };
+        if let Some(answer) = answer {
             output.write_all(answer.as_bytes())?;
         }
         if queued.is_empty() && input.buffer().is_empty() {
@@ -1022,7 +1130,8 @@ pub fn serve(input: impl Read, output: impl Write) -> std::io::Result<()> {
 }
 
 /// The id of `line` if it is a request whose `now` is `"ask"`.
-fn asks_for_clock(line: &str) -> Option<u64> {
+fn asks_for_clock(line: &[u8]) -> Option<u64> {
+    let line = std::str::from_utf8(line).ok()?;
     if !line.contains("\"ask\"") {
         return None;
     }
@@ -1034,31 +1143,38 @@ fn asks_for_clock(line: &str) -> Option<u64> {
 }
 
 /// Asks the driver for the clock of request `id`, whose line is `request`: writes
-/// `{"clock": id}`, then reads lines until the driver's answer `{"clock": id, "now": T}`,
-/// queueing the requests that come first; `request` with `T` as its `now` (`None` if `input`
-/// ended first). [`serve`] runs one request at a time, so this reading is inside the store's
-/// critical section.
+/// `{"clock": id}`, then reads lines (each bounded by [`MAX_LINE`]) until the driver's answer
+/// `{"clock": id, "now": T}`, queueing the requests that come first; `request` with `T` as its
+/// `now` (`None` if `input` ended first). [`serve`] runs one request at a time, so this reading is
+/// inside the store's critical section.
 fn ask_clock(
     input: &mut impl BufRead,
     output: &mut impl Write,
-    queued: &mut VecDeque<String>,
+    queued: &mut VecDeque<Option<Vec<u8>>>,
     id: u64,
-    request: &str,
+    request: &[u8],
 ) -> std::io::Result<Option<String>> {
     let mut question = json!({"clock": id}).to_string();
     question.push('\n');
     output.write_all(question.as_bytes())?;
     output.flush()?;
     loop {
-        let mut line = String::new();
-        if input.read_line(&mut line)? == 0 {
-            return Ok(None);
+        let mut line = Vec::new();
+        match pipe::read_line(input, &mut line, MAX_LINE)? {
+            Line::End => return Ok(None),
+            Line::Whole => {}
+            Line::TooLong => {
+                // Answered as the main loop answers it, in its turn.
+                pipe::skip_line(input)?;
+                queued.push_back(None);
+                continue;
+            }
         }
-        let answer = serde_json::from_str::<Value>(&line).ok().filter(|v| v.get("op").is_none());
+        let answer = serde_json::from_slice::<Value>(&line).ok().filter(|v| v.get("op").is_none());
         match answer.as_ref().and_then(|v| v.get("clock")) {
             Some(clock) if clock.as_u64() == Some(id) => {
                 let now = answer.as_ref().and_then(|v| v.get("now")).cloned().unwrap_or(Value::Null);
-                let mut timed = serde_json::from_str::<Value>(request).unwrap_or(Value::Null);
+                let mut timed = serde_json::from_slice::<Value>(request).unwrap_or(Value::Null);
                 if let Some(fields) = timed.as_object_mut() {
                     fields.insert("now".into(), now);
                 }
@@ -1066,9 +1182,26 @@ fn ask_clock(
             }
             // The answer to another question: none is waiting for it.
             Some(_) => {}
-            None => queued.push_back(line),
+            None => queued.push_back(Some(line)),
         }
     }
+}
+
+/// The answer to one request line of bytes, with its newline; `None` for a blank line.
+fn answer_bytes(stores: &mut HashMap<u64, Arc<Served>>, line: &[u8]) -> Option<String> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    Some(match std::str::from_utf8(line) {
+        Ok(line) => answer_line(stores, line),
+        Err(e) => {
+            // Invalid bytes read as U+FFFD: the request's id can still be read.
+            let id = pipe::tolerant_id(&String::from_utf8_lossy(line)).unwrap_or(Value::Null);
+            let error = unrepresentable(format!("text that is not UTF-8 (D9): {e}"));
+            format!("{}\n", json!({"id": id, "error": error}))
+        }
+    })
 }
 
 /// The answer to one request line, with its newline.
@@ -1082,16 +1215,17 @@ fn answer_line(stores: &mut HashMap<u64, Arc<Served>>, line: &str) -> String {
             }
         }
         Err(e) => {
-            // A string with a lone surrogate (`"\ud800"`) is JSON that serde_json refuses;
-            // with those escapes defused, the request's id can still be answered.
-            let id = serde_json::from_str::<Value>(&defuse_surrogates(line))
-                .ok()
-                .and_then(|v| v.get("id").cloned())
-                .unwrap_or(Value::Null);
+            // A string with a lone surrogate (`"\ud800"`) is JSON that serde_json refuses, and
+            // so is a number beyond f64's range (`1e400`): the request's id is read by a second,
+            // tolerant parse, with those escapes defused.
+            let defused = defuse_surrogates(line);
+            let id = pipe::tolerant_id(&defused).unwrap_or(Value::Null);
             let why = if id.is_null() {
                 format!("not JSON: {e}")
-            } else {
+            } else if serde_json::from_str::<Value>(&defused).is_ok() {
                 format!("text that is not valid Unicode (D9): {e}")
+            } else {
+                format!("a value the typed API cannot hold: {e}")
             };
             json!({"id": id, "error": {"kind": "InvalidArgument", "name": "Unrepresentable", "message": why}})
         }
@@ -1111,6 +1245,11 @@ pub(crate) fn unrepresentable(why: impl std::fmt::Display) -> Value {
     json!({"kind": "InvalidArgument", "name": "Unrepresentable", "message": why.to_string()})
 }
 
+/// The error for a request on a store that is not open.
+fn unknown_store(store: u64) -> Value {
+    unrepresentable(format!("no store {store} is open"))
+}
+
 fn answer(stores: &mut HashMap<u64, Arc<Served>>, r: &Value) -> Result<Value, Value> {
     let op = text(r, "op").map_err(unrepresentable)?;
     if op == "hello" {
@@ -1126,12 +1265,16 @@ fn answer(stores: &mut HashMap<u64, Arc<Served>>, r: &Value) -> Result<Value, Va
         );
         return Ok(Value::Null);
     }
+    if op == "close" {
+        // Later requests on the store answer that no such store is open.
+        return stores.remove(&store).map(|_| Value::Null).ok_or_else(|| unknown_store(store));
+    }
     if op == "reopen" {
         return Err(
             json!({"kind": "StorageError", "indeterminate": false, "message": "MemoryStore keeps nothing across a reopen"}),
         );
     }
-    let served = stores.get(&store).ok_or_else(|| unrepresentable(format!("no store {store} was opened")))?.clone();
+    let served = stores.get(&store).ok_or_else(|| unknown_store(store))?.clone();
     let _turn = lock(&served.turn);
     run_request(&crate::MemoryHarness, &served.store, &served.clock, r)
 }

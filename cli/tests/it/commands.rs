@@ -481,5 +481,117 @@ fn conform_command_prints_the_replay_command_and_writes_no_file_unless_asked() {
     assert!(saved.lines().any(|l| l.starts_with("cc ")), "{saved}");
     assert!(out.contains("the failing script's seed is in saved/conform.txt"), "{out}");
     assert!(out.contains("--only differential --regressions saved/conform.txt\n"), "{out}");
+}
+
+#[test]
+fn serve_answers_what_it_cannot_read_with_the_requests_id_and_closes_stores() {
+    use std::io::Write;
+    let scope = r#""scope":{"aggregate_type":"u","tenant":"t","namespace":"n"}"#;
+    let owner = r#""owner":{"aggregate_type":"u","tenant":"t","id":"a"}"#;
+    let reserve = |id: u32, now: &str, ttl: &str| {
+        format!(
+            r#"{{"id":{id},"op":"reserve","store":0,"now":{now},{scope},"key":"k",{owner},"hold":"h","ttl":{ttl}}}"#
+        )
+    };
+    let lookup = |id: u32| format!(r#"{{"id":{id},"op":"lookup","store":0,"now":5,{scope},"key":"k"}}"#);
+    let mut lines: Vec<Vec<u8>> = vec![
+        br#"{"id":1,"op":"open","store":0,"now":-0}"#.to_vec(),
+        reserve(2, "5", "1e400").into_bytes(),
+        reserve(3, "5", &"9".repeat(1_000_000)).into_bytes(),
+        reserve(4, "-0", "5").into_bytes(),
+        format!(r#"{{"id":5,"op":"confirm","store":0,"now":5,{scope},"key":"k",{owner},"version":-0}}"#).into_bytes(),
+    ];
+    // A namespace with a byte that is not UTF-8; a line of 2 MiB; then the session goes on.
+    let mut not_utf8 = lookup(6).replace("\"n\"", "\"n#\"").into_bytes();
+    let at = not_utf8.iter().position(|b| *b == b'#').expect("marked");
+    not_utf8[at] = 0xff;
+    lines.push(not_utf8);
+    lines.push(
+        format!(r#"{{"id":7,"op":"lookup","store":0,"now":5,{scope},"key":"{}"}}"#, "x".repeat(2 << 20)).into_bytes(),
+    );
+    lines.push(lookup(8).into_bytes());
+    lines.push(br#"{"id":9,"op":"close","store":0}"#.to_vec());
+    lines.push(lookup(10).into_bytes());
+    lines.push(br#"{"id":11,"op":"close","store":0}"#.to_vec());
+    assert!(std::str::from_utf8(&lines[5]).is_err(), "line 6 is not UTF-8");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reservation"))
+        .arg("serve")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("serve started");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        for line in lines {
+            // serve may end early (the failure below says so): stop writing then.
+            if stdin.write_all(&line).and_then(|()| stdin.write_all(b"\n")).is_err() {
+                return;
+            }
+        }
+    });
+    let out = child.wait_with_output().expect("serve ended");
+    writer.join().expect("written");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let answers: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let shown: Vec<String> = answers
+        .iter()
+        .map(|a| {
+            let said = a["error"]["name"].as_str().map_or_else(|| a["ok"].to_string(), str::to_owned);
+            format!("{}: {said}", a["id"])
+        })
+        .collect();
+    let expected = [
+        "1: null",
+        "2: Unrepresentable",
+        "3: Unrepresentable",
+        "4: \"Taken\"",
+        "5: \"Confirmed\"",
+        "6: Unrepresentable",
+        "null: Unrepresentable",
+        "8: {\"owner\":{\"aggregate_type\":\"u\",\"id\":\"a\",\"tenant\":\"t\"},\"state\":\"confirmed\",\"version\":0}",
+        "9: null",
+        "10: Unrepresentable",
+        "11: Unrepresentable",
+    ];
+    assert_eq!(shown, expected);
+    let message = |i: usize| answers[i]["error"]["message"].as_str().unwrap_or("").to_owned();
+    assert!(message(1).contains("out of range"), "{}", message(1));
+    assert!(message(5).contains("not UTF-8"), "{}", message(5));
+    assert!(message(6).contains("longer than 1048576 bytes"), "{}", message(6));
+    assert!(message(9).contains("no store 0 is open") && message(10) == message(9), "{}", message(10));
+}
+
+#[test]
+fn conform_command_ends_soon_after_the_adapter_stops_answering() {
+    // `reservation serve`, cut off after its first 3,000 answers: it goes on reading, answers
+    // nothing more, and stays alive.
+    let adapter = format!("{} serve | {{ sed -u 3000q; cat > /dev/null; }}", env!("CARGO_BIN_EXE_reservation"));
+    // Its own directory: the failing differential check keeps its seed in a regression file there.
+    let dir = std::env::temp_dir().join(format!("reservation-silent-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let (out, err) = (dir.join("out"), dir.join("err"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reservation"))
+        .args(["conform", "--command", &adapter])
+        .current_dir(&dir)
+        .stdout(std::fs::File::create(&out).expect("a file"))
+        .stderr(std::fs::File::create(&err).expect("a file"))
+        .spawn()
+        .expect("conform started");
+    // PROTOCOL.md's bound is one timeout (10 s) and a little; much more is a hang.
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("waited").is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("reservation conform --command still ran after {:?}", started.elapsed());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let status = child.wait().expect("ended");
+    let out = std::fs::read_to_string(&out).expect("its output") + &std::fs::read_to_string(&err).expect("its errors");
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(out.contains("no answer within 10s") && out.contains("stopped answering"), "{out}");
+    eprintln!("reservation conform --command ended {:?} after it started", started.elapsed());
     std::fs::remove_dir_all(&dir).expect("removed");
 }

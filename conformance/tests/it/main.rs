@@ -2,6 +2,7 @@
 
 mod broken_stores;
 mod driver;
+mod driver_bounds;
 mod examples;
 mod fuzz_corpus;
 mod linearizability;
