@@ -865,7 +865,10 @@ impl CommandHarness {
     pub fn start_with(command: &str, timeout: Duration) -> Result<CommandHarness, StorageError> {
         let adapter = Arc::new(Adapter::start(command, timeout)?);
         // A `hello` that fails is a failure to start, which has no effect to be unsure of.
-        let not_started = |e: StorageError| StorageError::new(format!("the adapter did not start: {}", e.message()));
+        let not_started = |e: StorageError| {
+            let why = ProtocolError::of(&e).map_or_else(|| e.message().to_owned(), ToString::to_string);
+            StorageError::new(format!("the adapter did not start: {why}"))
+        };
         let ok = adapter.expect_ok(json!({"op": "hello", "protocol": PROTOCOL})).map_err(not_started)?;
         let hello = parse_hello(&ok).map_err(|e| {
             not_started(adapter.fail(&json!({"op": "hello"}), &format!("{e}: {}", quote(&ok.to_string()))))

@@ -712,7 +712,7 @@ fn readme_quotes_the_go_adapter_whole() {
         readme.contains(&format!("```go\n{adapter}```")),
         "README.md does not quote adapters/go/adapter.go as it is"
     );
-    assert!(adapter.lines().count() <= 85, "the adapter is meant to be short");
+    assert!(adapter.lines().count() <= 90, "the adapter is meant to be short");
 }
 
 #[test]

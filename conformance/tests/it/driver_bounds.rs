@@ -159,7 +159,7 @@ fn a_suite_run_ends_about_one_timeout_after_the_adapter_stops_answering() {
     assert!(failures.iter().any(|f| f.contains("no answer within 5s")), "{report}");
     assert!(failures.iter().any(|f| f.contains("stopped answering")), "{report}");
     let failed = |name: &str| report.failures().any(|f| f.to_string().contains(&format!("check `{name}` failed")));
-    assert!(failed("differential") && failed("linearizability"), "{report}");
+    assert!(failed("differential_against_the_specification") && failed("linearizability_under_threads"), "{report}");
     eprintln!("the suite ended {took:?} after it started, with {} failures", failures.len());
 }
 
