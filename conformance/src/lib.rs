@@ -178,8 +178,8 @@ pub mod vectors;
 
 pub use failure::{Details, Failure, Protocol};
 pub use harness::{Capabilities, Harness, MemoryHarness, START, Settings, unique_namespace};
-pub use report::{CheckResult, Report, run_all, run_all_with, run_matching, run_matching_with};
 pub use harness::{RawAnswer, RawRequest};
+pub use report::{CheckResult, Report, run_all, run_all_with, run_matching, run_matching_with};
 
 /// Calls `$callback!` with the list of every check: `test_name => check_function`.
 #[doc(hidden)]
