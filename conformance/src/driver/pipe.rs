@@ -54,16 +54,27 @@ pub(crate) enum Line {
     TooLong,
 }
 
+/// What `input` holds buffered, reading more when it holds nothing; a read interrupted by a
+/// signal is tried again.
+fn fill(input: &mut impl BufRead) -> io::Result<&[u8]> {
+    loop {
+        match input.fill_buf() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+            Ok(_) => break,
+        }
+    }
+    // Buffered now, or at the end of the input (where a read finds the end again): this call
+    // hands back what the first one found.
+    input.fill_buf()
+}
+
 /// Reads one line into `line` (cleared first), without its `\n`, reading at most `limit` bytes
 /// of it (and at most one buffer beyond).
 pub(crate) fn read_line(input: &mut impl BufRead, line: &mut Vec<u8>, limit: usize) -> io::Result<Line> {
     line.clear();
     loop {
-        let available = match input.fill_buf() {
-            Ok(a) => a,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
+        let available = fill(input)?;
         if available.is_empty() {
             return Ok(if line.is_empty() { Line::End } else { Line::Whole });
         }
@@ -89,11 +100,7 @@ pub(crate) fn read_line(input: &mut impl BufRead, line: &mut Vec<u8>, limit: usi
 /// Reads and drops the rest of a line, up to and including its `\n`, without keeping it.
 pub(crate) fn skip_line(input: &mut impl BufRead) -> io::Result<()> {
     loop {
-        let available = match input.fill_buf() {
-            Ok(a) => a,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
+        let available = fill(input)?;
         if available.is_empty() {
             return Ok(());
         }
@@ -272,4 +279,47 @@ pub(crate) fn tolerant_id(line: &str) -> Option<Value> {
         }
     }
     serde_json::Deserializer::from_str(line).deserialize_map(IdOnly).ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{self, BufRead, Read};
+
+    use super::{Line, read_line};
+
+    /// A reader whose first read fails with `kind`, then holds `data`.
+    struct FailsOnce {
+        kind: Option<io::ErrorKind>,
+        data: &'static [u8],
+    }
+
+    impl Read for FailsOnce {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            unreachable!("read through BufRead only")
+        }
+    }
+
+    impl BufRead for FailsOnce {
+        fn fill_buf(&mut self) -> io::Result<&[u8]> {
+            match self.kind.take() {
+                Some(kind) => Err(io::Error::from(kind)),
+                None => Ok(self.data),
+            }
+        }
+
+        fn consume(&mut self, n: usize) {
+            self.data = self.data.get(n..).unwrap_or_default();
+        }
+    }
+
+    #[test]
+    fn a_read_interrupted_by_a_signal_is_tried_again_and_any_other_error_is_returned() {
+        let mut line = Vec::new();
+        let mut input = FailsOnce { kind: Some(io::ErrorKind::Interrupted), data: b"{}\n" };
+        assert!(matches!(read_line(&mut input, &mut line, 16), Ok(Line::Whole)));
+        assert_eq!(line, b"{}");
+        let mut input = FailsOnce { kind: Some(io::ErrorKind::BrokenPipe), data: b"{}\n" };
+        let failed = read_line(&mut input, &mut line, 16).err().map(|e| e.kind());
+        assert_eq!(failed, Some(io::ErrorKind::BrokenPipe));
+    }
 }
