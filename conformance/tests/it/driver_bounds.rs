@@ -259,3 +259,36 @@ fn dropping_a_store_closes_it_in_the_adapter() {
     crate::schema::validate_lines(&sent, "request");
     std::fs::remove_dir_all(&dir).expect("removed");
 }
+
+/// Input whose first read fails with `kind`, then holds `data`.
+struct FailsOnce {
+    kind: Option<std::io::ErrorKind>,
+    data: &'static [u8],
+}
+
+impl std::io::Read for FailsOnce {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if let Some(kind) = self.kind.take() {
+            return Err(kind.into());
+        }
+        let n = buf.len().min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+/// `serve` reads its input again after a read a signal interrupted, and ends with any other
+/// error of its input rather than taking it for a line.
+#[test]
+fn serve_retries_an_interrupted_read_and_returns_any_other_error() {
+    use reservation_conformance::driver::serve;
+    let hello: &[u8] = b"{\"id\":0,\"op\":\"hello\",\"protocol\":1}\n";
+    let mut out = Vec::new();
+    let input = FailsOnce { kind: Some(std::io::ErrorKind::Interrupted), data: hello };
+    serve(input, &mut out).expect("an interrupted read is tried again");
+    assert!(String::from_utf8_lossy(&out).contains("\"protocol\":1"), "{}", String::from_utf8_lossy(&out));
+    let input = FailsOnce { kind: Some(std::io::ErrorKind::BrokenPipe), data: hello };
+    let failed = serve(input, Vec::new()).err().map(|e| e.kind());
+    assert_eq!(failed, Some(std::io::ErrorKind::BrokenPipe));
+}
