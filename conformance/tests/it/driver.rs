@@ -705,12 +705,12 @@ fn go_store_passes_the_whole_suite_through_the_driver() {
 }
 
 #[test]
-fn readme_quotes_the_go_adapter_whole() {
+fn the_guide_quotes_the_go_adapter_whole() {
     let adapter = include_str!("../../../adapters/go/adapter.go");
-    let readme = include_str!("../../../README.md");
+    let guide = include_str!("../../../docs/other-languages.md");
     assert!(
-        readme.contains(&format!("```go\n{adapter}```")),
-        "README.md does not quote adapters/go/adapter.go as it is"
+        guide.contains(&format!("```go\n{adapter}```")),
+        "docs/other-languages.md does not quote adapters/go/adapter.go as it is"
     );
     assert!(adapter.lines().count() <= 90, "the adapter is meant to be short");
 }

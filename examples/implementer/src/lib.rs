@@ -1,7 +1,7 @@
 //! A `ReservationStore` written as a team outside this repository would: a synchronous store in
 //! memory, and an asynchronous one on a shared "database" that survives reopening. Both are "read
-//! the row, `spec::apply`, write the row" under one lock. The README's snippets run the
-//! conformance suite against them (`tests/it`).
+//! the row, `spec::apply`, write the row" under one lock. The snippets of docs/implementing.md
+//! run the conformance suite against them (`tests/it`).
 #![deny(missing_docs)]
 
 use std::collections::HashMap;

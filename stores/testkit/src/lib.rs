@@ -1,7 +1,7 @@
 //! What the networked stores' tests and benchmarks share (`reservation-postgres`,
 //! `reservation-redis`): the cycle benchmark, the sweep case, a first reserve through a cut or a
 //! silent connection, a connect and a pool checkout through a silent one, the judge of a history recorded under
-//! faults, and the README's quoted example.
+//! faults, and the check of the crate example a guide quotes.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -401,9 +401,10 @@ pub fn judge_faults(names: &Names, events: &[Event], what: &str) -> (usize, usiz
     (errors, indeterminate)
 }
 
-/// Checks that `readme` quotes the crate example of `lib_rs` (its first ```` ```no_run ```` block,
-/// hidden `# ` lines left out) exactly, in a ```` ```rust ```` block.
-pub fn assert_readme_quotes_example(lib_rs: &str, readme: &str, crate_name: &str) {
+/// Checks that `guide`, the text of the document `guide_name`, quotes the crate example of
+/// `lib_rs` (its first ```` ```no_run ```` block, hidden `# ` lines left out) exactly, in a
+/// ```` ```rust ```` block.
+pub fn assert_guide_quotes_example(lib_rs: &str, guide: &str, guide_name: &str, crate_name: &str) {
     let start = lib_rs.find("//! ```no_run\n").expect("the example") + "//! ```no_run\n".len();
     let end = start + lib_rs[start..].find("//! ```\n").expect("its end");
     let code: Vec<&str> = lib_rs[start..end]
@@ -412,7 +413,7 @@ pub fn assert_readme_quotes_example(lib_rs: &str, readme: &str, crate_name: &str
         .filter(|l| !l.starts_with("# "))
         .collect();
     let quoted = format!("```rust\n{}\n```", code.join("\n"));
-    assert!(readme.contains(&quoted), "README.md does not quote the example of {crate_name}:\n{quoted}");
+    assert!(guide.contains(&quoted), "{guide_name} does not quote the example of {crate_name}:\n{quoted}");
 }
 
 /// Reserves five keys of `scope` for 1 ms each, moving `clock` 5 ms on after each, so that each

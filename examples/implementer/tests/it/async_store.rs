@@ -1,4 +1,4 @@
-// README snippet: async
+// docs/implementing.md snippet: async
 use my_crate::{MyAsyncStore, Storage};
 use reservation_conformance::{Capabilities, Harness};
 use reservation_store::ManualClock;

@@ -1,7 +1,9 @@
-//! The README's snippets, compiled and run: the conformance suite against a synchronous and an
-//! asynchronous store written outside the repository, and a test that the README still quotes
-//! them exactly.
+//! The snippets of docs/implementing.md, compiled and run: the conformance suite against a
+//! synchronous and an asynchronous store written outside the repository, and a test that the
+//! guide still quotes them exactly; and a test that every relative link of the repository's
+//! documents resolves.
 
 mod async_store;
-mod readme;
+mod guide;
+mod links;
 mod sync_store;

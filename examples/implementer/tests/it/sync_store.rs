@@ -1,4 +1,4 @@
-// README snippet: sync
+// docs/implementing.md snippet: sync
 use my_crate::MyStore;
 use reservation_conformance::Harness;
 use reservation_store::ManualClock;

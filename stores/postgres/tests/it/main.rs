@@ -43,9 +43,9 @@ pub async fn admin() -> tokio_postgres::Client {
     client
 }
 
-/// The README quotes the crate's example (a doctest, so it compiles) exactly.
+/// docs/stores.md quotes the crate's example (a doctest, so it compiles) exactly.
 #[test]
-fn the_readme_quotes_the_crate_example() {
-    let (lib, readme) = (include_str!("../../src/lib.rs"), include_str!("../../../../README.md"));
-    reservation_testkit::assert_readme_quotes_example(lib, readme, "reservation-postgres");
+fn the_stores_guide_quotes_the_crate_example() {
+    let (lib, guide) = (include_str!("../../src/lib.rs"), include_str!("../../../../docs/stores.md"));
+    reservation_testkit::assert_guide_quotes_example(lib, guide, "docs/stores.md", "reservation-postgres");
 }

@@ -52,9 +52,9 @@ pub fn row_key(h: &RedisHarness, scope: &reservation_store::ReservationScope, ke
     out
 }
 
-/// The README quotes the crate's example (a doctest, so it compiles) exactly.
+/// docs/stores.md quotes the crate's example (a doctest, so it compiles) exactly.
 #[test]
-fn the_readme_quotes_the_crate_example() {
-    let (lib, readme) = (include_str!("../../src/lib.rs"), include_str!("../../../../README.md"));
-    reservation_testkit::assert_readme_quotes_example(lib, readme, "reservation-redis");
+fn the_stores_guide_quotes_the_crate_example() {
+    let (lib, guide) = (include_str!("../../src/lib.rs"), include_str!("../../../../docs/stores.md"));
+    reservation_testkit::assert_guide_quotes_example(lib, guide, "docs/stores.md", "reservation-redis");
 }
