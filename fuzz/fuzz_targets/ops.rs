@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use reservation_conformance::{MemoryHarness, oracle};
-use reservation_store::ops::Op;
+use reservation_conformance::ops::Op;
 
 fuzz_target!(|script: Vec<Op>| {
     if let Err(failure) = oracle::ops(&MemoryHarness, &script) {
