@@ -9,8 +9,8 @@ mod harness;
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
-use reservation_conformance::oracle;
 use reservation_conformance::ops::Op;
+use reservation_conformance::oracle;
 
 static HARNESS: LazyLock<reservation_sqlite::SqliteHarness> = LazyLock::new(harness::harness);
 
