@@ -6,7 +6,6 @@
 //! - [`ReservationStore`]: the trait that stores implement, for synchronous and asynchronous
 //!   stores alike, and [`block_on`] to drive a synchronous store's ready futures.
 //! - [`MemoryStore`]: the thread-safe in-memory reference store.
-//! - [`ops`]: operation scripts as plain data, shared by the conformance suite and the fuzzer.
 //!
 //! ```
 //! use reservation_store::*;
@@ -32,10 +31,7 @@
 mod error;
 mod memory;
 mod operation;
-pub mod ops;
 pub mod spec;
-#[cfg(feature = "sqlite")]
-mod sqlite;
 mod store;
 mod time;
 mod types;
@@ -50,8 +46,6 @@ pub use spec::{
     AbandonOutcome, BitHolds, ConfirmOutcome, Confirmed, HoldBit, HoldSet, Pending, ReleaseOutcome, Reservation,
     ReserveOutcome, Rule, RuleSet, Step,
 };
-#[cfg(feature = "sqlite")]
-pub use sqlite::{MAX_BUSY_TIMEOUT, OpenCheck, SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
 pub use store::{ReservationStore, StoredReservation, block_on};
 pub use time::{Clock, ClockHold, Instant, ManualClock, Monotonic, ReleaseVersion, SystemClock, Ttl, Version};
 pub use types::{

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use reservation_conformance::driver::CommandHarness;
-use reservation_conformance::sqlite::SqliteHarness;
 use reservation_conformance::{CheckResult, Harness, MemoryHarness, Report, Settings, run_matching_with};
 use reservation_model::cli::{BAD_ARGUMENTS, parse};
 use reservation_postgres::{PostgresHarness, PostgresOptions};
 use reservation_redis::{RedisHarness, RedisOptions};
+use reservation_sqlite::SqliteHarness;
 use reservation_store::{Key, ManualClock, ReservationScope, StoreResult, StoredReservation};
 
 /// The exit codes, under the program's help.

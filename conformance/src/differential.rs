@@ -11,10 +11,10 @@ use proptest::test_runner::{
     Config, FailurePersistence, FileFailurePersistence, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner,
 };
 use reservation_store::RuleSet;
-use reservation_store::ops::{ClockMove, Op, ReleasePick, VersionPick};
 
 use crate::failure::Failure;
 use crate::harness::Harness;
+use crate::ops::{ClockMove, Op, ReleasePick, VersionPick};
 use crate::oracle;
 
 /// The check's function name; failures give its test name ([`Failure::without_rule`]).

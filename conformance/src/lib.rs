@@ -64,7 +64,7 @@
 //! - P1, `durable` (a declared [`Capabilities`]): the store is reopened after every operation;
 //!   no confirmed reservation is lost, no released or abandoned one comes back, pending ones
 //!   keep owner, holds and exact expiry, and expired ones stay expired.
-//! - [`differential`]: random scripts of [`reservation_store::ops::Op`] biased to where bugs live
+//! - [`differential`]: random scripts of [`ops::Op`] biased to where bugs live
 //!   (2–3 owners, few keys and holds, versions at and around the stored one, `UNVERSIONED`,
 //!   `ANY_VERSION`, clock moves to exactly `expires_at - 1`, `expires_at`, `expires_at + 1`),
 //!   compared step by step with the spec functions through [`oracle::ops`]. A failure shrinks to
@@ -167,13 +167,12 @@ pub mod examples;
 mod failure;
 mod harness;
 pub mod linearizability;
+pub mod ops;
 pub mod oracle;
 pub mod proxy;
 mod report;
 pub mod services;
 mod session;
-#[cfg(feature = "sqlite")]
-pub mod sqlite;
 pub mod vectors;
 
 pub use failure::{Details, Failure, Protocol};

@@ -7,7 +7,6 @@
 
 use std::fmt::Write as _;
 
-use reservation_store::ops::{self, ClockMove, Op, ReleasePick, VersionPick};
 use reservation_store::{
     AggregateRef, HoldId, InvalidArgument, Key, MAX_NAME_LEN, Namespace, Operation, ReleaseVersion, ReservationScope,
     Rule, RuleSet, Tenant, Ttl, Version,
@@ -15,6 +14,7 @@ use reservation_store::{
 
 use crate::failure::Failure;
 use crate::harness::{Harness, unique_namespace};
+use crate::ops::{self, ClockMove, Op, ReleasePick, VersionPick};
 use crate::session::Session;
 
 /// The aggregate type of every scope and owner of a script.
@@ -151,7 +151,7 @@ fn apply<H: Harness>(s: &mut Session<'_, H>, d: &Domain, op: Op) -> Result<(), F
 /// `script` as Rust, ready to paste into a test.
 pub fn replay(script: &[Op]) -> String {
     let mut out = String::from(
-        "use reservation_store::ops::{ClockMove, Op, ReleasePick, VersionPick};\n\
+        "use reservation_conformance::ops::{ClockMove, Op, ReleasePick, VersionPick};\n\
          reservation_conformance::oracle::ops(&harness, &[\n",
     );
     for op in script {

@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use reservation_conformance::ops::Op;
 use reservation_conformance::{MemoryHarness, oracle};
-use reservation_store::ops::Op;
 
 fuzz_target!(|script: Vec<Op>| {
     if let Err(failure) = oracle::ops(&MemoryHarness, &script) {

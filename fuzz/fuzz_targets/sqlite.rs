@@ -9,10 +9,10 @@ mod harness;
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
+use reservation_conformance::ops::Op;
 use reservation_conformance::oracle;
-use reservation_store::ops::Op;
 
-static HARNESS: LazyLock<reservation_conformance::sqlite::SqliteHarness> = LazyLock::new(harness::harness);
+static HARNESS: LazyLock<reservation_sqlite::SqliteHarness> = LazyLock::new(harness::harness);
 
 fuzz_target!(|script: Vec<Op>| {
     if let Err(failure) = oracle::ops(&*HARNESS, &script) {

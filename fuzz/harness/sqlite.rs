@@ -1,10 +1,9 @@
 //! The `SqliteStore` harness of the `sqlite` fuzz target, shared with the workspace test that
 //! replays its corpus, so that both run the store the same way.
 
-use reservation_conformance::sqlite::SqliteHarness;
-use reservation_store::{SqliteOptions, Synchronous};
+use reservation_sqlite::{SqliteHarness, SqliteOptions, Synchronous};
 
-/// The conformance suite's `SqliteHarness` on a scratch database file (every script works in a
+/// The store's `SqliteHarness` on a scratch database file (every script works in a
 /// namespace of its own), sweeping expired rows after every new row, so that the sweep meets
 /// every script.
 pub fn harness() -> SqliteHarness {

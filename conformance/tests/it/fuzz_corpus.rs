@@ -6,8 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use arbitrary::{Arbitrary, Unstructured};
+use reservation_conformance::ops::Op;
 use reservation_conformance::{Failure, MemoryHarness, oracle};
-use reservation_store::ops::Op;
 
 #[path = "../../../fuzz/harness/sqlite.rs"]
 mod sqlite_harness;

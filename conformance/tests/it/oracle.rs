@@ -1,9 +1,9 @@
 //! The oracle's contract, on the in-memory store: scripts and raw inputs.
 
 use reservation_conformance::MemoryHarness;
+use reservation_conformance::ops::{ClockMove, Op, ReleasePick, VersionPick};
 use reservation_conformance::oracle::{self, RawInput, RawOp, RawPrior};
 use reservation_store::Rule;
-use reservation_store::ops::{ClockMove, Op, ReleasePick, VersionPick};
 
 #[test]
 fn a_script_reaches_the_rules_it_walks_through() {

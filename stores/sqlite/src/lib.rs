@@ -1,4 +1,22 @@
-//! [`SqliteStore`]: a durable store in one SQLite file, built on the functions of [`crate::spec`].
+//! [`SqliteStore`]: a durable [`ReservationStore`] in one SQLite file, built on the spec functions
+//! ([`reservation_store::spec`]). SQLite is compiled in: a fresh machine needs no system library.
+//!
+//! Each operation is one `BEGIN IMMEDIATE` transaction that reads the row of its (scope, key),
+//! reads the clock, decides with the spec function and writes what it decided; the outcome is
+//! returned once the transaction has committed. [`SqliteStore`] describes the file's layout, what
+//! each [`Synchronous`] setting survives, and how threads and processes share one file;
+//! [`SqliteOptions`] holds the settings, [`OpenCheck`] the consistency check run at open.
+//!
+//! With the feature `conformance`, `SqliteHarness` is the conformance suite's harness for this
+//! store: the one the command line, this crate's tests and the fuzzer share.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "conformance")]
+mod harness;
+mod options;
+mod row;
+mod schema;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -6,149 +24,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OpenFlags, Row, params};
+use reservation_store::spec::{self, Step};
+use reservation_store::{
+    AggregateRef, Clock, HoldId, Instant, Key, Outcome, Request, ReservationScope, ReservationStore, StorageError,
+    StoreResult, StoredReservation, SystemClock,
+};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use crate::error::{StorageError, StoreResult};
-use crate::operation::{Outcome, Request};
-use crate::spec::{self, Reservation, Step};
-use crate::store::{ReservationStore, StoredReservation};
-use crate::time::{Clock, Instant, SystemClock, Version};
-use crate::types::{AggregateRef, HoldId, Key, MAX_KEY_LEN, MAX_NAME_LEN, ReservationScope};
-
-/// The version of the table layout this build writes and reads, kept in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i32 = 1;
-
-/// `PRAGMA application_id` of a reservation store file: the bytes `RSRV`.
-const APPLICATION_ID: i32 = 0x5253_5256;
-
-/// The table, its length checks written from the same `MAX_*` constants that the types enforce,
-/// so that the schema and the Rust limits cannot drift apart. An existing file's table must
-/// equal it byte for byte.
-fn create_table() -> String {
-    format!(
-        "CREATE TABLE reservation (
-    aggregate_type BLOB NOT NULL CHECK (typeof(aggregate_type) = 'blob' AND length(aggregate_type) BETWEEN 1 AND {MAX_NAME_LEN}),
-    tenant BLOB NOT NULL CHECK (typeof(tenant) = 'blob' AND length(tenant) <= {MAX_NAME_LEN}),
-    namespace BLOB NOT NULL CHECK (typeof(namespace) = 'blob' AND length(namespace) BETWEEN 1 AND {MAX_NAME_LEN}),
-    key BLOB NOT NULL CHECK (typeof(key) = 'blob' AND length(key) BETWEEN 1 AND {MAX_KEY_LEN}),
-    owner_tenant BLOB NOT NULL CHECK (typeof(owner_tenant) = 'blob' AND length(owner_tenant) <= {MAX_NAME_LEN}),
-    owner_id BLOB NOT NULL CHECK (typeof(owner_id) = 'blob' AND length(owner_id) BETWEEN 1 AND {MAX_NAME_LEN}),
-    state INTEGER NOT NULL CHECK (state IN (0, 1)),
-    holds BLOB,
-    expires_at INTEGER,
-    version INTEGER,
-    PRIMARY KEY (aggregate_type, tenant, namespace, key),
-    CHECK (length(tenant) = 0 OR owner_tenant = tenant),
-    CHECK (
-        (state = 0 AND typeof(holds) = 'blob' AND length(holds) > 2 AND typeof(expires_at) = 'integer'
-            AND version IS NULL)
-        OR (state = 1 AND holds IS NULL AND expires_at IS NULL AND typeof(version) = 'integer')
-    )
-) WITHOUT ROWID"
-    )
-}
-
-const CREATE_INDEX: &str = "CREATE INDEX reservation_expiry ON reservation (expires_at) WHERE state = 0";
-
-const SELECT_ROW: &str = "SELECT owner_tenant, owner_id, state, holds, expires_at, version FROM reservation
-    WHERE aggregate_type = ?1 AND tenant = ?2 AND namespace = ?3 AND key = ?4";
-const UPSERT_ROW: &str = "INSERT OR REPLACE INTO reservation
-    (aggregate_type, tenant, namespace, key, owner_tenant, owner_id, state, holds, expires_at, version)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
-const DELETE_ROW: &str =
-    "DELETE FROM reservation WHERE aggregate_type = ?1 AND tenant = ?2 AND namespace = ?3 AND key = ?4";
-const DELETE_EXPIRED: &str = "DELETE FROM reservation WHERE state = 0 AND expires_at <= ?1";
-
-const PENDING: i64 = 0;
-const CONFIRMED: i64 = 1;
-
-/// When a commit is synced to disk (SQLite's `PRAGMA synchronous`, in WAL mode).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
-pub enum Synchronous {
-    /// Synced at checkpoints only: an acknowledged operation survives a process kill, but the
-    /// last ones may be lost to a power loss or an operating-system crash.
-    Normal,
-    /// Synced at every commit: an acknowledged operation survives a process kill and a power
-    /// loss. The default.
-    #[default]
-    Full,
-}
-
-impl Synchronous {
-    /// The value `PRAGMA synchronous` is set to.
-    fn pragma(self) -> &'static str {
-        match self {
-            Synchronous::Normal => "NORMAL",
-            Synchronous::Full => "FULL",
-        }
-    }
-
-    /// The number `PRAGMA synchronous` reads back once set.
-    fn level(self) -> i64 {
-        match self {
-            Synchronous::Normal => 1,
-            Synchronous::Full => 2,
-        }
-    }
-}
-
-/// The longest [`SqliteOptions::busy_timeout`] SQLite can take, about 24.8 days (`i32::MAX`
-/// milliseconds); a longer one is clamped to it.
-pub const MAX_BUSY_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
-
-/// Which SQLite consistency check [`SqliteStore::open_with`] runs before it returns a store.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
-pub enum OpenCheck {
-    /// None: opening costs nothing more. The default.
-    #[default]
-    None,
-    /// `PRAGMA quick_check`: the structure of every page, in time linear in the file's size.
-    Quick,
-    /// `PRAGMA integrity_check`: the quick check, and that the expiry index agrees with the table.
-    /// As [`SqliteStore::check_integrity`].
-    Full,
-}
-
-/// How a [`SqliteStore`] uses its file. Start from [`SqliteOptions::default`] and set fields.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct SqliteOptions {
-    /// When commits are synced to disk; [`Synchronous::Full`] by default.
-    pub synchronous: Synchronous,
-    /// How long one transaction waits for another process's write lock; 5 s by default. Opening
-    /// a file that another process is creating waits up to this long too. Clamped to
-    /// [`MAX_BUSY_TIMEOUT`].
-    pub busy_timeout: Duration,
-    /// How many more times a transaction that found the database busy is tried before it
-    /// becomes a [`StorageError`]; 2 by default.
-    pub busy_retries: u32,
-    /// Expired pending reservations are swept after this many new rows; 1024 by default
-    /// (0 turns the automatic sweep off, leaving [`SqliteStore::sweep`]).
-    pub sweep_every: u64,
-    /// How many idle connections the store keeps open for later operations; 8 by default.
-    pub max_idle_connections: usize,
-    /// After how many pages the write-ahead log is checkpointed into the database file
-    /// (`PRAGMA wal_autocheckpoint`); 1000 (about 4 MiB of 4 KiB pages), SQLite's default. A
-    /// smaller value keeps the log, and the disk space it holds, smaller at the cost of more
-    /// checkpoints; 0 turns automatic checkpoints off, leaving [`SqliteStore::checkpoint`].
-    pub wal_autocheckpoint: u32,
-    /// The consistency check run at open; [`OpenCheck::None`] by default.
-    pub open_check: OpenCheck,
-}
-
-impl Default for SqliteOptions {
-    fn default() -> Self {
-        Self {
-            synchronous: Synchronous::Full,
-            busy_timeout: Duration::from_secs(5),
-            busy_retries: 2,
-            sweep_every: 1024,
-            max_idle_connections: 8,
-            wal_autocheckpoint: 1000,
-            open_check: OpenCheck::None,
-        }
-    }
-}
+#[cfg(feature = "conformance")]
+pub use harness::SqliteHarness;
+pub use options::{MAX_BUSY_TIMEOUT, OpenCheck, SqliteOptions, Synchronous};
+use row::{RowKey, read_row, write_row};
+pub use schema::SCHEMA_VERSION;
 
 /// A durable store in one SQLite file: linearizable per (scope, key) across the threads and
 /// processes that share the file, and built on the spec functions, which it calls inside one
@@ -164,7 +51,7 @@ impl Default for SqliteOptions {
 /// One table, `reservation`, holds one row per (scope, key); its primary key is the scope's three
 /// parts and the key, so the database itself makes two owners of one key impossible. Every text
 /// is stored as a BLOB of its exact UTF-8 bytes (rule D5: keys and hold ids compare as bytes,
-/// whatever characters they hold). [`SYSTEM_TENANT`](crate::SYSTEM_TENANT) is stored as the empty
+/// whatever characters they hold). [`SYSTEM_TENANT`](reservation_store::SYSTEM_TENANT) is stored as the empty
 /// BLOB, which no tenant id can be (tenant ids are never empty), so the two never collide.
 ///
 /// | column | pending | confirmed |
@@ -206,6 +93,7 @@ impl Default for SqliteOptions {
 /// # Example
 ///
 /// ```
+/// use reservation_sqlite::SqliteStore;
 /// use reservation_store::*;
 ///
 /// let dir = tempfile::tempdir()?;
@@ -266,7 +154,7 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 }
 
 impl<C: Clock> SqliteStore<C> {
-    /// Opens the store in the file at `path` on `clock` (a [`crate::ManualClock`] in tests), with
+    /// Opens the store in the file at `path` on `clock` (a [`reservation_store::ManualClock`] in tests), with
     /// the default options.
     pub fn open_with_clock(path: impl AsRef<Path>, clock: C) -> Result<Self, StorageError> {
         Self::open_with(path, clock, SqliteOptions::default())
@@ -335,7 +223,7 @@ impl<C: Clock> SqliteStore<C> {
         let conn = self.take()?;
         let deleted = self.write_txn(&conn, |conn| {
             let now = self.clock.now();
-            Ok(conn.prepare_cached(DELETE_EXPIRED)?.execute([sortable(now.as_millis())])?)
+            row::delete_expired(conn, now)
         });
         self.settle(conn, deleted)
     }
@@ -480,102 +368,6 @@ impl<C: Clock> SqliteStore<C> {
         Ok(conn)
     }
 
-    /// Checks that the file is a reservation store of this schema version, or empty; creates the
-    /// schema in an empty one. Never writes to a file it refuses.
-    fn prepare_schema(&self, conn: &Connection) -> Result<(), StorageError> {
-        let identify = |conn: &Connection| -> Result<(i32, i32, i64), rusqlite::Error> {
-            // One statement, so one snapshot: another process may be creating the schema.
-            conn.query_row(
-                "SELECT (SELECT application_id FROM pragma_application_id),
-                        (SELECT user_version FROM pragma_user_version),
-                        (SELECT count(*) FROM sqlite_schema)",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-        };
-        let found = self
-            .until_not_busy(|| identify(conn))
-            .map_err(|e| self.error("cannot read the file as an SQLite database", e))?;
-        self.judge_schema(conn, found)?;
-        // SQLite does not call the busy handler for this switch: another process creating the
-        // file at the same moment makes it fail at once, so it is retried here.
-        let mode: String = self
-            .until_not_busy(|| conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)))
-            .map_err(|e| self.error("cannot switch to WAL mode", e))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(self.fail(format_args!("the file cannot be put in WAL mode (it is in {mode} mode)")));
-        }
-        if found.0 == APPLICATION_ID {
-            return Ok(());
-        }
-        // An empty database: create the schema, unless another connection just did.
-        let created = self.write_txn(conn, |conn| {
-            let found = identify(conn)?;
-            if found == (0, 0, 0) {
-                conn.execute_batch(&create_table())?;
-                conn.execute_batch(CREATE_INDEX)?;
-                conn.pragma_update(None, "application_id", APPLICATION_ID)?;
-                conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-            }
-            Ok(found)
-        });
-        let found = created.map_err(|f| self.convert(f))?;
-        self.judge_schema(conn, found)
-    }
-
-    fn judge_schema(&self, conn: &Connection, (app, version, objects): (i32, i32, i64)) -> Result<(), StorageError> {
-        if app == APPLICATION_ID {
-            if version != SCHEMA_VERSION {
-                return Err(self.fail(format_args!(
-                    "the reservation schema is version {version}, this build knows only version {SCHEMA_VERSION}"
-                )));
-            }
-            self.verify_objects(conn)
-        } else if (app, version, objects) == (0, 0, 0) {
-            Ok(())
-        } else {
-            Err(self.fail(format_args!(
-                "not a reservation store: application_id {app:#x}, user_version {version}, {objects} schema objects"
-            )))
-        }
-    }
-
-    /// Verifies every object of the file's schema: exactly the `reservation` table and its
-    /// expiry index, each as this schema version defines it. A trigger, a view, another table or
-    /// index (SQLite's own `sqlite_*` statistics excepted), or a missing or altered object could
-    /// change what the store reads back, so each is refused, named.
-    fn verify_objects(&self, conn: &Connection) -> Result<(), StorageError> {
-        let found: Vec<(String, String, Option<String>)> = conn
-            .prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")
-            .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect())
-            .map_err(|e| self.error("cannot read the schema", e))?;
-        let expected =
-            [("table", "reservation", create_table()), ("index", "reservation_expiry", CREATE_INDEX.to_owned())];
-        for (kind, name, want) in &expected {
-            match found.iter().find(|(k, n, _)| k == kind && n == name) {
-                None => return Err(self.fail(format_args!("the {name} {kind} is missing"))),
-                Some((_, _, sql)) if sql.as_deref() != Some(want.as_str()) => {
-                    return Err(self.fail(format_args!(
-                        "the {name} {kind} is not the one schema version {SCHEMA_VERSION} defines"
-                    )));
-                }
-                Some(_) => {}
-            }
-        }
-        for (kind, name, _) in &found {
-            if name.starts_with("sqlite_") && kind == "table" {
-                continue;
-            }
-            if !expected.iter().any(|(k, n, _)| k == kind && n == name) {
-                return Err(self.fail(format_args!(
-                    "the file holds the {kind} {name:?}, which a reservation store does not have; \
-                     it could change what the store reads back, so the file is refused"
-                )));
-            }
-        }
-        Ok(())
-    }
-
     /// A connection from the pool, or a new one.
     fn take(&self) -> Result<Connection, StorageError> {
         let idle = lock(&self.pool).pop();
@@ -648,9 +440,7 @@ impl<C: Clock> SqliteStore<C> {
             if step.next != current {
                 match &step.next {
                     Some(next) => write_row(conn, &pk, next)?,
-                    None => {
-                        conn.prepare_cached(DELETE_ROW)?.execute(pk.params())?;
-                    }
+                    None => row::delete_row(conn, &pk)?,
                 }
             }
             Ok((step.outcome, inserted))
@@ -696,124 +486,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `x - 2⁶³` as an `i64`: a bijection from `u64` that keeps the order, so SQL compares stored
-/// instants as the store does.
-fn sortable(x: u64) -> i64 {
-    i64::from_be_bytes((x ^ (1 << 63)).to_be_bytes())
-}
-
-/// The inverse of [`sortable`].
-fn unsortable(x: i64) -> u64 {
-    u64::from_be_bytes(x.to_be_bytes()) ^ (1 << 63)
-}
-
-/// The primary key of a row, as the bytes it is stored as.
-struct RowKey<'a> {
-    aggregate_type: &'a [u8],
-    tenant: &'a [u8],
-    namespace: &'a [u8],
-    key: &'a [u8],
-}
-
-impl<'a> RowKey<'a> {
-    fn new(scope: &'a ReservationScope, key: &'a Key) -> Self {
-        Self {
-            aggregate_type: scope.aggregate_type.as_str().as_bytes(),
-            tenant: scope.tenant.as_bytes(),
-            namespace: scope.namespace.as_str().as_bytes(),
-            key: key.as_str().as_bytes(),
-        }
-    }
-
-    fn params(&self) -> [&'a [u8]; 4] {
-        [self.aggregate_type, self.tenant, self.namespace, self.key]
-    }
-}
-
-fn read_row(conn: &Connection, scope: &ReservationScope, pk: &RowKey<'_>) -> Result<Option<StoredReservation>, Fail> {
-    let mut select = conn.prepare_cached(SELECT_ROW)?;
-    let mut rows = select.query(pk.params())?;
-    match rows.next()? {
-        None => Ok(None),
-        Some(row) => decode_row(row, scope).map(Some),
-    }
-}
-
-fn decode_row(row: &Row<'_>, scope: &ReservationScope) -> Result<StoredReservation, Fail> {
-    let owner_tenant: Vec<u8> = row.get(0)?;
-    let owner_id: Vec<u8> = row.get(1)?;
-    let state: i64 = row.get(2)?;
-    let owner =
-        AggregateRef::from_stored(scope.aggregate_type.clone(), &owner_tenant, &owner_id).map_err(Fail::Corrupt)?;
-    match state {
-        PENDING => {
-            let holds = decode_holds(&row.get::<_, Vec<u8>>(3)?)?;
-            let expires_at = Instant::from_millis(unsortable(row.get(4)?));
-            Reservation::pending(owner, holds, expires_at)
-                .ok_or_else(|| Fail::Corrupt("a pending reservation with no hold".into()))
-        }
-        CONFIRMED => Ok(Reservation::confirmed(owner, Version::from_u64(unsortable(row.get(5)?)))),
-        other => Err(Fail::Corrupt(format!("state {other}"))),
-    }
-}
-
-fn write_row(conn: &Connection, pk: &RowKey<'_>, next: &StoredReservation) -> Result<(), Fail> {
-    let owner = next.owner();
-    let owner_tenant = owner.tenant.as_bytes();
-    let owner_id = owner.id.as_str().as_bytes();
-    let (state, holds, expires_at, version) = match next {
-        Reservation::Pending(p) => {
-            (PENDING, Some(encode_holds(p.holds())?), Some(sortable(p.expires_at().as_millis())), None)
-        }
-        Reservation::Confirmed(c) => (CONFIRMED, None, None, Some(sortable(c.version.as_u64()))),
-    };
-    let [aggregate_type, tenant, namespace, key] = pk.params();
-    conn.prepare_cached(UPSERT_ROW)?.execute(params![
-        aggregate_type,
-        tenant,
-        namespace,
-        key,
-        owner_tenant,
-        owner_id,
-        state,
-        holds,
-        expires_at,
-        version
-    ])?;
-    Ok(())
-}
-
-/// Each hold as a 2-byte big-endian length and its bytes, in the set's (ascending) order.
-fn encode_holds(holds: &BTreeSet<HoldId>) -> Result<Vec<u8>, Fail> {
-    let mut out = Vec::with_capacity(holds.iter().map(|h| 2 + h.as_str().len()).sum());
-    for hold in holds {
-        let bytes = hold.as_str().as_bytes();
-        let len = u16::try_from(bytes.len()).map_err(|_| Fail::Corrupt("a hold id too long to store".into()))?;
-        out.extend_from_slice(&len.to_be_bytes());
-        out.extend_from_slice(bytes);
-    }
-    Ok(out)
-}
-
-/// The inverse of [`encode_holds`]; refuses anything it would not have written.
-fn decode_holds(mut bytes: &[u8]) -> Result<BTreeSet<HoldId>, Fail> {
-    let corrupt = |what: &str| Fail::Corrupt(format!("holds: {what}"));
-    let mut holds = BTreeSet::new();
-    while !bytes.is_empty() {
-        let (len, rest) = bytes.split_first_chunk::<2>().ok_or_else(|| corrupt("a truncated length"))?;
-        let len = usize::from(u16::from_be_bytes(*len));
-        let (hold, rest) = rest.split_at_checked(len).ok_or_else(|| corrupt("a truncated hold id"))?;
-        let hold = std::str::from_utf8(hold).map_err(|_| corrupt("a hold id that is not UTF-8"))?;
-        let hold = HoldId::new(hold).map_err(|e| corrupt(&e.to_string()))?;
-        if holds.last().is_some_and(|last| *last >= hold) {
-            return Err(corrupt("hold ids out of order"));
-        }
-        holds.insert(hold);
-        bytes = rest;
-    }
-    Ok(holds)
-}
-
 impl<C: Clock> ReservationStore for SqliteStore<C> {
     async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
         request.admitted()?;
@@ -822,42 +494,5 @@ impl<C: Clock> ReservationStore for SqliteStore<C> {
 
     async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
         self.read(scope, key)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sortable_keeps_order_and_round_trips_at_the_extremes() {
-        let values = [0, 1, 1 << 62, i64::MAX as u64, (i64::MAX as u64) + 1, u64::MAX - 1, u64::MAX];
-        for pair in values.windows(2) {
-            assert!(sortable(pair[0]) < sortable(pair[1]), "{pair:?}");
-        }
-        for v in values {
-            assert_eq!(unsortable(sortable(v)), v);
-        }
-        assert_eq!(sortable(0), i64::MIN);
-        assert_eq!(sortable(u64::MAX), i64::MAX);
-    }
-
-    #[test]
-    fn holds_round_trip_whatever_their_bytes() {
-        let holds: BTreeSet<HoldId> = ["a", "\0", "a\u{0}b", "é,\"[]", &"x".repeat(crate::MAX_HOLD_ID_LEN)]
-            .iter()
-            .map(|h| HoldId::new(h).unwrap())
-            .collect();
-        let bytes = encode_holds(&holds).ok().unwrap();
-        assert_eq!(decode_holds(&bytes).ok(), Some(holds));
-    }
-
-    #[test]
-    fn malformed_holds_are_refused() {
-        for bad in
-            [&b"\x00"[..], b"\x00\x05ab", b"\x00\x00", b"\x00\x01\xff", b"\x00\x01b\x00\x01a", b"\x00\x01a\x00\x01a"]
-        {
-            assert!(decode_holds(bad).is_err(), "{bad:?}");
-        }
     }
 }

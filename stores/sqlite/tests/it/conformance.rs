@@ -1,11 +1,10 @@
-//! The whole conformance suite against `SqliteStore` through the suite's own `SqliteHarness`
-//! (feature `sqlite`), with the durable capability on.
-#![cfg(feature = "sqlite")]
+//! The whole conformance suite against `SqliteStore` through its `SqliteHarness` (feature
+//! `conformance`), with the durable capability on.
 
 use reservation_conformance::Settings;
-use reservation_conformance::sqlite::SqliteHarness;
+use reservation_sqlite::SqliteHarness;
 
-/// The suite's own `SqliteHarness`: one database file in a scratch directory, every store
+/// The crate's `SqliteHarness`: one database file in a scratch directory, every store
 /// another handle on it. Half the default differential scripts keep this test to seconds; every
 /// rule is still reached, and RESERVATION_CONFORMANCE_CASES runs more.
 fn harness() -> SqliteHarness {

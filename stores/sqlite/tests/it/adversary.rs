@@ -1,13 +1,13 @@
 //! `SqliteStore` under attack: processes racing to create one file, a schema tampered with,
 //! options at their extremes, bad paths and corrupted pages. Each test reproduces a way the store
 //! once failed.
-#![cfg(feature = "sqlite")]
 
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use reservation_sqlite::{MAX_BUSY_TIMEOUT, OpenCheck, SqliteOptions, SqliteStore, Synchronous};
 use reservation_store::*;
 use rusqlite::Connection;
 
@@ -69,7 +69,7 @@ fn concurrent_first_opens_of_a_new_file_all_succeed() {
     let (mut children, mut outputs): (Vec<_>, Vec<_>) = (0..RACERS)
         .map(|_| {
             crate::spawn_ready_child(
-                "sqlite_adversary::concurrent_first_opens_of_a_new_file_all_succeed",
+                "adversary::concurrent_first_opens_of_a_new_file_all_succeed",
                 CHILD_ENV,
                 dir.path(),
             )

@@ -1,11 +1,12 @@
-//! [`SqliteHarness`]: the suite's harness for the built-in `SqliteStore` (feature `sqlite`), the
-//! one that the command line, the workspace tests and the fuzz corpus replay share.
+//! [`SqliteHarness`]: the conformance suite's harness for [`SqliteStore`] (feature `conformance`),
+//! the one that the command line, this crate's tests and the fuzzer share.
 
 use std::path::{Path, PathBuf};
 
-use reservation_store::{ManualClock, SqliteOptions, SqliteStore, StorageError, Synchronous};
+use reservation_conformance::{Capabilities, Harness, Settings};
+use reservation_store::{ManualClock, StorageError};
 
-use crate::harness::{Capabilities, Harness, Settings};
+use crate::{SqliteOptions, SqliteStore, Synchronous};
 
 /// `SqliteStore` handles on one database file. Every store the suite asks for is another handle
 /// on that file, so the checks also exercise several handles sharing it; every check works in a
@@ -31,9 +32,7 @@ impl SqliteHarness {
     /// [`Synchronous::Normal`]: a reopen is a process restart, which `NORMAL` survives, and the
     /// suite's thousands of transactions are spared a disk sync each.
     pub fn new() -> Result<Self, StorageError> {
-        let mut options = SqliteOptions::default();
-        options.synchronous = Synchronous::Normal;
-        Self::scratch(options)
+        Self::scratch(SqliteOptions { synchronous: Synchronous::Normal, ..SqliteOptions::default() })
     }
 
     /// A harness on a new database file in a fresh scratch directory, removed when the harness is

@@ -5,8 +5,8 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use reservation_conformance::ops::{ClockMove, Op, ReleasePick, VersionPick};
 use reservation_conformance::{MemoryHarness, oracle};
-use reservation_store::ops::{ClockMove, Op, ReleasePick, VersionPick};
 
 /// Operations in the fixed script.
 const SCRIPT_LEN: usize = 256;

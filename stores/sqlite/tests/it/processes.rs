@@ -1,9 +1,9 @@
 //! Several processes share one file: child processes race to confirm the same keys, each through
 //! its own store, and every key must end with exactly one owner, the one whose confirm said so.
-#![cfg(feature = "sqlite")]
 
 use std::io::Write;
 
+use reservation_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use reservation_store::*;
 
 /// Set in a child: the file, and the child's number.
@@ -66,7 +66,7 @@ fn sqlite_processes_sharing_a_file_give_each_key_one_owner() {
     let (mut children, outputs): (Vec<_>, Vec<_>) = (0..CHILDREN)
         .map(|n| {
             crate::spawn_ready_child(
-                "sqlite_processes::sqlite_processes_sharing_a_file_give_each_key_one_owner",
+                "processes::sqlite_processes_sharing_a_file_give_each_key_one_owner",
                 CHILD_ENV,
                 format!("{n}:{}", path.display()),
             )

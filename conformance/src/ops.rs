@@ -5,12 +5,12 @@
 //! relative to what the specification holds for the key, so that generated scripts spend their
 //! time where bugs live: few keys, versions at and around the stored one, the clock at and around
 //! each expiry. A runner resolves indices with [`index`] and relative values with
-//! [`VersionPick::resolve`] and [`ClockMove::resolve`]. With the `arbitrary` feature every type
-//! here derives `arbitrary::Arbitrary`.
+//! [`VersionPick::resolve`] and [`ClockMove::resolve`]. With this crate's `arbitrary` feature
+//! every type here derives `arbitrary::Arbitrary`.
 
 use std::fmt;
 
-use crate::time::{Instant, ReleaseVersion, Version};
+use reservation_store::{Instant, ReleaseVersion, Version};
 
 /// Maps an arbitrary index onto `0..len` (`len` 0 gives 0): any byte is a valid index.
 pub fn index(raw: u8, len: usize) -> usize {

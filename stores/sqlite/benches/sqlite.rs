@@ -9,21 +9,21 @@
 //!
 //! Groups: `cycle_normal` and `cycle_full` time one reserve → confirm → release cycle (three
 //! transactions) over 256 keys; `lookup` times the lookup of a confirmed key among 256. After the
-//! criterion groups, `cargo bench --bench sqlite` prints a summary with cycles and operations per
-//! second and the ratio to the baseline, measured by interleaved timed runs. With `FULL` every
-//! commit waits for the disk to sync, so those figures measure the disk (and whatever else is
-//! writing to it) more than the code. The files live in a temporary directory, which honours
-//! `TMPDIR`: `TMPDIR=/dev/shm` (a memory file system) takes the disk out and leaves the cost of
-//! the code alone.
+//! criterion groups, `cargo bench -p reservation-sqlite --bench sqlite` prints a summary with
+//! cycles and operations per second and the ratio to the baseline, measured by interleaved timed
+//! runs. With `FULL` every commit waits for the disk to sync, so those figures measure the disk
+//! (and whatever else is writing to it) more than the code. The files live in a temporary
+//! directory, which honours `TMPDIR`: `TMPDIR=/dev/shm` (a memory file system) takes the disk out
+//! and leaves the cost of the code alone.
 
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant as WallInstant};
 
 use criterion::{Criterion, Throughput};
+use reservation_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use reservation_store::{
-    AggregateRef, HoldId, Key, ReleaseVersion, ReservationScope, ReservationStore, SqliteOptions, SqliteStore,
-    Synchronous, SystemClock, Ttl, Version, block_on,
+    AggregateRef, HoldId, Key, ReleaseVersion, ReservationScope, ReservationStore, SystemClock, Ttl, Version, block_on,
 };
 use rusqlite::{Connection, params};
 

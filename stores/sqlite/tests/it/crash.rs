@@ -2,11 +2,11 @@
 //! outcome once the store has acknowledged it, and is killed with SIGKILL in the middle of the
 //! stream. The reopened file must hold every acknowledged confirm, undo no acknowledged release,
 //! and pass SQLite's integrity check.
-#![cfg(feature = "sqlite")]
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
+use reservation_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use reservation_store::*;
 
 /// Set in the child: the file it writes to.
@@ -59,12 +59,7 @@ fn child(path: &str, sync: Synchronous, run: u32) -> ! {
 /// acknowledged confirms and releases.
 fn run_and_kill(path: &std::path::Path, sync: &str, run: u32) -> (Vec<u64>, Vec<u64>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "sqlite_crash::sqlite_crash_keeps_every_acknowledged_operation",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", "crash::sqlite_crash_keeps_every_acknowledged_operation", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, path)
         .env(SYNC_ENV, sync)
         .env(RUN_ENV, run.to_string())

@@ -1,11 +1,11 @@
 //! Direct tests of `SqliteStore`: durability across reopening, the encodings at their extremes,
 //! sweeping, locking, and the files it must refuse.
-#![cfg(feature = "sqlite")]
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
+use reservation_sqlite::{OpenCheck, SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
 use reservation_store::*;
 use rusqlite::Connection;
 
@@ -432,14 +432,17 @@ fn an_unreadable_row_is_a_storage_error_not_a_panic() {
     let clock = ManualClock::new(Instant::from_millis(1));
     let store = open(&path, &clock);
     let raw = Connection::open(&path).unwrap();
-    // Rows that satisfy the table's constraints but that no store writes.
+    // Rows that satisfy the table's constraints but that no store writes: (what, owner id, holds).
     let bad = [
-        ("truncated holds", "x'0005616263'", "0", "NULL"),
-        ("holds out of order", "x'000162000161'", "0", "NULL"),
-        ("owner id not UTF-8", "x'000161'", "0", "NULL"),
+        ("truncated holds", "x'61'", "x'0005616263'"),
+        ("holds out of order", "x'61'", "x'000162000161'"),
+        ("owner id not UTF-8", "x'ff'", "x'000161'"),
+        ("a hold id not UTF-8", "x'61'", "x'0001ff'"),
+        ("a repeated hold id", "x'61'", "x'000161000161'"),
+        ("a truncated hold length", "x'61'", "x'00016100'"),
+        ("an empty hold id", "x'61'", "x'0000000161'"),
     ];
-    for (i, (what, holds, _, _)) in bad.iter().enumerate() {
-        let owner_id = if i == 2 { "x'ff'" } else { "x'61'" };
+    for (i, (what, owner_id, holds)) in bad.iter().enumerate() {
         raw.execute_batch(&format!(
             "INSERT INTO reservation VALUES (CAST('user' AS BLOB), x'', CAST('user-name' AS BLOB), \
              CAST('k{i}' AS BLOB), x'', {owner_id}, 0, {holds}, 9223372036854775807, NULL)"
@@ -454,6 +457,7 @@ fn an_unreadable_row_is_a_storage_error_not_a_panic() {
     for (cols, what) in [
         ("x'', x'61', 1, x'000161', NULL, 5", "confirmed with holds"),
         ("x'', x'61', 0, NULL, 5, NULL", "pending without holds"),
+        ("x'', x'61', 0, x'0000', 5, NULL", "pending with holds of two bytes"),
         ("x'', x'61', 2, NULL, NULL, 5", "unknown state"),
         ("CAST('b' AS BLOB), x'61', 1, NULL, NULL, 5", "owner of another tenant"),
     ] {
