@@ -21,7 +21,7 @@ use reservation_store::{
 };
 use serde_json::{Value, json};
 
-use crate::driver::{Call, Parsed, operation_json, parse_request, parse_reservation, reservation_json, scope_json};
+use crate::driver::{Call, Parsed, lookup_json, operation_json, parse_request, parse_reservation, reservation_json};
 use crate::failure::{Details, Failure};
 use crate::harness::{Harness, RawAnswer, RawRequest, START, unique_namespace};
 use crate::session::{ShowScope, guarded, show_state};
@@ -399,11 +399,7 @@ fn setup_request(plan: &Plan, row: &Row) -> Option<RawRequest> {
 }
 
 fn request_json(now: Instant, request: &Request<'_>) -> RawRequest {
-    let mut value = operation_json(0, now, request);
-    if let Some(fields) = value.as_object_mut() {
-        fields.remove("store");
-    }
-    RawRequest::new(value)
+    RawRequest::new(operation_json(None, now, request))
 }
 
 /// The valid request `op` on `row` at `now`.
@@ -416,9 +412,7 @@ fn valid(op: &str, row: &Row, now: Instant) -> Option<RawRequest> {
         "release" => Operation::Release { owner, version: ReleaseVersion::At(version) },
         "abandon" => Operation::Abandon { owner, hold: &row.hold },
         _ => {
-            let lookup =
-                json!({"op": "lookup", "now": now.as_millis(), "scope": scope_json(scope), "key": key.as_str()});
-            return Some(RawRequest::new(lookup));
+            return Some(RawRequest::new(lookup_json(None, now, scope, key)));
         }
     };
     Some(request_json(now, &Request::new(scope, key, operation)))
@@ -816,7 +810,7 @@ pub(crate) fn vector_cases() -> Vec<Value> {
         for i in rows {
             let Some(row) = plan.rows.get(i) else { continue };
             let found = spec::lookup(after.get(i).and_then(Option::as_ref), now);
-            let lookup = json!({"op": "lookup", "now": now.as_millis(), "scope": scope_json(&row.scope), "key": row.key.as_str()});
+            let lookup = lookup_json(None, now, &row.scope, &row.key);
             steps.push(json!({"request": lookup, "expect": {"ok": found.map_or(Value::Null, reservation_json)}}));
         }
         let check = format!("every invalid argument on a key {}", state.text());

@@ -26,7 +26,7 @@ use reservation_store::{
 };
 use serde_json::{Value, json};
 
-use crate::driver::{error_json, operation_json, reservation_json, run_request};
+use crate::driver::{error_json, lookup_json, operation_json, outcome_json, reservation_json, run_request};
 use crate::harness::{Harness, MemoryHarness};
 use crate::report::{CheckResult, run_matching};
 
@@ -114,13 +114,10 @@ struct Recorded {
 }
 
 impl Recorded {
-    fn record(&self, mut request: Value, expect: Value, rule: Option<&str>, actual: Value) {
+    fn record(&self, request: Value, expect: Value, rule: Option<&str>, actual: Value) {
         let mut sink = lock(&self.sink);
         let Sink { cases, problems } = &mut *sink;
         let Some(case) = cases.get_mut(self.case) else { return };
-        if let Some(fields) = request.as_object_mut() {
-            fields.remove("store");
-        }
         if actual != expect {
             problems.push(format!(
                 "{}: the reference store answered {actual} to {request}, the spec functions {expect}",
@@ -165,11 +162,11 @@ impl ReservationStore for Recorded {
                 if let Some(next) = step.next {
                     shadow.insert(at, next);
                 }
-                (Ok(Value::from(step.outcome.name())), Some(step.rule.id()))
+                (Ok(outcome_json(step.outcome)), Some(step.rule.id()))
             }
         };
-        let shown = actual.as_ref().map(|o| Value::from(o.name())).map_err(error_json);
-        self.record(operation_json(0, now, &request), expectation(expected), rule, expectation(shown));
+        let shown = actual.as_ref().map(|o| outcome_json(*o)).map_err(error_json);
+        self.record(operation_json(None, now, &request), expectation(expected), rule, expectation(shown));
         actual
     }
 
@@ -185,8 +182,7 @@ impl ReservationStore for Recorded {
             Ok(found) => Ok(found.as_ref().map_or(Value::Null, reservation_json)),
             Err(e) => Err(error_json(e)),
         };
-        let request = json!({"op": "lookup", "now": now.as_millis(), "scope": crate::driver::scope_json(scope), "key": key.as_str()});
-        self.record(request, json!({"ok": expected}), None, expectation(shown));
+        self.record(lookup_json(None, now, scope, key), json!({"ok": expected}), None, expectation(shown));
         actual
     }
 }
