@@ -7,8 +7,8 @@
 //! check made, in the driver protocol's form (`PROTOCOL.md`), with its expected answer. The
 //! expected answer is what the spec functions say (`spec::apply` for an operation, with the rule
 //! that decided it; `spec::lookup` for a lookup); generation fails if the reference store answered
-//! anything else, or if a check failed. [`arguments`] adds requests that the typed API cannot even
-//! make (an empty key, a 513-byte key, a negative TTL, …), answered by the driver's parsing, and
+//! anything else, or if a check failed. The file `arguments` adds requests that the typed API
+//! cannot even make (an empty key, a 513-byte key, a negative TTL, …), answered by the driver's parsing, and
 //! the sweep of invalid arguments (`d6_every_invalid_argument_in_every_state_changes_nothing`)
 //! adds each of them on a key in each state, with its setup and a lookup afterwards.
 //!
@@ -187,7 +187,8 @@ impl ReservationStore for Recorded {
     }
 }
 
-/// Every vector file, by name, as JSON: the deterministic checks' steps, and [`arguments`].
+/// Every vector file, by name, as JSON: the deterministic checks' steps, and the requests that
+/// the typed API cannot make (the file `arguments`).
 /// `Err` says which check failed against the reference store or where the reference store and
 /// the spec functions disagreed.
 pub fn generate() -> Result<BTreeMap<&'static str, Value>, String> {
@@ -247,7 +248,7 @@ pub fn generate() -> Result<BTreeMap<&'static str, Value>, String> {
 /// maximum and one byte over it (in UTF-8 bytes, some in two-byte characters), numbers that are
 /// negative, fractional or over `2^64-1`, `ANY` given to confirm. Answered by the driver's own
 /// parsing and the core types' constructors, which name each error.
-pub fn arguments() -> Vec<Value> {
+pub(crate) fn arguments() -> Vec<Value> {
     let scope = json!({"aggregate_type": "user", "tenant": "acme", "namespace": "names"});
     let owner = json!({"aggregate_type": "user", "tenant": "acme", "id": "alice"});
     let base =
@@ -345,7 +346,7 @@ pub fn arguments() -> Vec<Value> {
 
 /// A vector file as the repository keeps it: one step per line, so that a change shows as the
 /// steps it changed.
-pub fn render(file: &Value) -> String {
+pub(crate) fn render(file: &Value) -> String {
     let mut out = String::from("{\n");
     if let Some(fields) = file.as_object() {
         for (name, value) in fields.iter().filter(|(name, _)| *name != "cases") {

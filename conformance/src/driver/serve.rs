@@ -39,7 +39,7 @@ struct Served {
 /// whenever it has none: one write for a burst of requests rather than one each.
 ///
 /// A request whose `now` is `"ask"` asks the driver for its clock when it runs
-/// ([`ask_clock`]); requests that arrive before the answer wait their turn.
+/// (`{"clock": id}`, `PROTOCOL.md`); requests that arrive before the answer wait their turn.
 pub fn serve(input: impl Read, output: impl Write) -> std::io::Result<()> {
     let mut input = BufReader::with_capacity(1 << 16, input);
     let mut output = std::io::BufWriter::with_capacity(1 << 16, output);
