@@ -5,7 +5,7 @@
 //! every named check, the differential test and the linearizability check run unchanged: each
 //! store the suite asks for is a store id in the adapter, each operation one request that carries
 //! the suite's clock, and requests from several threads are in flight at once (the adapter may
-//! answer them in any order). [`serve`] is the other side for the reference `MemoryStore`
+//! answer them in any order). [`serve()`] is the other side for the reference `MemoryStore`
 //! (`reservation serve`), so that the driver is tested against the reference itself.
 //!
 //! An adapter that hangs, dies, writes a line that is not JSON, answers an id nobody asked or
@@ -21,7 +21,7 @@
 //!
 //! The module is in four parts: the wire format (`codec`: requests and answers encoded and
 //! decoded, the names of requests and errors, the rules numbers follow, the bound on a line), the
-//! client (`client`: the adapter process and [`CommandHarness`]), [`serve`], and the bounded pipes
+//! client (`client`: the adapter process and [`CommandHarness`]), [`serve()`], and the bounded pipes
 //! both sides read and write through (`pipe`).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};

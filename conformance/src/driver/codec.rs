@@ -2,7 +2,7 @@
 //! back into them, answers encoded and decoded, each checked against the shapes the protocol's
 //! schema gives them; the names of requests (an operation's is its [`OperationKind::name`]) and
 //! of errors, the rules numbers follow, and the bound on a line. The client ([`super::client`])
-//! and [`super::serve`] both speak through it, as do the vectors.
+//! and [`super::serve()`] both speak through it, as do the vectors.
 
 use std::collections::BTreeSet;
 
