@@ -34,8 +34,8 @@ mod serve;
 pub(crate) use client::ShapeError;
 pub use client::{CommandHarness, CommandStore, ProtocolError};
 pub(crate) use codec::{
-    Call, Parsed, error_json, lookup_json, operation_json, outcome_json, parse_request, parse_reservation,
-    reservation_json, unrepresentable,
+    Call, INVALID_ARGUMENT, Parsed, Verb, error_json, lookup_json, operation_json, outcome_json, parse_outcome,
+    parse_request, parse_reservation, reservation_json, unrepresentable,
 };
 pub use codec::{Hello, MAX_LINE, PROTOCOL, SCHEMA};
 #[doc(hidden)]

@@ -35,7 +35,7 @@ const ANY: &str = "ANY";
 pub(crate) const ASK: &str = "ask";
 
 /// The `kind` of an error for an invalid argument.
-const INVALID_ARGUMENT: &str = "InvalidArgument";
+pub(crate) const INVALID_ARGUMENT: &str = "InvalidArgument";
 
 /// The `kind` of a storage error.
 pub(crate) const STORAGE_ERROR: &str = "StorageError";
