@@ -188,7 +188,7 @@
 //!   [`oracle::RawInput`]), [`differential::run`] and its [`differential::script`]s.
 //!
 //! Items hidden from this documentation (the module `examples`, `driver::check_answer`,
-//! `driver::error_names` and the `__`-named helpers of the macros) are public only for the
+//! `driver::error_names` and the `__`-named items the macros expand to) are public only for the
 //! macros and this crate's own tests; they are not part of its interface.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
