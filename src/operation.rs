@@ -80,6 +80,11 @@ impl OperationKind {
         }
     }
 
+    /// The kind named `name` (exactly as [`OperationKind::name`] spells it).
+    pub fn from_name(name: &str) -> Option<OperationKind> {
+        OperationKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     /// The outcomes this kind of operation can report.
     pub const fn outcomes(self) -> &'static [Outcome] {
         use Outcome::*;

@@ -16,12 +16,15 @@
 
 use reservation_store::{
     AggregateId, AggregateRef, AggregateType, HoldId, Instant, Key, MAX_HOLD_ID_LEN, MAX_KEY_LEN, MAX_NAME_LEN,
-    ManualClock, Namespace, Operation, Outcome, ReleaseVersion, Request, ReservationScope, ReservationStore, Rule,
-    StoreError, StoredReservation, Tenant, Ttl, Version, spec,
+    ManualClock, Namespace, Operation, OperationKind, Outcome, ReleaseVersion, Request, ReservationScope,
+    ReservationStore, Rule, StoreError, StoredReservation, Tenant, Ttl, Version, spec,
 };
 use serde_json::{Value, json};
 
-use crate::driver::{Call, Parsed, operation_json, parse_request, parse_reservation, reservation_json, scope_json};
+use crate::driver::{
+    Call, INVALID_ARGUMENT, Parsed, Verb, lookup_json, operation_json, parse_outcome, parse_request, parse_reservation,
+    reservation_json,
+};
 use crate::failure::{Details, Failure};
 use crate::harness::{Harness, RawAnswer, RawRequest, START, unique_namespace};
 use crate::session::{ShowScope, guarded, show_state};
@@ -34,7 +37,14 @@ const TTL_MS: u64 = 1_000;
 /// The version the setup confirms at, and the one the requests name (above it).
 const SET_VERSION: u64 = 2;
 const VERSION: u64 = 3;
-const OPS: [&str; 5] = ["reserve", "confirm", "release", "abandon", "lookup"];
+/// Every request of a key: the four operations and the lookup.
+const OPS: [Verb; 5] = [
+    Verb::Operation(OperationKind::Reserve),
+    Verb::Operation(OperationKind::Confirm),
+    Verb::Operation(OperationKind::Release),
+    Verb::Operation(OperationKind::Abandon),
+    Verb::Lookup,
+];
 
 /// A state a key is in before a request, seen from the request's owner.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -194,7 +204,7 @@ impl Answer {
         match self {
             Answer::Outcome(o) => json!({"ok": o.name()}),
             Answer::Found(r) => json!({"ok": r.as_ref().map_or(Value::Null, reservation_json)}),
-            Answer::Invalid(name) => json!({"error": {"kind": "InvalidArgument", "name": name}}),
+            Answer::Invalid(name) => json!({"error": {"kind": INVALID_ARGUMENT, "name": name}}),
             Answer::Failed(why) | Answer::Protocol(why) => json!({"error": {"kind": "StorageError", "message": why}}),
         }
     }
@@ -233,20 +243,20 @@ fn invalid(error: &Value) -> Answer {
 }
 
 /// The answer an adapter wrote to a request whose `op` is `op`.
-fn from_raw(op: Option<&str>, answer: RawAnswer) -> Answer {
+fn from_raw(op: Option<Verb>, answer: RawAnswer) -> Answer {
     match answer {
         Err(e) => from_storage(&e),
         Ok(Err(error)) => {
             match (error.get("kind").and_then(Value::as_str), error.get("name").and_then(Value::as_str)) {
-                (Some("InvalidArgument"), Some(name)) => Answer::Invalid(name.to_owned()),
+                (Some(INVALID_ARGUMENT), Some(name)) => Answer::Invalid(name.to_owned()),
                 _ => Answer::Failed(format!("the error {error}")),
             }
         }
-        Ok(Ok(ok)) if op == Some("lookup") => match parse_reservation(&ok) {
+        Ok(Ok(ok)) if op == Some(Verb::Lookup) => match parse_reservation(&ok) {
             Ok(found) => Answer::Found(found),
             Err(why) => Answer::Failed(format!("the lookup answer {ok}: {why}")),
         },
-        Ok(Ok(ok)) => match ok.as_str().and_then(Outcome::from_name) {
+        Ok(Ok(ok)) => match parse_outcome(&ok) {
             Some(o) => Answer::Outcome(o),
             None => Answer::Failed(format!("the answer {ok} is not an outcome")),
         },
@@ -266,7 +276,10 @@ fn from_error(e: &StoreError) -> Answer {
 fn run<H: Harness>(h: &H, store: &H::Store, raw: bool, requests: &[RawRequest]) -> Vec<Answer> {
     if raw && let Some(answers) = h.send_raw(store, requests) {
         let mut answers = answers.into_iter();
-        return requests.iter().map(|r| from_raw(r.op(), answers.next().unwrap_or_else(|| Err(no_answer())))).collect();
+        return requests
+            .iter()
+            .map(|r| from_raw(r.op().and_then(Verb::from_name), answers.next().unwrap_or_else(|| Err(no_answer()))))
+            .collect();
     }
     requests
         .iter()
@@ -399,27 +412,23 @@ fn setup_request(plan: &Plan, row: &Row) -> Option<RawRequest> {
 }
 
 fn request_json(now: Instant, request: &Request<'_>) -> RawRequest {
-    let mut value = operation_json(0, now, request);
-    if let Some(fields) = value.as_object_mut() {
-        fields.remove("store");
-    }
-    RawRequest::new(value)
+    RawRequest::new(operation_json(None, now, request))
 }
 
 /// The valid request `op` on `row` at `now`.
-fn valid(op: &str, row: &Row, now: Instant) -> Option<RawRequest> {
+fn valid(op: Verb, row: &Row, now: Instant) -> Option<RawRequest> {
     let (scope, key, owner) = (&row.scope, &row.key, &row.own);
     let version = Version::from_u64(VERSION);
-    let operation = match op {
-        "reserve" => Operation::Reserve { owner, hold: &row.new_hold, ttl: Ttl::from_millis(TTL_MS).ok()? },
-        "confirm" => Operation::Confirm { owner, version },
-        "release" => Operation::Release { owner, version: ReleaseVersion::At(version) },
-        "abandon" => Operation::Abandon { owner, hold: &row.hold },
-        _ => {
-            let lookup =
-                json!({"op": "lookup", "now": now.as_millis(), "scope": scope_json(scope), "key": key.as_str()});
-            return Some(RawRequest::new(lookup));
+    let Verb::Operation(kind) = op else {
+        return Some(RawRequest::new(lookup_json(None, now, scope, key)));
+    };
+    let operation = match kind {
+        OperationKind::Reserve => {
+            Operation::Reserve { owner, hold: &row.new_hold, ttl: Ttl::from_millis(TTL_MS).ok()? }
         }
+        OperationKind::Confirm => Operation::Confirm { owner, version },
+        OperationKind::Release => Operation::Release { owner, version: ReleaseVersion::At(version) },
+        OperationKind::Abandon => Operation::Abandon { owner, hold: &row.hold },
     };
     Some(request_json(now, &Request::new(scope, key, operation)))
 }
@@ -460,7 +469,7 @@ impl Base {
         let name = |prefix: &str| pad(prefix, MAX_NAME_LEN, c);
         let mut rows = Vec::new();
         for op in OPS {
-            let key = format!("{}-{}-{op}", field.label(), c.len_utf8());
+            let key = format!("{}-{}-{}", field.label(), c.len_utf8(), op.name());
             let mut row = self.row(&key)?;
             match field {
                 Field::Key => row.key = Key::new(pad(&key, MAX_KEY_LEN, c)).ok()?,
@@ -567,11 +576,11 @@ impl Field {
     }
 
     /// Whether a request `op` has this field.
-    fn in_op(self, op: &str) -> bool {
+    fn in_op(self, op: Verb) -> bool {
         match self {
             Field::Key | Field::ScopeType | Field::ScopeTenant | Field::Namespace => true,
-            Field::Hold => matches!(op, "reserve" | "abandon"),
-            _ => op != "lookup",
+            Field::Hold => matches!(op, Verb::Operation(OperationKind::Reserve | OperationKind::Abandon)),
+            _ => op != Verb::Lookup,
         }
     }
 
@@ -589,7 +598,7 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
     let now = state.now();
     // Adds the request `edit` makes of the valid request `op` on a key of its own.
     let add = |plan: &mut Plan,
-               op: &str,
+               op: Verb,
                what: String,
                rule: Rule,
                keeps_row: bool,
@@ -645,8 +654,10 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
         ];
         let mut fields = vec![("/now", "the instant (now)")];
         match op {
-            "reserve" => fields.push(("/ttl", "the TTL")),
-            "confirm" | "release" => fields.push(("/version", "the version")),
+            Verb::Operation(OperationKind::Reserve) => fields.push(("/ttl", "the TTL")),
+            Verb::Operation(OperationKind::Confirm | OperationKind::Release) => {
+                fields.push(("/version", "the version"))
+            }
             _ => {}
         }
         for (at, text) in fields {
@@ -657,11 +668,11 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
         }
         // A zero TTL (D2), ANY_VERSION where it is not one (D4).
         let named = match op {
-            "reserve" => Some(("the TTL 0", Rule::D2, "/ttl", Value::from(0))),
-            "confirm" => {
+            Verb::Operation(OperationKind::Reserve) => Some(("the TTL 0", Rule::D2, "/ttl", Value::from(0))),
+            Verb::Operation(OperationKind::Confirm) => {
                 Some(("the version \"ANY\" (ANY_VERSION is for release only)", Rule::D4, "/version", "ANY".into()))
             }
-            "release" => {
+            Verb::Operation(OperationKind::Release) => {
                 Some(("the version \"any\" (ANY_VERSION is spelled \"ANY\")", Rule::D4, "/version", "any".into()))
             }
             _ => None,
@@ -670,7 +681,7 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
             add(&mut plan, op, what.into(), rule, true, None, &setting(vec![(at, value)]));
         }
         // Owners the scope does not admit.
-        if op != "lookup" {
+        if op != Verb::Lookup {
             let admits: [(&str, Vec<(&'static str, Value)>); 4] = [
                 ("an owner of another aggregate type", vec![("/owner/aggregate_type", "rc-order".into())]),
                 ("an owner of another tenant", vec![("/owner/tenant", "globex".into())]),
@@ -698,7 +709,7 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
             let Some(rows) = base.at_max(field, c) else { continue };
             // Lookups of these keys follow every request: no lookup request of its own.
             for (op, row) in OPS.into_iter().zip(rows) {
-                if !field.in_op(op) || op == "lookup" {
+                if !field.in_op(op) || op == Verb::Lookup {
                     continue;
                 }
                 let chars = if c == 'x' { "" } else { " in two-byte characters" };
@@ -816,7 +827,7 @@ pub(crate) fn vector_cases() -> Vec<Value> {
         for i in rows {
             let Some(row) = plan.rows.get(i) else { continue };
             let found = spec::lookup(after.get(i).and_then(Option::as_ref), now);
-            let lookup = json!({"op": "lookup", "now": now.as_millis(), "scope": scope_json(&row.scope), "key": row.key.as_str()});
+            let lookup = lookup_json(None, now, &row.scope, &row.key);
             steps.push(json!({"request": lookup, "expect": {"ok": found.map_or(Value::Null, reservation_json)}}));
         }
         let check = format!("every invalid argument on a key {}", state.text());

@@ -11,7 +11,7 @@ use reservation_store::{
 };
 
 use crate::failure::Failure;
-use crate::harness::{Harness, unique_namespace};
+use crate::harness::{Harness, Requirement, unique_namespace};
 use crate::session::Session;
 
 /// The ttl of the checks' reservations, in milliseconds.
@@ -988,7 +988,7 @@ pub fn examples<H: Harness>(h: &H) -> Result<(), Failure> {
 /// operations after it do to the same row. A harness that declares the capability but whose
 /// [`Harness::reopen`] returns `None` fails it.
 pub fn durable<H: Harness>(h: &H) -> Result<(), Failure> {
-    if !h.capabilities().durable {
+    if !Requirement::Durable.met_by(h.capabilities()) {
         return Ok(());
     }
     let (mut s, f) = start(h, "durable", Rule::P1);
@@ -1032,8 +1032,7 @@ pub fn durable<H: Harness>(h: &H) -> Result<(), Failure> {
 /// it, a new reservation expires a ttl after that instant), across a second reopen too, until the
 /// suite's clock passes it. Passes without running on a store that does not declare both.
 pub fn d10_restart<H: Harness>(h: &H) -> Result<(), Failure> {
-    let capabilities = h.capabilities();
-    if !(capabilities.durable && capabilities.clock_survives_reopen) {
+    if !Requirement::DurableClock.met_by(h.capabilities()) {
         return Ok(());
     }
     let (mut s, f) = start(h, "d10_restart", Rule::D10);

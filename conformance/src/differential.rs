@@ -82,7 +82,7 @@ fn version(b: &mut Bytes) -> VersionPick {
 /// and clock moves to exactly `expires_at - 1`, `expires_at` and `expires_at + 1`. Smaller words
 /// decode to simpler operations (word 0 is a reserve by owner 0 of key 0), so shrinking a word
 /// simplifies its operation.
-pub fn decode(word: u64) -> Op {
+pub(crate) fn decode(word: u64) -> Op {
     let mut b = Bytes(word);
     match b.pick(&[6, 4, 3, 3, 4, 1]) {
         0 => {
@@ -113,7 +113,7 @@ pub fn decode(word: u64) -> Op {
 
 /// One operation: a random word, [`decode`]d. Cheap to generate (one draw per operation), and
 /// shrinks toward simpler operations.
-pub fn op() -> impl Strategy<Value = Op> {
+pub(crate) fn op() -> impl Strategy<Value = Op> {
     any::<u64>().prop_map(decode)
 }
 

@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 
 use reservation_store::{
-    AggregateRef, AggregateType, HoldId, Instant, Key, Operation, ReleaseVersion, Reservation, ReservationScope,
-    StoredReservation, Tenant, Ttl, Version, spec,
+    AggregateRef, AggregateType, HoldId, Instant, Key, Operation, OperationKind, Outcome, ReleaseVersion, Reservation,
+    ReservationScope, Rule, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
 use crate::failure::Failure;
@@ -51,10 +51,10 @@ pub enum Action {
     Op {
         /// The operation.
         operation: Operation<String, String>,
-        /// The outcome it must give, by name (`Taken`, `Conflict`, …).
-        outcome: String,
-        /// The rule that must decide it, by id.
-        rule: String,
+        /// The outcome it must give (`Taken`, `Conflict`, … in the text).
+        outcome: Outcome,
+        /// The rule that must decide it (by its id in the text).
+        rule: Rule,
     },
     /// A lookup and its answer.
     Lookup(Answer),
@@ -167,25 +167,22 @@ fn parse_line(text: &str) -> Result<Line, String> {
             n => Ok(ReleaseVersion::At(Version::stream(number(Some(n), "the version")?).map_err(|e| e.to_string())?)),
         }
     };
-    let operation = match op {
-        "reserve" => Operation::Reserve { owner, hold: hold.ok_or("no hold")?, ttl: ttl.ok_or("no ttl")? },
-        "confirm" => match version_of(version)? {
+    let kind = OperationKind::from_name(op).ok_or(format!("unknown operation `{op}`"))?;
+    let operation = match kind {
+        OperationKind::Reserve => Operation::Reserve { owner, hold: hold.ok_or("no hold")?, ttl: ttl.ok_or("no ttl")? },
+        OperationKind::Confirm => match version_of(version)? {
             ReleaseVersion::At(version) => Operation::Confirm { owner, version },
             ReleaseVersion::Any => return Err("a confirm cannot name ANY (D4)".into()),
         },
-        "release" => Operation::Release { owner, version: version_of(version)? },
-        "abandon" => Operation::Abandon { owner, hold: hold.ok_or("no hold")? },
-        other => return Err(format!("unknown operation `{other}`")),
+        OperationKind::Release => Operation::Release { owner, version: version_of(version)? },
+        OperationKind::Abandon => Operation::Abandon { owner, hold: hold.ok_or("no hold")? },
     };
     let [outcome, rule] = expected.as_slice() else {
         return Err("an operation expects `<Outcome> <rule>`".into());
     };
-    Ok(Line {
-        text: text.to_owned(),
-        at,
-        key,
-        action: Action::Op { operation, outcome: (*outcome).to_owned(), rule: (*rule).to_owned() },
-    })
+    let outcome = Outcome::from_name(outcome).ok_or(format!("`{outcome}` is no outcome's name"))?;
+    let rule = Rule::ALL.into_iter().find(|r| r.id() == *rule).ok_or(format!("`{rule}` is no rule's id"))?;
+    Ok(Line { text: text.to_owned(), at, key, action: Action::Op { operation, outcome, rule } })
 }
 
 /// An owner of the examples: `id` in tenant `acme` of type `user`.
@@ -241,7 +238,7 @@ fn run_example<H: Harness>(h: &H, example: &Example) -> Result<(), Failure> {
                     .map_err(|e| wrong_text(&s, line, e.to_string()))?;
                 let op = operation.clone().map(|_| &o, |_| &hold);
                 let step = spec::apply(s.state(&scope, &key).cloned(), line.at, op);
-                if format!("{:?}", step.outcome) != *outcome || step.rule.id() != rule {
+                if step.outcome != *outcome || step.rule != *rule {
                     return Err(wrong_text(
                         &s,
                         line,

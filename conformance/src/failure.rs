@@ -123,8 +123,8 @@ const CHECK_NAMES: &[(&str, &str)] = crate::__for_each_check!(__check_names {});
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __check_names {
-    ( ; $($name:ident => $check:ident),* $(,)? ; durable: $dname:ident => $dcheck:ident) => {
-        &[$((stringify!($check), stringify!($name)),)* (stringify!($dcheck), stringify!($dname))]
+    ( ; $($name:ident => $check:ident $([$needs:ident])?),* $(,)?) => {
+        &[$((stringify!($check), stringify!($name))),*]
     };
 }
 

@@ -233,6 +233,47 @@ impl Capabilities {
     }
 }
 
+/// What a check needs the store to declare ([`Capabilities`]) before it can run; each check is
+/// listed with its requirement. A check whose requirement is not met is skipped, saying why
+/// ([`CheckResult::Skipped`](crate::CheckResult::Skipped)), and its test from [`tests!`](crate::tests)
+/// is `#[ignore]`d unless the macro is told the capabilities.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Requirement {
+    /// Every store runs the check.
+    Nothing,
+    /// The store declares [`Capabilities::durable`] (`p1_durable_…`).
+    Durable,
+    /// The store declares [`Capabilities::durable`] and [`Capabilities::clock_survives_reopen`]
+    /// (`d10_the_clock_never_goes_back_across_a_restart`).
+    DurableClock,
+}
+
+impl Requirement {
+    /// Whether `capabilities` meet the requirement.
+    pub const fn met_by(self, capabilities: Capabilities) -> bool {
+        match self {
+            Requirement::Nothing => true,
+            Requirement::Durable => capabilities.durable,
+            Requirement::DurableClock => capabilities.durable && capabilities.clock_survives_reopen,
+        }
+    }
+
+    /// Why a check of this requirement is skipped on a store with `capabilities`; `None` when it
+    /// runs.
+    pub const fn skipped(self, capabilities: Capabilities) -> Option<&'static str> {
+        if self.met_by(capabilities) {
+            return None;
+        }
+        Some(match self {
+            Requirement::Nothing => "",
+            Requirement::Durable => "the store does not declare the `durable` capability",
+            Requirement::DurableClock => {
+                "the store does not declare the `durable` and `clock_survives_reopen` capabilities"
+            }
+        })
+    }
+}
+
 /// How much the randomized checks do. Environment variables override the defaults, for a longer
 /// run or a replay: `RESERVATION_CONFORMANCE_CASES`, `RESERVATION_CONFORMANCE_SEED`,
 /// `RESERVATION_CONFORMANCE_THREADS` (the differential check's).

@@ -26,7 +26,7 @@
 //!
 //! A synchronous store leaves `block_on` out (the default drives ready futures without a
 //! runtime); a store that is not durable leaves `capabilities` and `reopen` out, and its
-//! `durable` check passes without running. A store that declares `durable` must implement
+//! `durable` test is `#[ignore]`d, saying why. A store that declares `durable` must implement
 //! `reopen` (close, then open a new store on the same storage): the durable check fails on the
 //! default `None`. Every check works in a namespace of its own, so the stores may share
 //! one database. `cargo test my_store` then runs one test per check; `cargo test r3_` or
@@ -60,7 +60,7 @@
 //!   system tenant are admitted by a system scope only.
 //! - D5, owners: owners that differ only in id, or only in tenant, are different owners for
 //!   every operation. Thousands of keys with expiries that set off a sweeper.
-//! - The worked examples of SPEC.md, run as written ([`examples`]).
+//! - The worked examples of SPEC.md, run as written ([`checks::examples`]).
 //! - P1, `durable` (a declared [`Capabilities`]): the store is reopened after every operation;
 //!   no confirmed reservation is lost, no released or abandoned one comes back, pending ones
 //!   keep owner, holds and exact expiry, and expired ones stay expired.
@@ -120,9 +120,9 @@
 //!
 //! # The suite's teeth
 //!
-//! `tests/broken_stores.rs` runs the whole suite against stores with one deliberate bug each
+//! `tests/it/broken_stores.rs` runs the whole suite against stores with one deliberate bug each
 //! (built on the spec functions) and asserts that the named checks fail with a message naming
-//! the broken rule; the correct one passes everything. `tests/linearizability.rs` feeds the
+//! the broken rule; the correct one passes everything. `tests/it/linearizability.rs` feeds the
 //! linearizability checker histories written by hand.
 //!
 //! | family | broken store | caught by (message names) |
@@ -156,6 +156,40 @@
 //! `cargo bench -p reservation-conformance --bench figures` prints the whole suite's time against
 //! `MemoryStore`, the differential check's operations per second, and the time to decide
 //! histories of 1,000 to 10,000 operations.
+//!
+//! # The public items, and who needs which
+//!
+//! - Every store's tests (an implementer's, this repository's stores, `examples/implementer`):
+//!   [`Harness`], [`Capabilities`], [`Settings`], the [`tests!`] macro. A harness on the suite's
+//!   clock starts it at [`START`]; a test of its own names its scope's namespace with
+//!   [`unique_namespace`], so that stores may share one database.
+//! - Running the suite without the macro (the `reservation` program, the benches):
+//!   [`run_all`], [`run_matching`], [`run_all_with`], [`run_matching_with`], each giving a
+//!   [`Report`] of [`CheckResult`]s; a check that needs a capability it was not declared is
+//!   skipped for its [`Requirement`]. One check alone: the functions of [`checks`].
+//! - A failure: [`Failure`], whose fields are [`Details`] (its [`Protocol`] when the adapter
+//!   behind the driver broke the protocol).
+//! - Requests the typed API cannot make, for a harness whose store speaks the protocol:
+//!   [`RawRequest`] and [`RawAnswer`] ([`Harness::send_raw`]).
+//! - The reference store's harness, for comparisons and the suite's own tests: [`MemoryHarness`].
+//! - A store in another language (the `reservation` program): [`driver::CommandHarness`] runs an
+//!   adapter program, [`driver::serve`] puts `MemoryStore` behind the protocol;
+//!   [`driver::SCHEMA`], [`driver::PROTOCOL`] and [`driver::MAX_LINE`] are the protocol's; the
+//!   errors of an adapter that broke it carry a [`driver::ProtocolError`].
+//! - Test vectors, for an implementation that replays them in its own framework, and the
+//!   `reservation vectors` command: [`vectors::generate`], [`vectors::write`],
+//!   [`vectors::check`], [`vectors::replay`], [`vectors::FILES`].
+//! - Stores whose server tests are skipped when no server answers: [`services::service`],
+//!   [`services::services_required`].
+//! - Histories recorded under faults (the networked stores' tests, their shared test kit):
+//!   [`linearizability::record`], [`linearizability::check_history_with`] with
+//!   [`linearizability::Faults::Tolerated`], and the history's types.
+//! - Fuzzing (`fuzz/`) and the benches: [`oracle::ops`] and [`oracle::inputs`] (with
+//!   [`oracle::RawInput`]), [`differential::run`] and its [`differential::script`]s.
+//!
+//! Items hidden from this documentation (the module `examples`, `driver::check_answer`,
+//! `driver::error_names` and the `__`-named items the macros expand to) are public only for the
+//! macros and this crate's own tests; they are not part of its interface.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -163,24 +197,26 @@ mod arguments;
 pub mod checks;
 pub mod differential;
 pub mod driver;
+#[doc(hidden)]
 pub mod examples;
 mod failure;
 mod harness;
 pub mod linearizability;
 pub mod ops;
 pub mod oracle;
-pub mod proxy;
 mod report;
 pub mod services;
 mod session;
 pub mod vectors;
 
 pub use failure::{Details, Failure, Protocol};
-pub use harness::{Capabilities, Harness, MemoryHarness, START, Settings, unique_namespace};
-pub use harness::{RawAnswer, RawRequest};
+pub use harness::unique_namespace;
+pub use harness::{Capabilities, Harness, MemoryHarness, RawAnswer, RawRequest, Requirement, START, Settings};
 pub use report::{CheckResult, Report, run_all, run_all_with, run_matching, run_matching_with};
 
-/// Calls `$callback!` with the list of every check: `test_name => check_function`.
+/// Calls `$callback!` with the list of every check, in the suite's order:
+/// `test_name => check_function`, and `[requirement]` after a check that needs a capability
+/// (a [`Requirement`] variant; none means [`Requirement::Nothing`]).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __for_each_check {
@@ -223,7 +259,7 @@ macro_rules! __for_each_check {
             d7_expired_pending_is_a_free_key => d7,
             d8_unsigned_versions_and_the_last_instant => d8,
             d10_the_clock_is_read_inside_the_critical_section => d10,
-            d10_the_clock_never_goes_back_across_a_restart => d10_restart,
+            d10_the_clock_never_goes_back_across_a_restart => d10_restart [DurableClock],
             d9_every_field_at_its_maximum_in_utf8_bytes => lengths,
             d11_lookup_shapes_and_absolute_expiry => d11,
             s1_scope_aggregate_types_are_independent => scope_aggregate_type,
@@ -237,8 +273,20 @@ macro_rules! __for_each_check {
             sweeper_keeps_confirmed_keys_across_long_clock_jumps => sweeper,
             differential_against_the_specification => differential,
             linearizability_under_threads => linearizability,
-            ; durable: p1_durable_reopen_keeps_every_reservation => durable
+            p1_durable_reopen_keeps_every_reservation => durable [Durable],
         }
+    };
+}
+
+/// The [`Requirement`] a check is listed with: [`Requirement::Nothing`] when none is written.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __requirement {
+    () => {
+        $crate::Requirement::Nothing
+    };
+    ($needs:ident) => {
+        $crate::Requirement::$needs
     };
 }
 
@@ -253,11 +301,14 @@ macro_rules! __for_each_check {
 /// with the check's [`Failure`]: the rule, its text, and the operations with expected and actual
 /// outcomes. Filter by rule with `cargo test r3_` or by family with `cargo test s1_`.
 ///
-/// A durable store says so a third time, `tests!(my_store, MyHarness::new(), durable)`, so that
-/// its `p1_durable_…` test runs. Without it that test is `#[ignore]`d with the reason, which
-/// `cargo test` prints, instead of passing without running; a harness that declares the
-/// capability without the word fails `durable_capability_is_tested`, and the word on a harness
-/// that does not declare the capability fails the `p1_durable_…` test.
+/// A check that needs a capability ([`Requirement`]) runs when the macro is told the capability
+/// after the harness, as a word: `tests!(my_store, MyHarness::new(), durable)` runs the
+/// `p1_durable_…` test, and `tests!(my_store, MyHarness::new(), durable, clock_survives_reopen)`
+/// the `d10_the_clock_never_goes_back_across_a_restart` test too. Without its words such a test
+/// is `#[ignore]`d with the reason, which `cargo test` prints, instead of passing without
+/// running. A harness that declares a capability without the word fails
+/// `durable_capability_is_tested` (or `clock_survives_reopen_capability_is_tested`), and a word
+/// on a harness that does not declare its capability fails the test the word runs.
 ///
 /// A store that needs a server writes `?` before an expression of type `Option<harness>`,
 /// usually [`services::service`]: `tests!(my_store, ?service("PostgreSQL", MyHarness::connect()))`.
@@ -265,20 +316,35 @@ macro_rules! __for_each_check {
 /// `service` says in one line, or fails on under [`services::REQUIRE_SERVICES`]).
 #[macro_export]
 macro_rules! tests {
-    ($module:ident, ? $harness:expr, durable $(,)?) => {
-        $crate::__for_each_check!(__tests_module { $module, optional, $harness, durable });
-    };
-    ($module:ident, ? $harness:expr $(,)?) => {
-        $crate::__for_each_check!(__tests_module { $module, optional, $harness, not_durable });
+    ($module:ident, ? $harness:expr $(, $word:ident)* $(,)?) => {
+        $crate::__tests_words!($module, optional, $harness, not_durable, no_clock ; $($word)*);
     };
     ($harness:expr $(,)?) => {
         $crate::tests!(reservation_conformance, $harness);
     };
-    ($module:ident, $harness:expr, durable $(,)?) => {
-        $crate::__for_each_check!(__tests_module { $module, always, $harness, durable });
+    ($module:ident, $harness:expr $(, $word:ident)* $(,)?) => {
+        $crate::__tests_words!($module, always, $harness, not_durable, no_clock ; $($word)*);
     };
-    ($module:ident, $harness:expr $(,)?) => {
-        $crate::__for_each_check!(__tests_module { $module, always, $harness, not_durable });
+}
+
+/// Reads the capability words of [`tests!`] into two flags: `durable` or `not_durable`, and
+/// `clock_survives_reopen` or `no_clock`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __tests_words {
+    ($module:ident, $get:ident, $harness:expr, $durable:ident, $clock:ident ;) => {
+        $crate::__for_each_check!(__tests_module { $module, $get, $harness, $durable, $clock });
+    };
+    ($module:ident, $get:ident, $harness:expr, $durable:ident, $clock:ident ; durable $($rest:ident)*) => {
+        $crate::__tests_words!($module, $get, $harness, durable, $clock ; $($rest)*);
+    };
+    ($module:ident, $get:ident, $harness:expr, $durable:ident, $clock:ident ; clock_survives_reopen $($rest:ident)*) => {
+        $crate::__tests_words!($module, $get, $harness, $durable, clock_survives_reopen ; $($rest)*);
+    };
+    ($module:ident, $get:ident, $harness:expr, $durable:ident, $clock:ident ; $word:ident $($rest:ident)*) => {
+        ::core::compile_error!(::core::concat!(
+            "tests!: unknown capability `", ::core::stringify!($word), "` (durable, clock_survives_reopen)"
+        ));
     };
 }
 
@@ -297,59 +363,72 @@ macro_rules! __harness {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __tests_module {
-    ($module:ident, $get:ident, $harness:expr, $durable:ident ; $($name:ident => $check:ident),* $(,)?
-        ; durable: $dname:ident => $dcheck:ident) => {
+    ($module:ident, $get:ident, $harness:expr, $durable:ident, $clock:ident ;
+        $($name:ident => $check:ident $([$needs:ident])?),* $(,)?) => {
         #[allow(non_snake_case, reason = "the module is named by the caller, in any case")]
         mod $module {
             #[allow(unused_imports, reason = "the harness expression may or may not name items of the caller's module")]
             use super::*;
             $(
-                #[test]
-                fn $name() {
-                    let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
-                    if let ::core::result::Result::Err(failure) = $crate::checks::$check(&harness) {
-                        ::core::panic!("{failure}");
-                    }
-                }
+                $crate::__check_test!(($get, $harness, $durable, $clock) $name => $check $([$needs])?);
             )*
-            $crate::__durable_test!($durable, $get, $harness, $dname => $dcheck);
+            $crate::__capability_tests!($get, $harness, $durable, $clock);
         }
     };
 }
 
-/// Told `durable`, the durable check must run: on a harness that does not declare the capability
-/// it would pass without running. Panics then, naming the mismatch.
-#[doc(hidden)]
-pub fn __assert_declared_durable<H: Harness>(harness: &H) {
-    assert!(
-        harness.capabilities().durable,
-        "tests!(…, durable) on a harness that does not declare the durable capability: its durable check would not run"
-    );
-}
-
+/// The test of one check: run when its requirement is met by the words the macro was told
+/// (and then failing on a harness that does not declare it), `#[ignore]`d with the reason when not.
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __durable_test {
-    (durable, $get:ident, $harness:expr, $dname:ident => $dcheck:ident) => {
+macro_rules! __check_test {
+    (($get:ident, $harness:expr, $durable:ident, $clock:ident) $name:ident => $check:ident) => {
+        $crate::__check_test!(@run $get, $harness, $name => $check, Nothing);
+    };
+    (($get:ident, $harness:expr, durable, $clock:ident) $name:ident => $check:ident [Durable]) => {
+        $crate::__check_test!(@run $get, $harness, $name => $check, Durable);
+    };
+    (($get:ident, $harness:expr, $durable:ident, $clock:ident) $name:ident => $check:ident [Durable]) => {
+        $crate::__check_test!(@run $get, $harness, $name => $check, Nothing,
+            #[ignore = "not run: the harness is not declared durable (tests!(module, harness, durable) runs it)"]);
+    };
+    (($get:ident, $harness:expr, durable, clock_survives_reopen) $name:ident => $check:ident [DurableClock]) => {
+        $crate::__check_test!(@run $get, $harness, $name => $check, DurableClock);
+    };
+    (($get:ident, $harness:expr, $durable:ident, $clock:ident) $name:ident => $check:ident [DurableClock]) => {
+        $crate::__check_test!(@run $get, $harness, $name => $check, Nothing,
+            #[ignore = "not run: the harness is not declared durable with a clock that survives a reopen (tests!(module, harness, durable, clock_survives_reopen) runs it)"]);
+    };
+    (@run $get:ident, $harness:expr, $name:ident => $check:ident, $declared:ident $(, #[$attr:meta])?) => {
         #[test]
-        fn $dname() {
+        $(#[$attr])?
+        fn $name() {
             let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
-            $crate::__assert_declared_durable(&harness);
-            if let ::core::result::Result::Err(failure) = $crate::checks::$dcheck(&harness) {
+            $crate::__assert_declared(&harness, $crate::Requirement::$declared);
+            if let ::core::result::Result::Err(failure) = $crate::checks::$check(&harness) {
                 ::core::panic!("{failure}");
             }
         }
     };
-    (not_durable, $get:ident, $harness:expr, $dname:ident => $dcheck:ident) => {
-        #[test]
-        #[ignore = "not run: the harness is not declared durable (tests!(module, harness, durable) runs it)"]
-        fn $dname() {
-            let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
-            if let ::core::result::Result::Err(failure) = $crate::checks::$dcheck(&harness) {
-                ::core::panic!("{failure}");
-            }
-        }
+}
 
+/// A harness that declares a capability must say so to the macro too, or the checks that need
+/// it would never run: one test per capability the macro was not told.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __capability_tests {
+    ($get:ident, $harness:expr, durable, clock_survives_reopen) => {};
+    ($get:ident, $harness:expr, durable, $clock:ident) => {
+        $crate::__capability_tests!(@clock $get, $harness);
+    };
+    ($get:ident, $harness:expr, $durable:ident, clock_survives_reopen) => {
+        $crate::__capability_tests!(@durable $get, $harness);
+    };
+    ($get:ident, $harness:expr, $durable:ident, $clock:ident) => {
+        $crate::__capability_tests!(@durable $get, $harness);
+        $crate::__capability_tests!(@clock $get, $harness);
+    };
+    (@durable $get:ident, $harness:expr) => {
         /// A harness that declares the durable capability must say `durable` to the macro too,
         /// or its durable check would never run.
         #[test]
@@ -361,4 +440,32 @@ macro_rules! __durable_test {
             );
         }
     };
+    (@clock $get:ident, $harness:expr) => {
+        /// A durable harness whose clock survives a reopen must say `clock_survives_reopen` to
+        /// the macro too, or its check of D10 across a restart would never run.
+        #[test]
+        fn clock_survives_reopen_capability_is_tested() {
+            let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
+            ::core::assert!(
+                !$crate::Requirement::DurableClock.met_by($crate::Harness::capabilities(&harness)),
+                "the harness declares the durable and clock_survives_reopen capabilities: write tests!(module, harness, durable, clock_survives_reopen) so that its check of D10 across a restart runs"
+            );
+        }
+    };
+}
+
+/// Told the words of `requirement`, the checks that need it must run: on a harness that does not
+/// declare the capabilities they would pass without running. Panics then, naming the mismatch.
+#[doc(hidden)]
+pub fn __assert_declared<H: Harness>(harness: &H, requirement: Requirement) {
+    let mismatch = match requirement {
+        Requirement::Nothing => return,
+        Requirement::Durable => {
+            "tests!(…, durable) on a harness that does not declare the durable capability: its durable check would not run"
+        }
+        Requirement::DurableClock => {
+            "tests!(…, durable, clock_survives_reopen) on a harness that does not declare the durable and clock_survives_reopen capabilities: its check of D10 across a restart would not run"
+        }
+    };
+    assert!(requirement.met_by(harness.capabilities()), "{mismatch}");
 }

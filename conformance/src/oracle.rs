@@ -18,12 +18,12 @@ use crate::ops::{self, ClockMove, Op, ReleasePick, VersionPick};
 use crate::session::Session;
 
 /// The aggregate type of every scope and owner of a script.
-pub const SCRIPT_TYPE: &str = "rc-user";
+pub(crate) const SCRIPT_TYPE: &str = "rc-user";
 
 /// The names a script's indices stand for: owners, keys and holds that differ in one field or
 /// one byte, so that a store comparing loosely fails.
 #[derive(Clone, Debug)]
-pub struct Domain {
+pub(crate) struct Domain {
     /// Key slots: `(scope, key)`. Slots 0–2 share a `SYSTEM_TENANT` scope and differ only in
     /// case or a trailing space; slot 3 is key `"k"` in the tenant scope `acme` of the same
     /// namespace.
@@ -67,7 +67,10 @@ impl Domain {
 /// Runs `script` on a fresh store of `harness` and on the specification, comparing every outcome
 /// and the lookup of every key after every step; returns the rules the specification reported.
 ///
-/// Indices name the [`Domain`]'s owners, keys and holds; versions and clock moves are resolved
+/// Indices name owners, keys and holds that differ in one field or one byte, so that a store
+/// comparing loosely fails: owners `acme/alice`, `acme/bob` and `globex/alice`; keys `k`, `K` and
+/// `k ` in a `SYSTEM_TENANT` scope and `k` in tenant `acme`'s; holds `h1`, `H1` and `h1 `,
+/// every scope of type `rc-user` in a namespace of the run's own. Versions and clock moves are resolved
 /// against the specification's state of the key. A reserve with a zero ttl is the constructor's
 /// [`InvalidArgument::TtlZero`] (rule D2) and reaches no store. A failure carries the transcript
 /// and the script as Rust, to replay it.
@@ -149,7 +152,7 @@ fn apply<H: Harness>(s: &mut Session<'_, H>, d: &Domain, op: Op) -> Result<(), F
 }
 
 /// `script` as Rust, ready to paste into a test.
-pub fn replay(script: &[Op]) -> String {
+pub(crate) fn replay(script: &[Op]) -> String {
     let mut out = String::from(
         "use reservation_conformance::ops::{ClockMove, Op, ReleasePick, VersionPick};\n\
          reservation_conformance::oracle::ops(&harness, &[\n",
@@ -169,7 +172,7 @@ fn rust_version(v: VersionPick) -> String {
 }
 
 /// One operation as a Rust expression.
-pub fn rust(op: &Op) -> String {
+pub(crate) fn rust(op: &Op) -> String {
     match *op {
         Op::Reserve { owner, key, hold, ttl } => {
             format!("Op::Reserve {{ owner: {owner}, key: {key}, hold: {hold}, ttl: {ttl} }}")

@@ -76,18 +76,14 @@ impl std::error::Error for Report {}
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __run_all_list {
-    ($h:ident, $report:ident, $filter:ident, $on_check:ident, $once:ident ; $($name:ident => $check:ident),* $(,)? ; durable: $dname:ident => $dcheck:ident) => {
-        $crate::__run_all_list!($h, $report, $filter, $on_check, $once ; $($name => $check,)* $dname => $dcheck);
-    };
-    ($h:ident, $report:ident, $filter:ident, $on_check:ident, $once:ident ; $($name:ident => $check:ident),* $(,)?) => {
+    ($h:ident, $report:ident, $filter:ident, $on_check:ident, $once:ident ;
+        $($name:ident => $check:ident $([$needs:ident])?),* $(,)?) => {
         $(
             if $filter(stringify!($name)) {
             let started = ::std::time::Instant::now();
-            let capabilities = $crate::Harness::capabilities($h);
-            let result = if stringify!($check) == "durable" && !capabilities.durable {
-                $crate::CheckResult::Skipped("the store does not declare the `durable` capability")
-            } else if stringify!($check) == "d10_restart" && !(capabilities.durable && capabilities.clock_survives_reopen) {
-                $crate::CheckResult::Skipped("the store does not declare the `durable` and `clock_survives_reopen` capabilities")
+            let requirement = $crate::__requirement!($($needs)?);
+            let result = if let Some(why) = requirement.skipped($crate::Harness::capabilities($h)) {
+                $crate::CheckResult::Skipped(why)
             } else {
                 match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $crate::checks::$check($h))) {
                     Ok(Ok(())) => $crate::CheckResult::Passed,

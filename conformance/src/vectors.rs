@@ -7,8 +7,8 @@
 //! check made, in the driver protocol's form (`PROTOCOL.md`), with its expected answer. The
 //! expected answer is what the spec functions say (`spec::apply` for an operation, with the rule
 //! that decided it; `spec::lookup` for a lookup); generation fails if the reference store answered
-//! anything else, or if a check failed. [`arguments`] adds requests that the typed API cannot even
-//! make (an empty key, a 513-byte key, a negative TTL, …), answered by the driver's parsing, and
+//! anything else, or if a check failed. The file `arguments` adds requests that the typed API
+//! cannot even make (an empty key, a 513-byte key, a negative TTL, …), answered by the driver's parsing, and
 //! the sweep of invalid arguments (`d6_every_invalid_argument_in_every_state_changes_nothing`)
 //! adds each of them on a key in each state, with its setup and a lookup afterwards.
 //!
@@ -26,7 +26,7 @@ use reservation_store::{
 };
 use serde_json::{Value, json};
 
-use crate::driver::{error_json, operation_json, reservation_json, run_request};
+use crate::driver::{error_json, lookup_json, operation_json, outcome_json, reservation_json, run_request};
 use crate::harness::{Harness, MemoryHarness};
 use crate::report::{CheckResult, run_matching};
 
@@ -114,13 +114,10 @@ struct Recorded {
 }
 
 impl Recorded {
-    fn record(&self, mut request: Value, expect: Value, rule: Option<&str>, actual: Value) {
+    fn record(&self, request: Value, expect: Value, rule: Option<&str>, actual: Value) {
         let mut sink = lock(&self.sink);
         let Sink { cases, problems } = &mut *sink;
         let Some(case) = cases.get_mut(self.case) else { return };
-        if let Some(fields) = request.as_object_mut() {
-            fields.remove("store");
-        }
         if actual != expect {
             problems.push(format!(
                 "{}: the reference store answered {actual} to {request}, the spec functions {expect}",
@@ -165,11 +162,11 @@ impl ReservationStore for Recorded {
                 if let Some(next) = step.next {
                     shadow.insert(at, next);
                 }
-                (Ok(Value::from(step.outcome.name())), Some(step.rule.id()))
+                (Ok(outcome_json(step.outcome)), Some(step.rule.id()))
             }
         };
-        let shown = actual.as_ref().map(|o| Value::from(o.name())).map_err(error_json);
-        self.record(operation_json(0, now, &request), expectation(expected), rule, expectation(shown));
+        let shown = actual.as_ref().map(|o| outcome_json(*o)).map_err(error_json);
+        self.record(operation_json(None, now, &request), expectation(expected), rule, expectation(shown));
         actual
     }
 
@@ -185,13 +182,13 @@ impl ReservationStore for Recorded {
             Ok(found) => Ok(found.as_ref().map_or(Value::Null, reservation_json)),
             Err(e) => Err(error_json(e)),
         };
-        let request = json!({"op": "lookup", "now": now.as_millis(), "scope": crate::driver::scope_json(scope), "key": key.as_str()});
-        self.record(request, json!({"ok": expected}), None, expectation(shown));
+        self.record(lookup_json(None, now, scope, key), json!({"ok": expected}), None, expectation(shown));
         actual
     }
 }
 
-/// Every vector file, by name, as JSON: the deterministic checks' steps, and [`arguments`].
+/// Every vector file, by name, as JSON: the deterministic checks' steps, and the requests that
+/// the typed API cannot make (the file `arguments`).
 /// `Err` says which check failed against the reference store or where the reference store and
 /// the spec functions disagreed.
 pub fn generate() -> Result<BTreeMap<&'static str, Value>, String> {
@@ -251,7 +248,7 @@ pub fn generate() -> Result<BTreeMap<&'static str, Value>, String> {
 /// maximum and one byte over it (in UTF-8 bytes, some in two-byte characters), numbers that are
 /// negative, fractional or over `2^64-1`, `ANY` given to confirm. Answered by the driver's own
 /// parsing and the core types' constructors, which name each error.
-pub fn arguments() -> Vec<Value> {
+pub(crate) fn arguments() -> Vec<Value> {
     let scope = json!({"aggregate_type": "user", "tenant": "acme", "namespace": "names"});
     let owner = json!({"aggregate_type": "user", "tenant": "acme", "id": "alice"});
     let base =
@@ -349,7 +346,7 @@ pub fn arguments() -> Vec<Value> {
 
 /// A vector file as the repository keeps it: one step per line, so that a change shows as the
 /// steps it changed.
-pub fn render(file: &Value) -> String {
+pub(crate) fn render(file: &Value) -> String {
     let mut out = String::from("{\n");
     if let Some(fields) = file.as_object() {
         for (name, value) in fields.iter().filter(|(name, _)| *name != "cases") {

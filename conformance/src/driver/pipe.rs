@@ -1,4 +1,4 @@
-//! The driver's pipes, bounded whatever the peer sends: lines read up to [`MAX_LINE`] bytes and
+//! The driver's pipes, bounded whatever the peer sends: lines read up to [`MAX_LINE`](super::MAX_LINE) bytes and
 //! never further, the peer's text quoted by a bounded prefix, requests written without blocking
 //! (so that a peer that stops reading holds no caller beyond its deadline), and the id of a
 //! request line that does not parse, read by a tolerant second parse.
@@ -15,12 +15,6 @@ use rustix::fs::{self, OFlags};
 use serde_json::Value;
 
 use super::lock;
-
-/// The longest line, in bytes without its `\n`, that the driver reads from an adapter and that
-/// `serve` reads from the driver: 1 MiB. The longest legal answer is a lookup of a pending
-/// reservation: a few kilobytes and each hold's JSON string, at most 770 bytes (128 bytes of
-/// UTF-8, each escaped as `\u00XX`), so that more than a thousand holds fit.
-pub const MAX_LINE: usize = 1 << 20;
 
 /// The most bytes of a peer's text quoted in a message.
 pub(crate) const QUOTED: usize = 200;

@@ -736,7 +736,7 @@ fn differential_failure(bug: Bug, settings: Settings) -> String {
     }
 }
 
-/// The repo's regression file, which the suites of `tests/memory.rs` and `tests/tokio_store.rs`
+/// The repo's regression file, which the suites of `tests/it/memory.rs` and `tests/it/tokio_store.rs`
 /// replay by default: one failing seed for each of three of these broken stores.
 const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions/reservation-conformance.txt");
 

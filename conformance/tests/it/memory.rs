@@ -8,7 +8,9 @@ reservation_conformance::tests!(memory_store, MemoryHarness);
 /// check pass without running: the generated test fails first, saying why.
 #[test]
 fn the_durable_word_on_a_harness_not_declared_durable_fails() {
-    let caught = std::panic::catch_unwind(|| reservation_conformance::__assert_declared_durable(&MemoryHarness));
+    let caught = std::panic::catch_unwind(|| {
+        reservation_conformance::__assert_declared(&MemoryHarness, reservation_conformance::Requirement::Durable)
+    });
     let message = caught.expect_err("a harness that is not durable passed as durable");
     let text = message
         .downcast_ref::<&str>()

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};
 
 use reservation_conformance::linearizability::{self, Event, Faults, Names, Return};
-use reservation_conformance::proxy::CuttingProxy;
 use reservation_conformance::{START, unique_namespace};
 use reservation_store::spec::{self, Reservation};
 use reservation_store::{
@@ -19,6 +18,10 @@ use reservation_store::{
     ReservationStore, ReserveOutcome, StoreError, StoredReservation, SystemClock, Ttl, Version,
 };
 use tokio::runtime::Runtime;
+
+pub mod proxy;
+
+use proxy::CuttingProxy;
 
 /// The connection counts of the cycle benchmark.
 pub const CONNECTIONS: [usize; 3] = [1, 4, 16];

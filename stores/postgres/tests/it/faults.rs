@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use reservation_conformance::linearizability;
-use reservation_conformance::proxy::CuttingProxy;
 use reservation_conformance::{START, unique_namespace};
 use reservation_postgres::{PostgresOptions, PostgresStore, Time};
 use reservation_store::{
     AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, ReserveOutcome, Tenant, TenantId, Ttl,
 };
+use reservation_testkit::proxy::CuttingProxy;
 
 use crate::{admin, harness_with};
 

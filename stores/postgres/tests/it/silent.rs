@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use reservation_conformance::START;
-use reservation_conformance::proxy::CuttingProxy;
 use reservation_postgres::{PostgresOptions, PostgresStore, Time};
 use reservation_store::{ManualClock, StoreError};
 use reservation_testkit::Silent;
+use reservation_testkit::proxy::CuttingProxy;
 
 use crate::harness_with;
 

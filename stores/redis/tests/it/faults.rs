@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use reservation_conformance::START;
 use reservation_conformance::linearizability::{self, Event, Names, Return};
-use reservation_conformance::proxy::CuttingProxy;
 use reservation_redis::{RedisHarness, RedisOptions, RedisStore, Time};
 use reservation_store::{ManualClock, ReservationStore, StoreError};
+use reservation_testkit::proxy::CuttingProxy;
 
 use crate::{durable_harness, harness, harness_with};
 

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use reservation_conformance::START;
-use reservation_conformance::proxy::CuttingProxy;
 use reservation_redis::{RedisOptions, RedisStore, Time};
 use reservation_store::{ManualClock, StoreError};
 use reservation_testkit::Silent;
+use reservation_testkit::proxy::CuttingProxy;
 
 use crate::harness_with;
 

@@ -1,0 +1,697 @@
+//! The adapter client: [`CommandHarness`] starts an adapter program and is a [`Harness`] whose
+//! stores live in it, each operation one request through the codec; the marks of the errors it
+//! raises for an adapter that breaks the protocol ([`ProtocolError`]) or answers a reservation of
+//! no shape ([`ShapeError`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use reservation_store::{
+    Clock, Instant, Key, ManualClock, Outcome, Request, ReservationScope, ReservationStore, StorageError, StoreError,
+    StoreResult, StoredReservation,
+};
+use serde_json::Value;
+
+use super::codec::{
+    ASK, Hello, MAX_LINE, STORAGE_ERROR, clock_json, close_json, hello_json, invalid_by_name, lookup_json, open_json,
+    operation_json, parse_hello, parse_outcome, parse_reservation, reopen_json, split_answer,
+};
+use super::lock;
+use super::pipe::{self, Line, quote};
+use crate::harness::{Capabilities, Harness, RawAnswer, RawRequest, Settings};
+
+/// Lines of the adapter's standard error kept for failure messages.
+const STDERR_TAIL: usize = 20;
+
+/// The mark of a [`StorageError`] that the driver raised because the adapter broke the protocol
+/// (`PROTOCOL.md`): it hung, died, wrote a line that is not JSON (a log line on its standard
+/// output), answered an id nobody asked, or an answer the protocol does not allow. Such an error
+/// is the error's [source](std::error::Error::source), and says what happened; the error itself
+/// is indeterminate (the request may have run). The suite reports it as the adapter's failure,
+/// never as a rule broken, once per run, and saves no regression seed for it.
+///
+/// A `StorageError` that the adapter answered (`{"kind": "StorageError", ...}`) is the store's,
+/// and carries no mark.
+#[derive(Debug)]
+pub struct ProtocolError(String);
+
+impl ProtocolError {
+    /// The message of every marked error; the details are its source's.
+    pub const MESSAGE: &'static str = "the adapter broke the protocol";
+
+    /// An indeterminate [`StorageError`] marked as the adapter's protocol failure, which
+    /// `details` describes.
+    pub fn error(details: impl Into<String>) -> StorageError {
+        StorageError::with_source(Self::MESSAGE, ProtocolError(details.into())).with_indeterminate(true)
+    }
+
+    /// The mark of `error`, if the driver raised it for a protocol failure.
+    pub fn of(error: &StorageError) -> Option<&ProtocolError> {
+        std::error::Error::source(error).and_then(|s| s.downcast_ref::<ProtocolError>())
+    }
+
+    /// The mark of `error`, if it is a storage error the driver raised for a protocol failure.
+    pub fn in_result_error(error: &StoreError) -> Option<&ProtocolError> {
+        match error {
+            StoreError::Storage(e) => ProtocolError::of(e),
+            StoreError::Invalid(_) => None,
+        }
+    }
+
+    /// What the adapter did: the request, what went wrong, and the end of its standard error.
+    pub fn details(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// The mark of a lookup answered with a reservation that is not of D11's shapes (a field the
+/// shape does not have, holds out of order): a well-formed answer whose content breaks D11, the
+/// store's failure and not a break of the protocol.
+#[derive(Debug)]
+pub struct ShapeError(String);
+
+impl ShapeError {
+    /// An indeterminate [`StorageError`] marked as a reservation of the wrong shape, which
+    /// `details` describes.
+    pub fn error(details: impl Into<String>) -> StorageError {
+        StorageError::with_source("the store answered a reservation of no shape D11 gives", ShapeError(details.into()))
+            .with_indeterminate(true)
+    }
+
+    /// The mark of `error`, if it is a storage error the driver raised for a reservation's shape.
+    pub fn in_result_error(error: &StoreError) -> Option<&ShapeError> {
+        match error {
+            StoreError::Storage(e) => std::error::Error::source(e).and_then(|s| s.downcast_ref::<ShapeError>()),
+            StoreError::Invalid(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
+/// `error`, which kept a store from opening, as the error of a request to that store: still
+/// marked when it was a protocol failure.
+fn not_opened(error: &StorageError) -> StorageError {
+    match ProtocolError::of(error) {
+        Some(p) => ProtocolError::error(format!("the adapter did not open the store: {p}")),
+        None => StorageError::new(format!("the adapter did not open the store: {error}")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The adapter process.
+
+/// The requests in flight, by id: where each one's answer (or why none will come) goes.
+type Waiting = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Reply, String>>>>>;
+
+/// A line of the adapter for the waiter of one request.
+enum Reply {
+    /// The request's answer.
+    Answer(Value),
+    /// The adapter asks for the clock of the request (`{"clock": id}`): the waiter reads it and
+    /// answers, then goes on waiting.
+    Clock,
+}
+
+/// A request sent and not yet answered.
+struct Sent {
+    id: u64,
+    request: Value,
+    answer: mpsc::Receiver<Result<Reply, String>>,
+}
+
+/// The running adapter: requests in flight by id, and the tail of its standard error.
+struct Adapter {
+    command: String,
+    /// Its standard input, written without blocking.
+    outbox: Arc<pipe::Outbox>,
+    waiting: Waiting,
+    /// Why it is broken: once set, no request is sent and every one in flight fails.
+    broken: Arc<Mutex<Option<String>>>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    next: AtomicU64,
+    child: Mutex<Child>,
+    timeout: Duration,
+}
+
+/// Marks the adapter broken for `why` (unless it already is, for an earlier reason), and fails
+/// every request in flight with the reason it is broken.
+fn break_adapter(broken: &Mutex<Option<String>>, waiting: &Waiting, outbox: &pipe::Outbox, why: String) {
+    let why = lock(broken).get_or_insert(why).clone();
+    outbox.fail(why.clone());
+    for (_, sender) in lock(waiting).drain() {
+        let _ = sender.send(Err(why.clone()));
+    }
+}
+
+/// Hands each answer the adapter writes on `stdout` to the request it answers, until the output
+/// ends or a line is not an answer; why it stopped. A line is read up to [`MAX_LINE`] bytes and
+/// never further.
+fn read_answers(stdout: impl Read, waiting: &Waiting) -> String {
+    let mut input = BufReader::with_capacity(1 << 16, stdout);
+    let mut line = Vec::new();
+    loop {
+        match pipe::read_line(&mut input, &mut line, MAX_LINE) {
+            Ok(Line::Whole) => {}
+            Ok(Line::End) => return "the adapter closed its standard output (it exited?)".to_owned(),
+            Ok(Line::TooLong) => {
+                return format!(
+                    "the adapter wrote a line longer than {MAX_LINE} bytes, the protocol's limit (the driver read no further): {}",
+                    quote(&String::from_utf8_lossy(&line))
+                );
+            }
+            Err(e) => return format!("reading the adapter's standard output failed: {e}"),
+        }
+        let Ok(text) = std::str::from_utf8(&line) else {
+            return format!("the adapter wrote a line that is not UTF-8: {}", quote(&String::from_utf8_lossy(&line)));
+        };
+        let answer: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => return format!("the adapter wrote a line that is not JSON ({e}): {:?}", quote(text)),
+        };
+        if answer.get("clock").is_some() && answer.get("id").is_none() {
+            match route_clock_question(waiting, &answer) {
+                Ok(()) => continue,
+                Err(e) => return format!("{e}: {}", quote(text)),
+            }
+        }
+        let Some(id) = answer.get("id").and_then(Value::as_u64) else {
+            return format!("the adapter wrote an answer without an integer `id`: {}", quote(text));
+        };
+        let Some(sender) = lock(waiting).remove(&id) else {
+            return format!("the adapter answered id {id}, which no request in flight has: {}", quote(text));
+        };
+        let _ = sender.send(Ok(Reply::Answer(answer)));
+    }
+}
+
+impl Adapter {
+    fn start(command: &str, timeout: Duration) -> Result<Adapter, StorageError> {
+        let mut child = shell(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| StorageError::with_source(format!("starting the adapter `{command}`"), e))?;
+        let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let (waiting, broken): (Waiting, Arc<Mutex<Option<String>>>) = (Arc::default(), Arc::default());
+        let outbox = Arc::new(match stdin {
+            Some(stdin) => pipe::Outbox::new(stdin),
+            None => pipe::Outbox::failed("the adapter has no standard input".into()),
+        });
+        let adapter = Adapter {
+            command: command.to_owned(),
+            outbox,
+            waiting,
+            broken,
+            stderr: Arc::default(),
+            next: AtomicU64::new(0),
+            child: Mutex::new(child),
+            timeout,
+        };
+        if let Some(stderr) = stderr {
+            let tail = adapter.stderr.clone();
+            std::thread::spawn(move || pipe::tail_lines(stderr, &tail, STDERR_TAIL));
+        }
+        if let Some(stdout) = stdout {
+            let (waiting, broken, outbox) = (adapter.waiting.clone(), adapter.broken.clone(), adapter.outbox.clone());
+            std::thread::spawn(move || {
+                let why = read_answers(stdout, &waiting);
+                break_adapter(&broken, &waiting, &outbox, why);
+            });
+        }
+        Ok(adapter)
+    }
+
+    /// The last lines of its standard error, each quoted by a bounded prefix.
+    fn stderr_tail(&self) -> String {
+        let tail = lock(&self.stderr);
+        if tail.is_empty() {
+            "(its standard error is empty)".into()
+        } else {
+            format!("its standard error ends:\n  {}", tail.iter().cloned().collect::<Vec<_>>().join("\n  "))
+        }
+    }
+
+    fn fail(&self, request: &Value, why: &str) -> StorageError {
+        ProtocolError::error(format!(
+            "driver: adapter `{}`: request {request}: {why}; {}",
+            self.command,
+            self.stderr_tail()
+        ))
+    }
+
+    /// Sends `request` (an id is added) and waits for its answer: the `ok` value, or the error
+    /// object.
+    fn call(&self, request: Value) -> Result<Result<Value, Value>, StorageError> {
+        let sent = self.send(request)?;
+        self.wait(&sent, None)
+    }
+
+    /// Sends `request` with an id added, without waiting for its answer.
+    fn send(&self, request: Value) -> Result<Sent, StorageError> {
+        self.send_all(vec![request]).pop().unwrap_or_else(|| Err(StorageError::new("no request was sent")))
+    }
+
+    /// Sends `requests`, each with an id added, in one write, without waiting for their answers.
+    /// The write does not block: while the adapter's input is full it waits for room for at most
+    /// the timeout, after which the adapter is broken.
+    fn send_all(&self, requests: Vec<Value>) -> Vec<Result<Sent, StorageError>> {
+        self.send_lines(requests.into_iter().map(|mut request| {
+            move |id: u64| {
+                if let Some(fields) = request.as_object_mut() {
+                    fields.insert("id".into(), id.into());
+                }
+                let line = request.to_string();
+                (request, line)
+            }
+        }))
+    }
+
+    /// Sends [`RawRequest`]s on store `store`, each with an id added, in one write, without
+    /// waiting for their answers. A failure message shows the line as a JSON string.
+    fn send_raw(&self, store: u64, requests: &[RawRequest]) -> Vec<Result<Sent, StorageError>> {
+        self.send_lines(requests.iter().map(|request| {
+            move |id: u64| {
+                let line = request.line(id, store);
+                (Value::from(line.as_str()), line)
+            }
+        }))
+    }
+
+    /// Sends one line per item, made by the item from the id it is given (with the request as
+    /// failure messages show it), in one write, without waiting for their answers. The write
+    /// does not block: while the adapter's input is full it waits for room for at most the
+    /// timeout, after which the adapter is broken.
+    fn send_lines<F: FnOnce(u64) -> (Value, String)>(
+        &self,
+        items: impl ExactSizeIterator<Item = F>,
+    ) -> Vec<Result<Sent, StorageError>> {
+        let deadline = std::time::Instant::now() + self.timeout;
+        let mut lines = String::new();
+        let mut numbered = Vec::with_capacity(items.len());
+        for item in items {
+            let id = self.next.fetch_add(1, Ordering::SeqCst);
+            let (request, line) = item(id);
+            // Whole lines in one write: the pipe is unbuffered, and `writeln!` would write each
+            // JSON token on its own, waking the adapter for each.
+            lines.push_str(&line);
+            lines.push('\n');
+            numbered.push((id, request));
+        }
+        if let Some(why) = lock(&self.broken).clone() {
+            return numbered.iter().map(|(_, request)| Err(self.fail(request, &why))).collect();
+        }
+        let mut sent = Vec::with_capacity(numbered.len());
+        {
+            let mut waiting = lock(&self.waiting);
+            for (id, request) in numbered {
+                let (tx, rx) = mpsc::channel();
+                waiting.insert(id, tx);
+                sent.push(Sent { id, request, answer: rx });
+            }
+        }
+        // Broken meanwhile: these were registered after the requests in flight were failed.
+        let written = match lock(&self.broken).clone() {
+            Some(why) => Err(pipe::Unsent::Failed(why)),
+            None => self.outbox.push(lines.as_bytes(), Some(deadline)),
+        };
+        let why = match written {
+            Ok(()) => return sent.into_iter().map(Ok).collect(),
+            Err(pipe::Unsent::Failed(why)) => why,
+            Err(pipe::Unsent::Full) => "the adapter's standard input is full".to_owned(),
+        };
+        break_adapter(&self.broken, &self.waiting, &self.outbox, why);
+        let why = lock(&self.broken).clone().unwrap_or_default();
+        let mut waiting = lock(&self.waiting);
+        sent.into_iter()
+            .map(|s| {
+                waiting.remove(&s.id);
+                Err(self.fail(&s.request, &why))
+            })
+            .collect()
+    }
+
+    /// Asks the adapter to close store `store`, without waiting for the answer; nothing when it
+    /// is broken or its standard input is full.
+    fn close(&self, store: u64) {
+        if lock(&self.broken).is_some() {
+            return;
+        }
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        let mut line = close_json(id, store).to_string();
+        line.push('\n');
+        // The answer is read and dropped: its id must be one in flight.
+        lock(&self.waiting).insert(id, mpsc::channel().0);
+        match self.outbox.push(line.as_bytes(), None) {
+            Ok(()) => {}
+            Err(pipe::Unsent::Full) => drop(lock(&self.waiting).remove(&id)),
+            Err(pipe::Unsent::Failed(why)) => break_adapter(&self.broken, &self.waiting, &self.outbox, why),
+        }
+    }
+
+    /// Waits for the answer to a request sent: the `ok` value, or the error object. A clock
+    /// question of the adapter meanwhile is answered with a reading of `clock`, taken here (see
+    /// [`Adapter::answer_clock`]); the time that reading takes is not counted in the wait.
+    fn wait(&self, sent: &Sent, clock: Option<&ManualClock>) -> Result<Result<Value, Value>, StorageError> {
+        let mut deadline = std::time::Instant::now().checked_add(self.timeout);
+        let answer = loop {
+            let left = deadline.map_or(self.timeout, |d| d.saturating_duration_since(std::time::Instant::now()));
+            match sent.answer.recv_timeout(left) {
+                Ok(Ok(Reply::Answer(answer))) => break answer,
+                Ok(Ok(Reply::Clock)) => {
+                    let reading = std::time::Instant::now();
+                    self.answer_clock(sent, clock)?;
+                    deadline = deadline.and_then(|d| d.checked_add(reading.elapsed()));
+                }
+                Ok(Err(why)) => return Err(self.fail(&sent.request, &why)),
+                Err(_) => {
+                    lock(&self.waiting).remove(&sent.id);
+                    self.stopped_answering(sent);
+                    return Err(self.fail(&sent.request, &format!("no answer within {:?}", self.timeout)));
+                }
+            }
+        };
+        split_answer(answer).map_err(|why| self.fail(&sent.request, &why))
+    }
+
+    /// Answers the adapter's clock question for `sent`: reads `clock` on this thread, the one
+    /// waiting for the request (a reading held by [`ManualClock::hold_next_reading`] waits here,
+    /// inside the store's critical section if the store asked from there), and writes
+    /// `{"clock": id, "now": T}`, as any request is written, without blocking past the timeout.
+    /// A question for a request that did not say `"ask"` is the adapter's failure.
+    fn answer_clock(&self, sent: &Sent, clock: Option<&ManualClock>) -> Result<(), StorageError> {
+        let clock = match clock {
+            Some(clock) if sent.request.get("now").and_then(Value::as_str) == Some(ASK) => clock,
+            _ => {
+                return Err(
+                    self.fail(&sent.request, "the adapter asked for the clock of a request whose `now` is not \"ask\"")
+                );
+            }
+        };
+        let mut line = clock_json(sent.id, clock.now()).to_string();
+        line.push('\n');
+        let deadline = std::time::Instant::now() + self.timeout;
+        let why = match self.outbox.push(line.as_bytes(), Some(deadline)) {
+            Ok(()) => return Ok(()),
+            Err(pipe::Unsent::Failed(why)) => why,
+            Err(pipe::Unsent::Full) => "the adapter's standard input is full".to_owned(),
+        };
+        break_adapter(&self.broken, &self.waiting, &self.outbox, why.clone());
+        Err(self.fail(&sent.request, &format!("writing the clock to the adapter failed: {why}")))
+    }
+
+    /// The `ok` of a request that must succeed.
+    fn expect_ok(&self, request: Value) -> Result<Value, StorageError> {
+        let shown = request.clone();
+        match self.call(request)? {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.fail(&shown, &format!("the adapter answered an error: {}", quote(&e.to_string())))),
+        }
+    }
+
+    /// `sent` had no answer within the timeout: the adapter is broken, every request in flight
+    /// fails now and every later one at once, so that a run ends about one timeout after the
+    /// adapter stops answering.
+    fn stopped_answering(&self, sent: &Sent) {
+        let why = format!(
+            "the adapter stopped answering (request {} had no answer within {:?}), so the driver sends it nothing more",
+            sent.id, self.timeout
+        );
+        break_adapter(&self.broken, &self.waiting, &self.outbox, why);
+    }
+}
+
+impl Drop for Adapter {
+    fn drop(&mut self) {
+        // Closing standard input asks the adapter to exit; then it is killed, by its process id.
+        self.outbox.close();
+        let mut child = lock(&self.child);
+        for _ in 0..50 {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Passes the adapter's clock question `question` (`{"clock": id}`) to the waiter of request
+/// `id`; why it cannot, if the question is malformed or no request `id` is in flight.
+fn route_clock_question(waiting: &Waiting, question: &Value) -> Result<(), String> {
+    let id = match question.as_object().map(|fields| (fields.len(), fields.get("clock").and_then(Value::as_u64))) {
+        Some((1, Some(id))) => id,
+        _ => return Err("the adapter wrote a clock question that is not `{\"clock\": ID}`".into()),
+    };
+    match lock(waiting).get(&id) {
+        Some(waiter) => {
+            let _ = waiter.send(Ok(Reply::Clock));
+            Ok(())
+        }
+        None => Err(format!("the adapter asked for the clock of id {id}, which no request in flight has")),
+    }
+}
+
+fn shell(command: &str) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(command);
+    c
+}
+
+/// The suite's harness for a store behind an adapter command (see the [module](super)).
+pub struct CommandHarness {
+    adapter: Arc<Adapter>,
+    hello: Hello,
+    stores: AtomicU64,
+    settings: Settings,
+}
+
+impl CommandHarness {
+    /// How long the driver waits for any one answer, unless [`CommandHarness::start_with`] says;
+    /// once an answer does not come within it, every later request fails at once.
+    pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// Starts `command` (run by `sh -c`) and exchanges `hello`; a `hello` that fails is a
+    /// determinate error saying the adapter did not start.
+    pub fn start(command: &str) -> Result<CommandHarness, StorageError> {
+        CommandHarness::start_with(command, CommandHarness::TIMEOUT)
+    }
+
+    /// As [`CommandHarness::start`], waiting at most `timeout` for each answer.
+    pub fn start_with(command: &str, timeout: Duration) -> Result<CommandHarness, StorageError> {
+        let adapter = Arc::new(Adapter::start(command, timeout)?);
+        // A `hello` that fails is a failure to start, which has no effect to be unsure of.
+        let not_started = |e: StorageError| {
+            let why = ProtocolError::of(&e).map_or_else(|| e.message().to_owned(), ToString::to_string);
+            StorageError::new(format!("the adapter did not start: {why}"))
+        };
+        let ok = adapter.expect_ok(hello_json()).map_err(not_started)?;
+        let hello = parse_hello(&ok)
+            .map_err(|e| not_started(adapter.fail(&hello_json(), &format!("{e}: {}", quote(&ok.to_string())))))?;
+        let settings = Settings::default().with_cases(1_000).with_differential_threads(8);
+        Ok(CommandHarness { adapter, hello, stores: AtomicU64::new(0), settings })
+    }
+
+    /// How many requests the driver has sent the adapter so far, `hello` and `open` included.
+    pub fn requests(&self) -> u64 {
+        self.adapter.next.load(Ordering::SeqCst)
+    }
+
+    /// What the adapter declared.
+    pub fn hello(&self) -> Hello {
+        self.hello
+    }
+
+    /// This harness with `settings` for the randomized checks.
+    pub fn with_settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    fn open(&self, clock: ManualClock, reopen: Option<u64>) -> CommandStore {
+        let id = self.stores.fetch_add(1, Ordering::SeqCst);
+        // A peek: opening is not the store deciding, so it takes no reading a check holds.
+        let now = clock.peek();
+        let request = match reopen {
+            None => open_json(id, now),
+            Some(old) => reopen_json(old, id, now),
+        };
+        let opened = match self.adapter.expect_ok(request.clone()) {
+            Ok(Value::Null) => None,
+            Ok(ok) => Some(self.adapter.fail(&request, &format!("the answer's `ok` is {ok}, not null"))),
+            Err(e) => Some(e),
+        };
+        CommandStore { adapter: self.adapter.clone(), id, clock, opened }
+    }
+}
+
+impl Harness for CommandHarness {
+    type Store = CommandStore;
+
+    fn store(&self, clock: ManualClock) -> CommandStore {
+        self.open(clock, None)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // The protocol asks every durable adapter to keep a store's clock across a reopen.
+        Capabilities::default().with_durable(self.hello.durable).with_clock_survives_reopen(self.hello.durable)
+    }
+
+    fn reopen(&self, store: CommandStore, clock: ManualClock) -> Option<CommandStore> {
+        self.hello.durable.then(|| self.open(clock, Some(store.id)))
+    }
+
+    fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    /// Sends every request as it is written, with the store's id, then waits for their answers:
+    /// one round trip for all. An answer's `error` is handed back as the adapter wrote it, its
+    /// name unchecked, since a request the typed API cannot make may have any error of the
+    /// protocol.
+    fn send_raw(&self, store: &CommandStore, requests: &[RawRequest]) -> Option<Vec<RawAnswer>> {
+        if let Some(e) = &store.opened {
+            return Some(requests.iter().map(|_| Err(not_opened(e))).collect());
+        }
+        let sent = self.adapter.send_raw(store.id, requests);
+        Some(sent.into_iter().map(|s| s.and_then(|s| self.adapter.wait(&s, Some(&store.clock)))).collect())
+    }
+
+    /// Sends every lookup, then waits for their answers: one round trip for all.
+    fn lookups(
+        &self,
+        store: &CommandStore,
+        keys: &[(&ReservationScope, &Key)],
+    ) -> Vec<StoreResult<Option<StoredReservation>>> {
+        if let Some(e) = &store.opened {
+            return keys.iter().map(|_| Err(not_opened(e).into())).collect();
+        }
+        let requests = keys.iter().map(|(scope, key)| store.lookup_request(scope, key)).collect();
+        let sent = self.adapter.send_all(requests);
+        sent.into_iter().map(|s| s.map_err(StoreError::from).and_then(|s| store.found(&s))).collect()
+    }
+}
+
+/// A store in the adapter: its id there, and the suite's clock, sent with every request.
+pub struct CommandStore {
+    adapter: Arc<Adapter>,
+    id: u64,
+    clock: ManualClock,
+    /// Why opening it failed, reported by every operation.
+    opened: Option<StorageError>,
+}
+
+impl CommandStore {
+    /// Sends `request` without waiting for its answer.
+    fn begin(&self, request: Value) -> StoreResult<Sent> {
+        if let Some(e) = &self.opened {
+            return Err(not_opened(e).into());
+        }
+        Ok(self.adapter.send(request)?)
+    }
+
+    /// Waits for the answer to a request [`CommandStore::begin`] sent.
+    fn end(&self, sent: &Sent) -> StoreResult<Value> {
+        match self.adapter.wait(sent, Some(&self.clock))? {
+            Ok(v) => Ok(v),
+            Err(error) => Err(self.error(&sent.request, &error)),
+        }
+    }
+
+    fn lookup_request(&self, scope: &ReservationScope, key: &Key) -> Value {
+        self.timed(|now| lookup_json(Some(self.id), now, scope, key))
+    }
+
+    /// The request `build` makes with its `now`: the clock's reading, or, while a hold waits for
+    /// the clock's next reading ([`ManualClock::hold_pending`]), `"ask"`, so that the reading
+    /// held is the one the store takes when it asks, not the driver's (which then only peeks).
+    fn timed(&self, build: impl FnOnce(Instant) -> Value) -> Value {
+        if !self.clock.hold_pending() {
+            return build(self.clock.now());
+        }
+        let mut request = build(self.clock.peek());
+        if let Some(fields) = request.as_object_mut() {
+            fields.insert("now".into(), ASK.into());
+        }
+        request
+    }
+
+    /// The reservation a lookup's answer `ok` describes, or a failure naming what is wrong.
+    fn found(&self, sent: &Sent) -> StoreResult<Option<StoredReservation>> {
+        let ok = self.end(sent)?;
+        parse_reservation(&ok).map_err(|why| {
+            ShapeError::error(format!("its lookup answer {}: {}", quote(&ok.to_string()), quote(&why))).into()
+        })
+    }
+
+    /// The store error an error object describes; [`split_answer`] has checked its shape.
+    fn error(&self, request: &Value, error: &Value) -> StoreError {
+        let field = |name: &str| error.get(name).and_then(Value::as_str).unwrap_or("");
+        if field("kind") == STORAGE_ERROR {
+            let indeterminate = error.get("indeterminate").and_then(Value::as_bool).unwrap_or(true);
+            return StorageError::new(format!("adapter: {}", quote(field("message"))))
+                .with_indeterminate(indeterminate)
+                .into();
+        }
+        let name = field("name");
+        match invalid_by_name(name) {
+            Some(e) => e.into(),
+            None => self.adapter.fail(request, &format!("it answered the invalid argument {:?}, which SPEC.md does not name or this request cannot have: {}", quote(name), quote(&error.to_string()))).into(),
+        }
+    }
+}
+
+impl Drop for CommandStore {
+    /// Asks the adapter to close the store (`close`), without waiting for its answer.
+    fn drop(&mut self) {
+        if self.opened.is_none() {
+            self.adapter.close(self.id);
+        }
+    }
+}
+
+impl ReservationStore for CommandStore {
+    async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
+        let sent = self.begin(self.timed(|now| operation_json(Some(self.id), now, &request)))?;
+        let ok = self.end(&sent)?;
+        match parse_outcome(&ok) {
+            Some(o) if o.fits(request.operation.kind()) => Ok(o),
+            _ => Err(self
+                .adapter
+                .fail(
+                    &sent.request,
+                    &format!(
+                        "the outcome {} is not one {} can answer",
+                        quote(&ok.to_string()),
+                        request.operation.kind()
+                    ),
+                )
+                .into()),
+        }
+    }
+
+    async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
+        let sent = self.begin(self.lookup_request(scope, key))?;
+        self.found(&sent)
+    }
+}
