@@ -3,6 +3,7 @@
 mod commands;
 mod explorer;
 mod model;
+mod rules_are_whole;
 
 use std::process::{Command, Output};
 
