@@ -1,8 +1,9 @@
-//! `reservation`: the project's one command line. `reservation --help` lists the commands and
-//! `reservation COMMAND --help` each one's settings.
+//! `reservation`: the project's one command line. `reservation` alone, or `reservation --help`,
+//! lists every command (clap renders the list from the parser's own) and `reservation COMMAND
+//! --help` each one's settings. Among them:
 //!
 //! - `reservation check`, `reservation explore` and `reservation swarm [flags]`: the protocol's model
-//!   (`reservation_model::cli`, the same flags as `reservation-model`).
+//!   (`reservation_model::cli`, a library: this is the one program that runs it).
 //! - `reservation conform [memory|sqlite|postgres|redis|all]`: the whole conformance suite against
 //!   the built-in stores; `reservation conform --command ADAPTER`: against a store in any language.
 //! - `reservation all`: the main job, the model check and then the suite against every built-in
@@ -28,7 +29,7 @@ const EXIT_CODES: &str = "Exit codes: 0 when everything holds, 1 when a property
 /// `reservation`.
 #[derive(Parser)]
 #[command(
-    name = "reservation",
+    name = reservation_model::cli::PROGRAM,
     version,
     about = "Reserved keys for event-sourced aggregates: check the protocol's model, and run the conformance suite \
              against the built-in stores or a store in any language.",
@@ -521,7 +522,12 @@ fn main() -> ExitCode {
             }
         }
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "reservation", &mut std::io::stdout());
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                reservation_model::cli::PROGRAM,
+                &mut std::io::stdout(),
+            );
             ExitCode::SUCCESS
         }
     }

@@ -1,6 +1,7 @@
-//! The model's command line, `check`, `explore` and `swarm`, parsed by clap: the
-//! `reservation-model` binary runs it alone ([`run`]), and the project's `reservation` program
-//! flattens [`Command`] among its own commands and runs it with [`execute`].
+//! The model's commands, `check`, `explore` and `swarm`, parsed by clap: the project's one
+//! program, [`PROGRAM`] (crate `reservation-cli`), flattens [`Command`] among its own commands and
+//! runs it with [`execute`]. Every command line this module prints (a swarm's replay) is one of
+//! that program's.
 //!
 //! Exit codes: 0 when every property holds on a complete run, 1 when a property fails, 2 when
 //! the run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad
@@ -31,21 +32,9 @@ const EXIT_CODES: &str = "Exit codes: 0 when every property holds on a complete 
                           the run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad \
                           arguments.";
 
-/// `reservation-model`: the protocol's model, on its own.
-#[derive(Parser, Debug)]
-#[command(
-    name = "reservation-model",
-    version,
-    about = "Checks the reservation protocol's model, runs seeded random walks over it, or serves stateright's \
-             Explorer on it.",
-    after_help = EXIT_CODES,
-    arg_required_else_help = true
-)]
-pub struct Cli {
-    /// What to run.
-    #[command(subcommand)]
-    pub command: Command,
-}
+/// The program that runs these commands, as a user types it: the name of `reservation-cli`'s
+/// binary, and the first word of every command line the model prints.
+pub const PROGRAM: &str = "reservation";
 
 /// The model's commands.
 #[derive(Subcommand, Debug)]
@@ -320,15 +309,6 @@ pub fn parse<P: Parser>(args: impl IntoIterator<Item = impl Into<OsString> + Clo
     })
 }
 
-/// Runs `check`, `explore` or `swarm` with `argv` (the command first, without the program name);
-/// returns the exit code.
-pub fn run(argv: &[String]) -> ExitCode {
-    match parse::<Cli>(std::iter::once("reservation-model".to_owned()).chain(argv.iter().cloned())) {
-        Ok(cli) => execute(cli.command),
-        Err(code) => code,
-    }
-}
-
 /// Runs a parsed command; returns the exit code.
 pub fn execute(command: Command) -> ExitCode {
     let config_args = match &command {
@@ -367,10 +347,7 @@ pub fn execute(command: Command) -> ExitCode {
             let depth = options.depth;
             print!(
                 "{}",
-                report.text(|seed| format!(
-                    "reservation-model swarm {flags} --depth {depth} --seeds {seed}..{}",
-                    seed + 1
-                ))
+                report.text(|seed| format!("{PROGRAM} swarm {flags} --depth {depth} --seeds {seed}..{}", seed + 1))
             );
             if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }

@@ -1,7 +1,6 @@
 //! The crate's one integration-test binary: a module per topic.
 
 mod cli;
-mod explorer;
 mod fuzz_corpus;
 mod model;
 mod swarm;

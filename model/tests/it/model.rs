@@ -198,27 +198,3 @@ fn a_simulation_is_never_complete() {
     assert!(!report.complete && !report.holds(), "{}", report.text());
     assert!(report.failures().is_empty(), "{}", report.text());
 }
-
-// The command line.
-
-fn run(args: &[&str]) -> (i32, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reservation-model"))
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-#[test]
-fn the_command_line_reports_json_and_exits_by_verdict() {
-    let (code, out) = run(&["check", "--owners", "2", "--attempts", "1", "--json", "--quiet"]);
-    assert_eq!(code, 0, "{out}");
-    assert!(out.starts_with("{\"owners\":2,\"attempts\":1,") && out.contains("\"complete\":true,\"holds\":true"));
-    let (code, out) = run(&["check", "--drop-assumption", "H8", "--owners", "2", "--strategy", "bfs", "--quiet"]);
-    assert_eq!(code, 1, "{out}");
-    assert!(out.contains("FAILS") && out.contains("counterexample to"), "{out}");
-    let (code, _) = run(&["check", "--owners", "9"]);
-    assert_eq!(code, 64);
-    let (code, out) = run(&["check", "--timeout", "0.2", "--quiet"]);
-    assert_eq!(code, 2, "{out}");
-}

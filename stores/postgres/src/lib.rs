@@ -58,6 +58,14 @@
 //! [`PostgresOptions::statement_timeout`], and a transaction whose client stopped talking (a
 //! silent path, a killed process) is rolled back, releasing its key, after
 //! [`PostgresOptions::idle_transaction_timeout`].
+//!
+//! # Features
+//!
+//! - `conformance`: `PostgresHarness`, the conformance suite's harness for this store.
+//! - `broken-variants`: test only, never for use. A planted bug (a key locked by
+//!   `SELECT … FOR UPDATE` alone, which misses a row not yet written) that the conformance suite
+//!   must catch; only the crate's own tests enable it, through their dev-dependency on the crate.
+//!   A normal build has no way to make the store skip its advisory lock.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -147,9 +155,9 @@ pub struct PostgresOptions {
     pub sweep_every: u64,
     /// The `application_name` of the store's connections, as `pg_stat_activity` shows it.
     pub application_name: String,
-    /// How the key is locked. [`KeyLock::Advisory`] unless a test plants a bug.
-    #[doc(hidden)]
-    pub key_lock: KeyLock,
+    /// How the key is locked: by an advisory lock, always, but in the planted bug of the
+    /// `broken-variants` feature.
+    key_lock: KeyLock,
 }
 
 impl Default for PostgresOptions {
@@ -189,16 +197,30 @@ impl PostgresOptions {
     }
 }
 
+/// Planted bugs, for the crate's own tests only (feature `broken-variants`, which nothing but the
+/// crate's dev-dependency on itself enables): each makes the store wrong, so that a test can show
+/// the conformance suite catching it. Never enable the feature in a build that stores anything.
+#[cfg(feature = "broken-variants")]
+impl PostgresOptions {
+    /// BROKEN ON PURPOSE: the key is locked by `SELECT … FOR UPDATE` only, which locks an existing
+    /// row but not an absent one, so two first reserves of a free key both win and the
+    /// linearizability check fails on atomicity.
+    pub fn broken_row_lock_only(mut self) -> Self {
+        self.key_lock = KeyLock::RowOnly;
+        self
+    }
+}
+
 /// How an operation locks its (scope, key).
-#[doc(hidden)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum KeyLock {
+pub(crate) enum KeyLock {
     /// A transaction-scoped advisory lock on a hash of the (scope, key): it locks a key with no
     /// row too. The store's only mode.
     Advisory,
     /// `SELECT … FOR UPDATE` only, which locks an existing row but not an absent one: two first
-    /// reserves of a free key both win. A planted bug, kept so that the tests show the
-    /// linearizability check catching it.
+    /// reserves of a free key both win. The planted bug of
+    /// `PostgresOptions::broken_row_lock_only`.
+    #[cfg_attr(not(feature = "broken-variants"), expect(dead_code, reason = "only the planted bug builds it"))]
     RowOnly,
 }
 

@@ -39,6 +39,14 @@
 //! [`StorageError::is_indeterminate`]: the write may have landed, or may yet land if the `EXEC`
 //! is still on its way; look the key up or repeat the operation. A connection that failed is
 //! closed, never used again (an answer may still be on its way).
+//!
+//! # Features
+//!
+//! - `conformance`: `RedisHarness`, the conformance suite's harness for this store.
+//! - `broken-variants`: test only, never for use. Planted bugs (a store that does not watch its
+//!   key, one that does not write back what changed nothing), each of which the conformance suite
+//!   must catch; only the crate's own tests enable it, through their dev-dependency on the crate.
+//!   A normal build has no way to make the store skip its `WATCH` or its write-back.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -104,13 +112,11 @@ pub struct RedisOptions {
     pub sweep_every: u64,
     /// How long a tombstone (the empty value a free key's operation writes) lives in Redis; 10 s.
     pub tombstone_ttl: Duration,
-    /// Whether the key is watched. `true` unless a test plants a bug.
-    #[doc(hidden)]
-    pub watch: bool,
-    /// Whether an operation that changes nothing writes its key back. `true` unless a test plants
-    /// a bug.
-    #[doc(hidden)]
-    pub touch: bool,
+    /// Whether the key is watched: always, but in a planted bug of the `broken-variants` feature.
+    watch: bool,
+    /// Whether an operation that changes nothing writes its key back: always, but in a planted
+    /// bug of the `broken-variants` feature.
+    touch: bool,
 }
 
 impl Default for RedisOptions {
@@ -125,6 +131,26 @@ impl Default for RedisOptions {
             watch: true,
             touch: true,
         }
+    }
+}
+
+/// Planted bugs, for the crate's own tests only (feature `broken-variants`, which nothing but the
+/// crate's dev-dependency on itself enables): each makes the store wrong, so that a test can show
+/// the conformance suite catching it. Never enable the feature in a build that stores anything.
+#[cfg(feature = "broken-variants")]
+impl RedisOptions {
+    /// BROKEN ON PURPOSE: the key is not watched, so two writers of one key can both commit, and
+    /// the linearizability check fails on atomicity.
+    pub fn broken_without_watch(mut self) -> Self {
+        self.watch = false;
+        self
+    }
+
+    /// BROKEN ON PURPOSE: an operation that changes nothing does not write its key back, so a
+    /// decision by an older clock reading can land after a later reading was acted on (rule D10).
+    pub fn broken_without_write_back(mut self) -> Self {
+        self.touch = false;
+        self
     }
 }
 

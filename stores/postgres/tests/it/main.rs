@@ -12,7 +12,7 @@ mod silent;
 mod sweep;
 
 use reservation_conformance::services::service;
-use reservation_postgres::{KeyLock, PostgresHarness, PostgresOptions};
+use reservation_postgres::{PostgresHarness, PostgresOptions};
 
 /// A harness of its own for one test: its own schema and pool, dropped with it; or `None`
 /// (said once) without a server. Tests never share tables: each store's sweep deletes what its
@@ -28,9 +28,7 @@ pub fn harness_with(options: PostgresOptions) -> Option<PostgresHarness> {
 
 /// A harness whose store locks existing rows only (`SELECT … FOR UPDATE`): the planted bug.
 pub fn broken_harness() -> Option<PostgresHarness> {
-    let mut options = PostgresOptions::default();
-    options.key_lock = KeyLock::RowOnly;
-    harness_with(options)
+    harness_with(PostgresOptions::default().broken_row_lock_only())
 }
 
 /// A plain client on the test server, for what the store never does: altering its tables,

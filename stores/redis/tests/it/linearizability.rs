@@ -24,9 +24,7 @@ fn watch_multi_exec_is_linearizable_under_eight_connections() {
 
 #[test]
 fn without_watch_two_writers_both_win_and_atomicity_fails() {
-    let mut options = RedisOptions::default();
-    options.watch = false;
-    let Some(h) = harness_with(options) else { return };
+    let Some(h) = harness_with(RedisOptions::default().broken_without_watch()) else { return };
     let failure = linearizability::run(&h).expect_err("a store without WATCH passed the check");
     assert_eq!(failure.property, Some(ATOMICITY), "{failure}");
 }
@@ -37,9 +35,7 @@ fn without_writing_back_what_changed_nothing_a_stale_clock_decision_lands_late()
     // that read t+9 can commit its join after a lookup saw the key expire at t+10. The suite's
     // D10 check holds the reserve between its clock reading and its EXEC to show it; the store
     // itself passes that check (the conformance tests run it).
-    let mut options = RedisOptions::default();
-    options.touch = false;
-    let Some(h) = harness_with(options) else { return };
+    let Some(h) = harness_with(RedisOptions::default().broken_without_write_back()) else { return };
     // The option turns off the write-back only: a change is written, a lookup of a free key
     // leaves no tombstone.
     let store = h.store_with(Time::Local(ManualClock::new(START)));

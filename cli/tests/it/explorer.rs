@@ -1,6 +1,7 @@
-//! stateright's Explorer on the model, in a real browser: headless Chromium loads the page,
-//! follows an action, and the rendered text is the protocol's reading of the states (keys with
-//! their owner, holds and expiry, latest facts, attempts) with the rule id of each operation.
+//! `reservation explore`, stateright's Explorer on the model, in a real browser: headless
+//! Chromium loads the page, follows an action, and the rendered text is the protocol's reading of
+//! the states (keys with their owner, holds and expiry, latest facts, attempts) with the rule id
+//! of each operation.
 //! Without a Chromium when the test was built (Debian: `apt-get install chromium`), the test is
 //! ignored, with the reason, and `cargo test` reports it so (`build.rs` probes for one).
 
@@ -36,14 +37,14 @@ fn render(browser: &str, url: &str) -> String {
 #[test]
 #[cfg_attr(
     not(chromium),
-    ignore = "no Chromium was found when this test was built (apt-get install chromium, then touch model/build.rs)"
+    ignore = "no Chromium was found when this test was built (apt-get install chromium, then touch cli/build.rs)"
 )]
 fn the_explorer_shows_states_as_the_protocol_reads_them_with_rule_ids() {
     // Run all the same (`cargo test -- --ignored`), it says what is missing.
     let browser = chromium().expect("no Chromium answers `--version` (apt-get install chromium)");
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let _explorer = Explorer(
-        Command::new(env!("CARGO_BIN_EXE_reservation-model"))
+        Command::new(env!("CARGO_BIN_EXE_reservation"))
             .args(["explore", "--port", &port.to_string(), "--owners", "2", "--attempts", "1", "--keys", "1"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())

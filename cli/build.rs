@@ -1,7 +1,7 @@
 //! Whether a Chromium is installed, for the Explorer's browser test (`tests/it/explorer.rs`):
 //! without one the test is `#[ignore]`d with the reason, so that `cargo test` reports it ignored
 //! rather than passed. The probe runs again when a file of this package changes; after
-//! installing Chromium, `touch model/build.rs` (or `cargo clean -p reservation-model`) makes the
+//! installing Chromium, `touch cli/build.rs` (or `cargo clean -p reservation-cli`) makes the
 //! next build see it.
 
 use std::process::{Command, Stdio};
