@@ -30,9 +30,13 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod holds;
 mod memory;
 mod operation;
 pub mod ops;
+mod reservation;
+#[doc = include_str!("../SPEC.md")]
+pub mod rules;
 pub mod spec;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -40,16 +44,14 @@ mod store;
 mod time;
 mod types;
 
-#[doc = include_str!("../SPEC.md")]
-pub mod rules {}
-
 pub use error::{InvalidArgument, StorageError, StoreError, StoreResult};
 pub use memory::{MemoryStore, SHARDS, SWEEP_FLOOR};
-pub use operation::{Operation, OperationKind, Outcome, Request, UnexpectedOutcome};
-pub use spec::{
-    AbandonOutcome, BitHolds, ConfirmOutcome, Confirmed, HoldBit, HoldSet, Pending, ReleaseOutcome, Reservation,
-    ReserveOutcome, Rule, RuleSet, Step,
+pub use operation::{
+    AbandonOutcome, ConfirmOutcome, Operation, OperationKind, Outcome, ReleaseOutcome, Request, ReserveOutcome,
+    UnexpectedOutcome,
 };
+pub use rules::{Rule, RuleSet};
+pub use spec::{BitHolds, Confirmed, HoldBit, HoldSet, Pending, Reservation, Step};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{MAX_BUSY_TIMEOUT, OpenCheck, SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
 pub use store::{ReservationStore, StoredReservation, block_on};

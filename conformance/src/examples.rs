@@ -85,7 +85,7 @@ pub enum Answer {
 
 /// The examples of SPEC.md as this build compiled it in.
 pub fn from_spec() -> Result<Vec<Example>, String> {
-    parse(reservation_store::spec::SPEC_MD)
+    parse(reservation_store::rules::SPEC_MD)
 }
 
 /// The examples of a document written as SPEC.md is.

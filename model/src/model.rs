@@ -7,9 +7,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use reservation_store::spec::{self, Rule, Step};
+use reservation_store::spec::{self, Step};
 use reservation_store::{
-    HoldBit, HoldSet, Instant, Operation, Outcome, ReleaseVersion, Reservation, RuleSet, Ttl, Version,
+    HoldBit, HoldSet, Instant, Operation, Outcome, ReleaseVersion, Reservation, Rule, RuleSet, Ttl, Version,
 };
 use stateright::{Model, Property, Representative};
 
