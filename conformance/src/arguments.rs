@@ -14,9 +14,10 @@
 //! A harness that speaks only the typed API runs the requests that parse into typed values:
 //! the owners a scope does not admit, and the fields at their maximum.
 
+use reservation_store::rules::Rule;
 use reservation_store::{
     AggregateId, AggregateRef, AggregateType, HoldId, Instant, Key, MAX_HOLD_ID_LEN, MAX_KEY_LEN, MAX_NAME_LEN,
-    ManualClock, Namespace, Operation, Outcome, ReleaseVersion, Request, ReservationScope, ReservationStore, Rule,
+    ManualClock, Namespace, Operation, Outcome, ReleaseVersion, Request, ReservationScope, ReservationStore,
     StoreError, StoredReservation, Tenant, Ttl, Version, spec,
 };
 use serde_json::{Value, json};

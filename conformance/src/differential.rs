@@ -10,8 +10,8 @@ use proptest::strategy::Strategy;
 use proptest::test_runner::{
     Config, FailurePersistence, FileFailurePersistence, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner,
 };
-use reservation_store::RuleSet;
 use reservation_store::ops::{ClockMove, Op, ReleasePick, VersionPick};
+use reservation_store::rules::RuleSet;
 
 use crate::failure::Failure;
 use crate::harness::Harness;

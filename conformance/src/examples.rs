@@ -8,9 +8,10 @@
 
 use std::collections::BTreeSet;
 
+use reservation_store::spec::Reservation;
 use reservation_store::{
-    AggregateRef, AggregateType, HoldId, Instant, Key, Operation, ReleaseVersion, Reservation, ReservationScope,
-    StoredReservation, Tenant, Ttl, Version, spec,
+    AggregateRef, AggregateType, HoldId, Instant, Key, Operation, ReleaseVersion, ReservationScope, StoredReservation,
+    Tenant, Ttl, Version, spec,
 };
 
 use crate::failure::Failure;

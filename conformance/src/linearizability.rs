@@ -24,9 +24,10 @@ use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
+use reservation_store::rules::Rule;
 use reservation_store::{
     AggregateRef, Clock, HoldId, Instant, Key, ManualClock, Operation, Outcome, ReleaseVersion, ReservationScope,
-    ReservationStore, Rule, StoredReservation, Tenant, Ttl, Version, spec,
+    ReservationStore, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
 use crate::driver::ProtocolError;

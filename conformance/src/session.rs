@@ -11,10 +11,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::{self, Debug};
 use std::hash::BuildHasher;
 
+use reservation_store::rules::{Rule, RuleSet};
+use reservation_store::spec::{Reservation, Step};
 use reservation_store::{
     AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Monotonic, Operation, OperationKind, Outcome,
-    ReleaseVersion, Request, Reservation, ReservationScope, ReservationStore, Rule, RuleSet, Step, StorageError,
-    StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, spec,
+    ReleaseVersion, Request, ReservationScope, ReservationStore, StorageError, StoreError, StoreResult,
+    StoredReservation, Tenant, Ttl, Version, spec,
 };
 
 use crate::driver::ProtocolError;

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
+use reservation_store::spec::Reservation;
 use reservation_store::*;
 use rusqlite::Connection;
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use reservation_conformance::MemoryHarness;
 use reservation_conformance::services::service;
 use reservation_conformance::vectors::{self, FILES};
-use reservation_store::Rule;
+use reservation_store::rules::Rule;
 use serde_json::Value;
 
 fn dir() -> PathBuf {
