@@ -19,7 +19,7 @@
 //!   [`ReleaseOutcome`] and [`AbandonOutcome`], what [`ReservationStore::lookup`] returns
 //!   ([`StoredReservation`]), and [`block_on`] to drive a synchronous store's ready futures;
 //! - the errors: [`StoreError`] and [`StoreResult`], made of an [`InvalidArgument`] or a
-//!   [`StorageError`];
+//!   [`StorageError`], and [`error_chain`] to show an error with its causes;
 //! - [`MemoryStore`], the thread-safe in-memory store, which decides through [`spec`].
 //!
 //! A store's implementer needs, besides, what [`ReservationStore::execute`] takes and returns:
@@ -74,7 +74,7 @@ mod store;
 mod time;
 mod types;
 
-pub use error::{InvalidArgument, StorageError, StoreError, StoreResult};
+pub use error::{InvalidArgument, StorageError, StoreError, StoreResult, error_chain};
 pub use memory::MemoryStore;
 pub use operation::{
     AbandonOutcome, ConfirmOutcome, Operation, OperationKind, Outcome, ReleaseOutcome, Request, ReserveOutcome,

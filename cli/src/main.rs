@@ -19,7 +19,7 @@ use reservation_conformance::{CheckResult, Harness, MemoryHarness, Report, Setti
 use reservation_model::cli::{BAD_ARGUMENTS, parse};
 use reservation_postgres::{PostgresHarness, PostgresOptions};
 use reservation_redis::{RedisHarness, RedisOptions};
-use reservation_store::{Key, ManualClock, ReservationScope, StoreResult, StoredReservation};
+use reservation_store::{Key, ManualClock, ReservationScope, StoreResult, StoredReservation, error_chain};
 
 /// The exit codes, under the program's help.
 const EXIT_CODES: &str = "Exit codes: 0 when everything holds, 1 when a property or a check fails, 2 when a model run \
@@ -378,7 +378,7 @@ fn conform(stores: Stores, suite: &Suite) -> bool {
                 section(suite, "SqliteStore", "sqlite", &harness, all)
             }
             Err(e) => {
-                println!("SqliteStore: cannot open a scratch database: {e}");
+                println!("SqliteStore: cannot open a scratch database: {}", error_chain(&e));
                 false
             }
         };
@@ -402,7 +402,7 @@ fn conform_service<H: Harness>(
         Err(e) => {
             let required = named || reservation_conformance::services::services_required();
             let verdict = if required { "DOES NOT CONFORM" } else { "skipped" };
-            println!("{name}: {verdict}: no server at {url}: {e}\n");
+            println!("{name}: {verdict}: no server at {url}: {}\n", error_chain(&e));
             !required
         }
     }
@@ -415,7 +415,7 @@ fn conform_command(command: &str, json: bool, timeout: Option<Duration>, suite: 
         Ok(h) => h,
         Err(e) => {
             // The driver's error says that the adapter did not start, and why.
-            eprintln!("{e}");
+            eprintln!("{}", error_chain(&e));
             return ExitCode::from(1);
         }
     };
@@ -503,7 +503,7 @@ fn main() -> ExitCode {
             match reservation_conformance::driver::serve(std::io::stdin().lock(), std::io::stdout().lock()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("serve: {e}");
+                    eprintln!("serve: {}", error_chain(&e));
                     ExitCode::from(1)
                 }
             }

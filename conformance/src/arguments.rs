@@ -173,7 +173,7 @@ fn protocol(answer: &Answer) -> Result<(), Failure> {
 fn from_storage(e: &reservation_store::StorageError) -> Answer {
     match crate::driver::ProtocolError::of(e) {
         Some(p) => Answer::Protocol(p.to_string()),
-        None => Answer::Failed(e.to_string()),
+        None => Answer::Failed(reservation_store::error_chain(e)),
     }
 }
 
@@ -348,7 +348,7 @@ pub(crate) fn check<H: Harness>(h: &H) -> Result<(), Failure> {
         let found = match guarded(|| Ok(h.lookups(&store, &keys))) {
             Ok(found) => found,
             Err(e) => {
-                let why = e.to_string();
+                let why = reservation_store::error_chain(&e);
                 keys.iter().map(|_| Err(reservation_store::StorageError::new(why.clone()).into())).collect()
             }
         };

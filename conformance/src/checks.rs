@@ -1099,7 +1099,7 @@ pub fn d10<H: Harness>(h: &H) -> Result<(), Failure> {
         if let Some(p) = crate::driver::ProtocolError::in_result_error(&e) {
             let _ = protocol.set(p.to_string());
         }
-        e.to_string()
+        reservation_store::error_chain(&e)
     };
     let fail = |problem: String| match protocol.get() {
         Some(p) => Err(Failure::protocol(CHECK, p.clone())),

@@ -29,7 +29,7 @@ use reservation_store::spec::Reservation;
 use reservation_store::{
     AggregateId, AggregateRef, AggregateType, Clock, HoldId, Instant, InvalidArgument, Key, ManualClock, MemoryStore,
     Namespace, Operation, Outcome, ReleaseVersion, Request, ReservationScope, ReservationStore, StorageError,
-    StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version,
+    StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, error_chain,
 };
 use serde_json::{Value, json};
 
@@ -467,7 +467,7 @@ impl std::error::Error for ShapeError {}
 fn not_opened(error: &StorageError) -> StorageError {
     match ProtocolError::of(error) {
         Some(p) => ProtocolError::error(format!("the adapter did not open the store: {p}")),
-        None => StorageError::new(format!("the adapter did not open the store: {error}")),
+        None => StorageError::new(format!("the adapter did not open the store: {}", error_chain(error))),
     }
 }
 

@@ -249,7 +249,9 @@ async fn invoke<S: ReservationStore>(store: &S, names: &Names, key: usize, op: C
     let err = |e: reservation_store::StoreError| match e {
         reservation_store::StoreError::Storage(s) => match ProtocolError::of(&s) {
             Some(p) => Return::Protocol(p.to_string()),
-            None => Return::Storage { message: s.to_string(), indeterminate: s.is_indeterminate() },
+            None => {
+                Return::Storage { message: reservation_store::error_chain(&s), indeterminate: s.is_indeterminate() }
+            }
         },
         other => Return::Error(show_error(&other)),
     };

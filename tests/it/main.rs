@@ -2,6 +2,7 @@
 
 mod async_store;
 mod concurrency;
+mod errors;
 mod memory_store;
 mod spec_rules;
 mod sqlite_adversary;
