@@ -20,7 +20,7 @@
 //!   ([`StoredReservation`]), and [`block_on`] to drive a synchronous store's ready futures;
 //! - the errors: [`StoreError`] and [`StoreResult`], made of an [`InvalidArgument`] or a
 //!   [`StorageError`], and [`error_chain`] to show an error with its causes;
-//! - [`MemoryStore`], the thread-safe in-memory store, which decides through [`spec`].
+//! - [`MemoryStore`], a thread-safe store in memory, which decides through [`spec`].
 //!
 //! A store's implementer needs, besides, what [`ReservationStore::execute`] takes and returns:
 //! [`Request`], [`Operation`] and [`OperationKind`], [`Outcome`] (which the typed outcomes convert

@@ -1,4 +1,4 @@
-//! [`MemoryStore`]: the in-memory reference store, built on the functions of [`crate::spec`].
+//! [`MemoryStore`]: a store in memory, which decides through the functions of [`crate::spec`].
 
 use std::collections::BTreeSet;
 use std::hash::BuildHasher;
@@ -62,7 +62,7 @@ fn new_group() -> Group {
 // A shard's lock and table header fit in the one line.
 const _: () = assert!(size_of::<Padded>() == 64);
 
-/// The in-memory reference store: thread-safe, linearizable per (scope, key), and built on the
+/// A store in memory: thread-safe, linearizable per (scope, key), and built on the
 /// spec functions, which it calls under the lock of the key's shard after reading its clock.
 ///
 /// Keys are spread over 1024 shards by hash, each behind its own mutex, so operations on keys of

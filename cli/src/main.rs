@@ -56,7 +56,7 @@ enum Command {
     #[command(after_help = CONFORM_AFTER_HELP)]
     Conform(ConformArgs),
     /// Serve MemoryStore behind the driver's JSON-lines protocol (PROTOCOL.md), on standard input
-    /// and output: the reference adapter
+    /// and output: an adapter whose store decides through the spec functions
     Serve,
     /// Write the test vectors into a directory, or check that one holds exactly them
     ///
@@ -159,7 +159,7 @@ struct VectorsArgs {
 /// Which built-in stores `conform` runs the suite against.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Stores {
-    /// MemoryStore, the in-memory reference
+    /// MemoryStore, in memory
     Memory,
     /// SqliteStore, on a scratch database file
     Sqlite,

@@ -5,8 +5,8 @@
 //! check, the differential test and the linearizability check run unchanged: each store the
 //! suite asks for is a store id in the adapter, each operation one request that carries the
 //! suite's clock, and requests from several threads are in flight at once (the adapter may answer
-//! them in any order). [`serve`] is the other side for the reference `MemoryStore`
-//! (`reservation serve`), so that the driver is tested against the reference itself.
+//! them in any order). [`serve`] is the other side for `MemoryStore`
+//! (`reservation serve`), so that the driver is tested against a store that decides through `spec`.
 //!
 //! An adapter that hangs, dies, writes a line that is not JSON, answers an id nobody asked or
 //! writes an answer whose fields are not exactly those the protocol's schema gives it is a
@@ -1074,8 +1074,8 @@ struct Served {
 }
 
 /// Answers the protocol's requests, one line each, from `input` on `output`, with a
-/// `MemoryStore` per store id (from its `open` to its `close`): the reference behind the driver
-/// (`reservation serve`). Returns when `input` ends. A request it cannot read is answered with an
+/// `MemoryStore` per store id (from its `open` to its `close`): the store behind the driver's
+/// own tests (`reservation serve`). Returns when `input` ends. A request it cannot read is answered with an
 /// error naming the problem (`Unrepresentable` for a value the typed API cannot hold: a line that
 /// is not UTF-8 or not JSON, a number beyond what JSON numbers are read as, a line longer than
 /// [`MAX_LINE`] bytes, which is not read into memory), with the request's id when that can be
