@@ -8,9 +8,8 @@ use std::collections::BTreeSet;
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use reservation_store::{
-    AggregateRef, HoldId, Instant, ReleaseVersion, Reservation, StoredReservation, Ttl, Version, spec,
-};
+use reservation_store::spec::Reservation;
+use reservation_store::{AggregateRef, HoldId, Instant, ReleaseVersion, StoredReservation, Ttl, Version, spec};
 
 struct Fixture {
     alice: AggregateRef,

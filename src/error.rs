@@ -166,16 +166,15 @@ impl StorageError {
     }
 }
 
+/// Only this error's own level: `indeterminate` when it is, and its message. Its cause, if any,
+/// is [`StdError::source`]'s, so that a chain printed cause by cause ([`error_chain`]) shows each
+/// once.
 impl fmt::Display for StorageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.indeterminate {
             f.write_str("indeterminate (the operation may have taken effect): ")?;
         }
-        f.write_str(&self.message)?;
-        if let Some(source) = &self.source {
-            write!(f, ": {source}")?;
-        }
-        Ok(())
+        f.write_str(&self.message)
     }
 }
 
@@ -186,13 +185,16 @@ impl StdError for StorageError {
 }
 
 /// What a store operation can fail with.
+///
+/// It adds no level of its own to an error chain: it shows as the error it holds, and its
+/// [`StdError::source`] is that error's.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// An invalid argument (rule D6): nothing was read or changed.
-    #[error("invalid argument: {0}")]
+    #[error(transparent)]
     Invalid(#[from] InvalidArgument),
     /// The storage failed.
-    #[error("storage failure: {0}")]
+    #[error(transparent)]
     Storage(#[from] StorageError),
 }
 
@@ -214,3 +216,25 @@ impl StoreError {
 
 /// The result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// `error` and each of its causes (its [`StdError::source`] chain), joined with `": "`: how to show
+/// an error in full, each cause once.
+///
+/// ```
+/// use reservation_store::{StorageError, StoreError, error_chain};
+///
+/// let cause = std::io::Error::other("connection reset");
+/// let error = StoreError::from(StorageError::with_source("PostgreSQL: the reservation row", cause));
+/// assert_eq!(error.to_string(), "PostgreSQL: the reservation row");
+/// assert_eq!(error_chain(&error), "PostgreSQL: the reservation row: connection reset");
+/// ```
+pub fn error_chain(error: &(dyn StdError + '_)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
+}

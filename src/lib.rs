@@ -1,11 +1,41 @@
 //! Reserved keys for event-sourced aggregates: uniqueness across aggregate instances, such as a
 //! user name unique within a tenant.
 //!
-//! - [`spec`]: the executable specification, one pure transition function per operation; the
-//!   rules it implements are written out in [`rules`].
-//! - [`ReservationStore`]: the trait that stores implement, for synchronous and asynchronous
-//!   stores alike, and [`block_on`] to drive a synchronous store's ready futures.
-//! - [`MemoryStore`]: the thread-safe in-memory reference store.
+//! The rules are written in [`rules`] (SPEC.md) and decided by the functions of [`spec`], the one
+//! place the semantics live. Every other item here speaks, stores or checks what they decide.
+//!
+//! # What is public, and for whom
+//!
+//! Everything a store's user needs is at the crate root:
+//!
+//! - the values of a request, each validated when built (rule D6): [`ReservationScope`] with its
+//!   [`AggregateType`], [`Tenant`] (or [`SYSTEM_TENANT`]) and [`Namespace`]; the owner
+//!   [`AggregateRef`] with its [`TenantId`] and [`AggregateId`]; [`Key`] and [`HoldId`]; their
+//!   limits [`MAX_KEY_LEN`], [`MAX_HOLD_ID_LEN`] and [`MAX_NAME_LEN`];
+//! - time and versions: [`Instant`], [`Ttl`], [`Version`], [`ReleaseVersion`], and the clocks
+//!   [`Clock`], [`SystemClock`], [`Monotonic`], and [`ManualClock`] (with its [`ClockHold`]) for
+//!   tests;
+//! - the trait [`ReservationStore`], its typed outcomes [`ReserveOutcome`], [`ConfirmOutcome`],
+//!   [`ReleaseOutcome`] and [`AbandonOutcome`], what [`ReservationStore::lookup`] returns
+//!   ([`StoredReservation`]), and [`block_on`] to drive a synchronous store's ready futures;
+//! - the errors: [`StoreError`] and [`StoreResult`], made of an [`InvalidArgument`] or a
+//!   [`StorageError`], and [`error_chain`] to show an error with its causes;
+//! - [`MemoryStore`], a thread-safe store in memory, which decides through [`spec`].
+//!
+//! A store's implementer needs, besides, what [`ReservationStore::execute`] takes and returns:
+//! [`Request`], [`Operation`] and [`OperationKind`], [`Outcome`] (which the typed outcomes convert
+//! to and from, an impossible one being an [`UnexpectedOutcome`]); and, to decide by the
+//! specification rather than by code of its own, [`spec::apply`] and the reservation states
+//! [`spec::Reservation`], [`spec::Pending`] and [`spec::Confirmed`].
+//!
+//! Checking a store, or the protocol, needs the modules:
+//!
+//! - [`spec`]: the decisions, one pure function per operation, generic over the owner and the
+//!   hold set ([`spec::HoldSet`]; [`spec::BitHolds`] is the model's), each returning a
+//!   [`spec::Step`];
+//! - [`rules`]: SPEC.md itself, the rule ids ([`rules::Rule`]) that steps and failure reports
+//!   cite, sets of them ([`rules::RuleSet`]) for coverage, and the text ([`rules::SPEC_MD`]) whose
+//!   worked examples the conformance suite runs;
 //!
 //! ```
 //! use reservation_store::*;
@@ -29,22 +59,22 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod holds;
 mod memory;
 mod operation;
+mod reservation;
+#[doc = include_str!("../SPEC.md")]
+pub mod rules;
 pub mod spec;
 mod store;
 mod time;
 mod types;
 
-#[doc = include_str!("../SPEC.md")]
-pub mod rules {}
-
-pub use error::{InvalidArgument, StorageError, StoreError, StoreResult};
-pub use memory::{MemoryStore, SHARDS, SWEEP_FLOOR};
-pub use operation::{Operation, OperationKind, Outcome, Request, UnexpectedOutcome};
-pub use spec::{
-    AbandonOutcome, BitHolds, ConfirmOutcome, Confirmed, HoldBit, HoldSet, Pending, ReleaseOutcome, Reservation,
-    ReserveOutcome, Rule, RuleSet, Step,
+pub use error::{InvalidArgument, StorageError, StoreError, StoreResult, error_chain};
+pub use memory::MemoryStore;
+pub use operation::{
+    AbandonOutcome, ConfirmOutcome, Operation, OperationKind, Outcome, ReleaseOutcome, Request, ReserveOutcome,
+    UnexpectedOutcome,
 };
 pub use store::{ReservationStore, StoredReservation, block_on};
 pub use time::{Clock, ClockHold, Instant, ManualClock, Monotonic, ReleaseVersion, SystemClock, Ttl, Version};

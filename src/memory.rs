@@ -1,4 +1,4 @@
-//! [`MemoryStore`]: the in-memory reference store, built on the functions of [`crate::spec`].
+//! [`MemoryStore`]: a store in memory, which decides through the functions of [`crate::spec`].
 
 use std::collections::BTreeSet;
 use std::hash::BuildHasher;
@@ -14,13 +14,14 @@ use crate::time::{Clock, Instant, SystemClock};
 use crate::types::{AggregateRef, HoldId, Key, ReservationScope};
 
 /// How many shards a [`MemoryStore`] has: operations on keys of different shards run in parallel.
+/// [`MemoryStore`]'s documentation states it (1024), as part of its bound on rows.
 ///
 /// Many more than cores, so that threads working on different keys seldom touch the same
 /// shard's lock and table, and so seldom pull each other's cache lines: two threads on disjoint
 /// keys scaled 1.0–1.7× one thread with 64 shards, 1.6–1.9× with 1024 (`BENCHMARKS.md`).
 /// Shards are allocated in groups of 8 (512 bytes) when a key of the group is first used, so
 /// an empty store takes about 2 KiB and is cheap to create.
-pub const SHARDS: usize = 1024;
+const SHARDS: usize = 1024;
 
 /// Shards per lazily allocated group.
 const GROUP: usize = 8;
@@ -28,8 +29,12 @@ const GROUP: usize = 8;
 type Group = Box<[Padded; GROUP]>;
 
 /// A shard is swept of expired pending reservations when an insertion takes it past
-/// `max(SWEEP_FLOOR, 2 × the rows left by its last sweep)` rows.
-pub const SWEEP_FLOOR: usize = 8;
+/// `max(SWEEP_FLOOR, 2 × the rows left by its last sweep)` rows. [`MemoryStore`]'s documentation
+/// states it (8), as part of its bound on rows.
+const SWEEP_FLOOR: usize = 8;
+
+// The bound on rows that `MemoryStore` documents names these two numbers.
+const _: () = assert!(SHARDS == 1024 && SWEEP_FLOOR == 8, "MemoryStore's documented bound on rows is out of date");
 
 type Step_<Out> = Step<AggregateRef, BTreeSet<HoldId>, Out>;
 
@@ -57,18 +62,18 @@ fn new_group() -> Group {
 // A shard's lock and table header fit in the one line.
 const _: () = assert!(size_of::<Padded>() == 64);
 
-/// The in-memory reference store: thread-safe, linearizable per (scope, key), and built on the
+/// A store in memory: thread-safe, linearizable per (scope, key), and built on the
 /// spec functions, which it calls under the lock of the key's shard after reading its clock.
 ///
-/// Keys are spread over [`SHARDS`] shards by hash, each behind its own mutex, so operations on
-/// keys of different shards proceed in parallel. Expired pending reservations are dropped when
-/// an operation touches them, and each shard is swept whenever an insertion takes it past
-/// `max(`[`SWEEP_FLOOR`]`, 2 × L)` rows, where `L` is the number of rows its last sweep kept
-/// (all of them live). So a shard never holds more than `max(SWEEP_FLOOR, 2 × P)` rows, where `P`
-/// is the most live reservations it ever held at once, and the store never more than
-/// `SHARDS × (SWEEP_FLOOR + 2 × P)` for `P` the store's peak of live reservations, however long a
-/// workload reserves keys and lets them expire. With keys spread evenly by the hash, the store
-/// stays near `SHARDS × SWEEP_FLOOR + 2 × P`.
+/// Keys are spread over 1024 shards by hash, each behind its own mutex, so operations on keys of
+/// different shards proceed in parallel. Expired pending reservations are dropped when an
+/// operation touches them, and each shard is swept whenever an insertion takes it past
+/// `max(8, 2 × L)` rows, where `L` is the number of rows its last sweep kept (all of them live).
+/// So a shard never holds more than `max(8, 2 × P)` rows, where `P` is the most live reservations
+/// it ever held at once, and the store never more than `1024 × (8 + 2 × P)` for `P` the store's
+/// peak of live reservations, however long a workload reserves keys and lets them expire. With
+/// keys spread evenly by the hash, the store stays near `1024 × 8 + 2 × P` (8,192 rows and twice
+/// the peak).
 pub struct MemoryStore<C = SystemClock> {
     clock: C,
     hasher: foldhash::fast::RandomState,

@@ -9,7 +9,6 @@
 use std::fmt;
 
 use crate::error::InvalidArgument;
-use crate::spec::{AbandonOutcome, ConfirmOutcome, ReleaseOutcome, ReserveOutcome};
 use crate::time::{ReleaseVersion, Ttl, Version};
 use crate::types::{AggregateRef, HoldId, Key, ReservationScope};
 
@@ -234,6 +233,54 @@ impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// What a reserve did.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum ReserveOutcome {
+    /// The key was free (or expired) and is now pending for this attempt (R1, R2).
+    Taken,
+    /// The owner's live pending reservation now has this hold too (R3, R4).
+    Joined,
+    /// The owner already holds the key confirmed; nothing changed (R6).
+    AlreadyConfirmed,
+    /// Another owner holds the key; nothing changed (R5, R7).
+    Conflict,
+}
+
+/// What a confirm did.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum ConfirmOutcome {
+    /// The key is now confirmed to the owner at the version (C1–C4, C6).
+    Confirmed,
+    /// The owner's confirmed version is already this one or later; nothing changed (C7).
+    AlreadyConfirmed,
+    /// Another owner holds the key; nothing changed (C5, C8).
+    Conflict,
+}
+
+/// What a release did.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum ReleaseOutcome {
+    /// The owner's reservation is gone; the key is free (L2, L4).
+    Released,
+    /// A later fact of the owner confirmed the key; it stays (L5).
+    Kept,
+    /// The owner did not hold the key; nothing changed (L1, L3, L6).
+    NotHeld,
+}
+
+/// What an abandon did.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum AbandonOutcome {
+    /// That was the last hold; the key is free (A2).
+    Abandoned,
+    /// The hold is gone, other holds keep the key reserved (A3).
+    StillReserved,
+    /// The owner's live pending reservation has no such hold, or it has none at all (A1, A4, A5).
+    NotHeld,
+    /// The owner holds the key confirmed; a confirmed key is never abandoned (A6).
+    AlreadyConfirmed,
 }
 
 /// An [`Outcome`] that the operation it was asked of cannot report (a `Released` answer to a

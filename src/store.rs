@@ -6,8 +6,10 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use crate::error::{StorageError, StoreResult};
-use crate::operation::{Operation, Outcome, Request, UnexpectedOutcome};
-use crate::spec::{AbandonOutcome, ConfirmOutcome, ReleaseOutcome, Reservation, ReserveOutcome};
+use crate::operation::{
+    AbandonOutcome, ConfirmOutcome, Operation, Outcome, ReleaseOutcome, Request, ReserveOutcome, UnexpectedOutcome,
+};
+use crate::spec::Reservation;
 use crate::time::{ReleaseVersion, Ttl, Version};
 use crate::types::{AggregateRef, HoldId, Key, ReservationScope};
 

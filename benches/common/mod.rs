@@ -18,8 +18,11 @@ use std::time::{Duration, Instant as WallInstant};
 use hashbrown::HashTable;
 use reservation_store::{
     AggregateRef, Clock, HoldId, Instant, Key, ManualClock, MemoryStore, ReleaseVersion, ReservationScope,
-    ReservationStore, SHARDS, Ttl, Version, block_on,
+    ReservationStore, Ttl, Version, block_on,
 };
+
+/// The baseline's shards: as many as `MemoryStore` has (its documentation says 1024).
+const SHARDS: usize = 1024;
 
 /// Keys each thread cycles through, so that a thread's keys spread over the shards.
 pub const KEYS_PER_THREAD: usize = 256;

@@ -1,5 +1,5 @@
 //! Prints the driver's throughput: the differential check through the pipe, against
-//! `reservation serve` (the reference `MemoryStore` behind the protocol), beside the same check
+//! `reservation serve` (`MemoryStore` behind the protocol), beside the same check
 //! run in-process against `MemoryStore` (the baseline of the same run), and against the Python
 //! store when python3 is installed:
 //! `cargo bench -p reservation-cli --bench driver`.

@@ -20,7 +20,7 @@ use reservation_model::cli::{BAD_ARGUMENTS, parse};
 use reservation_postgres::{PostgresHarness, PostgresOptions};
 use reservation_redis::{RedisHarness, RedisOptions};
 use reservation_sqlite::SqliteHarness;
-use reservation_store::{Key, ManualClock, ReservationScope, StoreResult, StoredReservation};
+use reservation_store::{Key, ManualClock, ReservationScope, StoreResult, StoredReservation, error_chain};
 
 /// The exit codes, under the program's help.
 const EXIT_CODES: &str = "Exit codes: 0 when everything holds, 1 when a property or a check fails, 2 when a model run \
@@ -57,7 +57,7 @@ enum Command {
     #[command(after_help = CONFORM_AFTER_HELP)]
     Conform(ConformArgs),
     /// Serve MemoryStore behind the driver's JSON-lines protocol (PROTOCOL.md), on standard input
-    /// and output: the reference adapter
+    /// and output: an adapter whose store decides through the spec functions
     Serve,
     /// Write the test vectors into a directory, or check that one holds exactly them
     ///
@@ -160,7 +160,7 @@ struct VectorsArgs {
 /// Which built-in stores `conform` runs the suite against.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Stores {
-    /// MemoryStore, the in-memory reference
+    /// MemoryStore, in memory
     Memory,
     /// SqliteStore, on a scratch database file
     Sqlite,
@@ -379,7 +379,7 @@ fn conform(stores: Stores, suite: &Suite) -> bool {
                 section(suite, "SqliteStore", "sqlite", &harness, all)
             }
             Err(e) => {
-                println!("SqliteStore: cannot open a scratch database: {e}");
+                println!("SqliteStore: cannot open a scratch database: {}", error_chain(&e));
                 false
             }
         };
@@ -403,7 +403,7 @@ fn conform_service<H: Harness>(
         Err(e) => {
             let required = named || reservation_conformance::services::services_required();
             let verdict = if required { "DOES NOT CONFORM" } else { "skipped" };
-            println!("{name}: {verdict}: no server at {url}: {e}\n");
+            println!("{name}: {verdict}: no server at {url}: {}\n", error_chain(&e));
             !required
         }
     }
@@ -416,7 +416,7 @@ fn conform_command(command: &str, json: bool, timeout: Option<Duration>, suite: 
         Ok(h) => h,
         Err(e) => {
             // The driver's error says that the adapter did not start, and why.
-            eprintln!("{e}");
+            eprintln!("{}", error_chain(&e));
             return ExitCode::from(1);
         }
     };
@@ -504,7 +504,7 @@ fn main() -> ExitCode {
             match reservation_conformance::driver::serve(std::io::stdin().lock(), std::io::stdout().lock()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("serve: {e}");
+                    eprintln!("serve: {}", error_chain(&e));
                     ExitCode::from(1)
                 }
             }

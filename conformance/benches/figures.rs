@@ -37,7 +37,7 @@ fn main() {
         stats.ops,
         stats.elapsed,
         stats.ops_per_second(),
-        stats.reached.iter().filter(|r| reservation_store::Rule::TRANSITIONS.contains(r)).count(),
+        stats.reached.iter().filter(|r| reservation_store::rules::Rule::TRANSITIONS.contains(r)).count(),
     );
 
     // The oracle alone, on scripts generated beforehand.

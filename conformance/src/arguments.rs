@@ -14,10 +14,11 @@
 //! A harness that speaks only the typed API runs the requests that parse into typed values:
 //! the owners a scope does not admit, and the fields at their maximum.
 
+use reservation_store::rules::Rule;
 use reservation_store::{
     AggregateId, AggregateRef, AggregateType, HoldId, Instant, Key, MAX_HOLD_ID_LEN, MAX_KEY_LEN, MAX_NAME_LEN,
     ManualClock, Namespace, Operation, OperationKind, Outcome, ReleaseVersion, Request, ReservationScope,
-    ReservationStore, Rule, StoreError, StoredReservation, Tenant, Ttl, Version, spec,
+    ReservationStore, StoreError, StoredReservation, Tenant, Ttl, Version, spec,
 };
 use serde_json::{Value, json};
 
@@ -182,7 +183,7 @@ fn protocol(answer: &Answer) -> Result<(), Failure> {
 fn from_storage(e: &reservation_store::StorageError) -> Answer {
     match crate::driver::ProtocolError::of(e) {
         Some(p) => Answer::Protocol(p.to_string()),
-        None => Answer::Failed(e.to_string()),
+        None => Answer::Failed(reservation_store::error_chain(e)),
     }
 }
 
@@ -360,7 +361,7 @@ pub(crate) fn check<H: Harness>(h: &H) -> Result<(), Failure> {
         let found = match guarded(|| Ok(h.lookups(&store, &keys))) {
             Ok(found) => found,
             Err(e) => {
-                let why = e.to_string();
+                let why = reservation_store::error_chain(&e);
                 keys.iter().map(|_| Err(reservation_store::StorageError::new(why.clone()).into())).collect()
             }
         };

@@ -5,9 +5,10 @@
 //! key the check touched is looked up and compared too. The script's steps are also checked to
 //! reach the rule the check is named after, so that a check cannot silently test something else.
 
+use reservation_store::rules::Rule;
 use reservation_store::{
     AggregateRef, HoldId, Instant, InvalidArgument, Key, MAX_HOLD_ID_LEN, MAX_KEY_LEN, MAX_NAME_LEN, Namespace,
-    ReleaseVersion, ReservationScope, Rule, Tenant, Ttl, Version,
+    ReleaseVersion, ReservationScope, Tenant, Ttl, Version,
 };
 
 use crate::failure::Failure;
@@ -1097,7 +1098,7 @@ pub fn d10<H: Harness>(h: &H) -> Result<(), Failure> {
         if let Some(p) = crate::driver::ProtocolError::in_result_error(&e) {
             let _ = protocol.set(p.to_string());
         }
-        e.to_string()
+        reservation_store::error_chain(&e)
     };
     let fail = |problem: String| match protocol.get() {
         Some(p) => Err(Failure::protocol(CHECK, p.clone())),

@@ -10,7 +10,7 @@ use proptest::strategy::Strategy;
 use proptest::test_runner::{
     Config, FailurePersistence, FileFailurePersistence, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner,
 };
-use reservation_store::RuleSet;
+use reservation_store::rules::RuleSet;
 
 use crate::failure::Failure;
 use crate::harness::Harness;

@@ -5,8 +5,8 @@
 //! every named check, the differential test and the linearizability check run unchanged: each
 //! store the suite asks for is a store id in the adapter, each operation one request that carries
 //! the suite's clock, and requests from several threads are in flight at once (the adapter may
-//! answer them in any order). [`serve()`] is the other side for the reference `MemoryStore`
-//! (`reservation serve`), so that the driver is tested against the reference itself.
+//! answer them in any order). [`serve()`] is the other side for `MemoryStore`
+//! (`reservation serve`), so that the driver is tested against a store that decides through `spec`.
 //!
 //! An adapter that hangs, dies, writes a line that is not JSON, answers an id nobody asked or
 //! writes an answer whose fields are not exactly those the protocol's schema gives it is a

@@ -8,9 +8,11 @@
 
 use std::collections::BTreeSet;
 
+use reservation_store::rules::Rule;
+use reservation_store::spec::Reservation;
 use reservation_store::{
-    AggregateRef, AggregateType, HoldId, Instant, Key, Operation, OperationKind, Outcome, ReleaseVersion, Reservation,
-    ReservationScope, Rule, StoredReservation, Tenant, Ttl, Version, spec,
+    AggregateRef, AggregateType, HoldId, Instant, Key, Operation, OperationKind, Outcome, ReleaseVersion,
+    ReservationScope, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
 use crate::failure::Failure;
@@ -85,7 +87,7 @@ pub enum Answer {
 
 /// The examples of SPEC.md as this build compiled it in.
 pub fn from_spec() -> Result<Vec<Example>, String> {
-    parse(reservation_store::spec::SPEC_MD)
+    parse(reservation_store::rules::SPEC_MD)
 }
 
 /// The examples of a document written as SPEC.md is.

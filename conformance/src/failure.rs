@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use reservation_store::Rule;
+use reservation_store::rules::Rule;
 
 /// A failed check: the rule it found broken, what went wrong, and every operation it ran with the
 /// outcome the specification expects and the one the store gave. Its [`Details`] are reached

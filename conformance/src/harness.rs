@@ -395,7 +395,7 @@ impl Settings {
     }
 }
 
-/// The in-memory reference store on the suite's clock: the harness of the suite's own tests, and
+/// `MemoryStore` on the suite's clock: the harness of the suite's own tests, and
 /// a template for implementers.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MemoryHarness;

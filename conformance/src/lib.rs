@@ -171,7 +171,7 @@
 //!   behind the driver broke the protocol).
 //! - Requests the typed API cannot make, for a harness whose store speaks the protocol:
 //!   [`RawRequest`] and [`RawAnswer`] ([`Harness::send_raw`]).
-//! - The reference store's harness, for comparisons and the suite's own tests: [`MemoryHarness`].
+//! - `MemoryStore`'s harness, for comparisons and the suite's own tests: [`MemoryHarness`].
 //! - A store in another language (the `reservation` program): [`driver::CommandHarness`] runs an
 //!   adapter program, [`driver::serve`] puts `MemoryStore` behind the protocol;
 //!   [`driver::SCHEMA`], [`driver::PROTOCOL`] and [`driver::MAX_LINE`] are the protocol's; the

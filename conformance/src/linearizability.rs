@@ -24,9 +24,10 @@ use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
+use reservation_store::rules::Rule;
 use reservation_store::{
     AggregateRef, Clock, HoldId, Instant, Key, ManualClock, Operation, Outcome, ReleaseVersion, ReservationScope,
-    ReservationStore, Rule, StoredReservation, Tenant, Ttl, Version, spec,
+    ReservationStore, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
 use crate::driver::ProtocolError;
@@ -248,7 +249,9 @@ async fn invoke<S: ReservationStore>(store: &S, names: &Names, key: usize, op: C
     let err = |e: reservation_store::StoreError| match e {
         reservation_store::StoreError::Storage(s) => match ProtocolError::of(&s) {
             Some(p) => Return::Protocol(p.to_string()),
-            None => Return::Storage { message: s.to_string(), indeterminate: s.is_indeterminate() },
+            None => {
+                Return::Storage { message: reservation_store::error_chain(&s), indeterminate: s.is_indeterminate() }
+            }
         },
         other => Return::Error(show_error(&other)),
     };

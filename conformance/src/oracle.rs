@@ -7,9 +7,10 @@
 
 use std::fmt::Write as _;
 
+use reservation_store::rules::{Rule, RuleSet};
 use reservation_store::{
     AggregateRef, HoldId, InvalidArgument, Key, MAX_NAME_LEN, Namespace, Operation, ReleaseVersion, ReservationScope,
-    Rule, RuleSet, Tenant, Ttl, Version,
+    Tenant, Ttl, Version,
 };
 
 use crate::failure::Failure;

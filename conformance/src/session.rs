@@ -11,10 +11,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::{self, Debug};
 use std::hash::BuildHasher;
 
+use reservation_store::rules::{Rule, RuleSet};
+use reservation_store::spec::{Reservation, Step};
 use reservation_store::{
     AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Monotonic, Operation, OperationKind, Outcome,
-    ReleaseVersion, Request, Reservation, ReservationScope, ReservationStore, Rule, RuleSet, Step, StorageError,
-    StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, spec,
+    ReleaseVersion, Request, ReservationScope, ReservationStore, StorageError, StoreError, StoreResult,
+    StoredReservation, Tenant, Ttl, Version, error_chain, spec,
 };
 
 use crate::driver::ProtocolError;
@@ -351,7 +353,7 @@ impl<'h, H: Harness> Session<'h, H> {
                 return Err(self.protocol_fail(&format!("step {n} ({method})"), p));
             }
             let problem = match &actual {
-                Err(StoreError::Storage(e)) => format!("step {n} ({method}) failed in storage: {e}"),
+                Err(StoreError::Storage(e)) => format!("step {n} ({method}) failed in storage: {}", error_chain(e)),
                 _ => {
                     format!("step {n} ({method}) returned {act_text}; the specification says {exp_text} (rule {rule})")
                 }
@@ -671,7 +673,7 @@ pub(crate) fn show_state(r: Option<&StoredReservation>) -> String {
 pub(crate) fn show_error(e: &StoreError) -> String {
     match e {
         StoreError::Invalid(i) => format!("Invalid({i:?})"),
-        StoreError::Storage(s) => format!("StorageError({s})"),
+        StoreError::Storage(s) => format!("StorageError({})", error_chain(s)),
     }
 }
 

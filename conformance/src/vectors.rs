@@ -3,10 +3,10 @@
 //! driver, as the JSON-Schema-Test-Suite and the WebAssembly spec tests are used.
 //!
 //! [`generate`] runs every deterministic check (each rule's check, D1–D11 but D10, S1, the
-//! worked examples of SPEC.md) against the reference `MemoryStore` and records each request the
+//! worked examples of SPEC.md) against `MemoryStore` and records each request the
 //! check made, in the driver protocol's form (`PROTOCOL.md`), with its expected answer. The
 //! expected answer is what the spec functions say (`spec::apply` for an operation, with the rule
-//! that decided it; `spec::lookup` for a lookup); generation fails if the reference store answered
+//! that decided it; `spec::lookup` for a lookup); generation fails if `MemoryStore` answered
 //! anything else, or if a check failed. The file `arguments` adds requests that the typed API
 //! cannot even make (an empty key, a 513-byte key, a negative TTL, …), answered by the driver's parsing, and
 //! the sweep of invalid arguments (`d6_every_invalid_argument_in_every_state_changes_nothing`)
@@ -104,7 +104,7 @@ impl Harness for Recorder {
     }
 }
 
-/// A recording store: the reference store, and the spec's state of each key beside it.
+/// A recording store: `MemoryStore`, and the spec's state of each key beside it.
 struct Recorded {
     inner: MemoryStore<ManualClock>,
     clock: ManualClock,
@@ -120,7 +120,7 @@ impl Recorded {
         let Some(case) = cases.get_mut(self.case) else { return };
         if actual != expect {
             problems.push(format!(
-                "{}: the reference store answered {actual} to {request}, the spec functions {expect}",
+                "{}: MemoryStore answered {actual} to {request}, the spec functions {expect}",
                 case.check
             ));
         }
@@ -189,8 +189,8 @@ impl ReservationStore for Recorded {
 
 /// Every vector file, by name, as JSON: the deterministic checks' steps, and the requests that
 /// the typed API cannot make (the file `arguments`).
-/// `Err` says which check failed against the reference store or where the reference store and
-/// the spec functions disagreed.
+/// `Err` says which check failed against `MemoryStore` or where `MemoryStore` and the spec
+/// functions disagreed.
 pub fn generate() -> Result<BTreeMap<&'static str, Value>, String> {
     let names = Mutex::new(Vec::new());
     run_matching(&MemoryHarness, |name| {
@@ -209,7 +209,7 @@ pub fn generate() -> Result<BTreeMap<&'static str, Value>, String> {
         crate::harness::fixed_namespaces(false);
         for (_, result, _) in &report.checks {
             if let CheckResult::Failed(f) = result {
-                return Err(format!("{name} failed against the reference store:\n{f}"));
+                return Err(format!("{name} failed against MemoryStore:\n{f}"));
             }
         }
     }
@@ -237,7 +237,7 @@ pub fn generate() -> Result<BTreeMap<&'static str, Value>, String> {
     for (name, covers) in FILES {
         let cases = files.remove(name).ok_or_else(|| format!("no case for the file {name}"))?;
         let file = json!({"file": name, "covers": covers, "protocol": crate::driver::PROTOCOL, "cases": cases});
-        // What was recorded replays, as written, against the reference.
+        // What was recorded replays, as written, against MemoryStore.
         replay(&MemoryHarness, &file).map_err(|e| format!("{name}.json does not replay against MemoryStore: {e}"))?;
         out.insert(name, file);
     }

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use reservation_store::Rule;
+use reservation_store::rules::Rule;
 use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
 
 use crate::config::ModelConfig;

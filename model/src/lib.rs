@@ -3,7 +3,7 @@
 //! facts, a store clock with a horizon and node clocks within a skew of it.
 //!
 //! The store's transitions are the functions of `reservation_store::spec`, called on small types
-//! (owners as `u8`, holds as [`reservation_store::BitHolds`]); the model only decides which
+//! (owners as `u8`, holds as [`reservation_store::spec::BitHolds`]); the model only decides which
 //! operations the protocol enables, under the assumptions of [`Assumption`], and checks the
 //! end-to-end guarantee and the store's safety properties ([`ALWAYS`]).
 //!
@@ -37,7 +37,7 @@ pub use model::{
 pub use state::{Attempt, MAX_FACTS, Owner, Phase, Slot, State};
 pub use trace::{action_text, store_text, trace_text};
 
-use reservation_store::RuleSet;
+use reservation_store::rules::RuleSet;
 use stateright::Model;
 
 /// What a [`walk`] did.

@@ -7,10 +7,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use reservation_store::spec::{self, Rule, Step};
-use reservation_store::{
-    HoldBit, HoldSet, Instant, Operation, Outcome, ReleaseVersion, Reservation, RuleSet, Ttl, Version,
-};
+use reservation_store::rules::{Rule, RuleSet};
+use reservation_store::spec::{self, HoldBit, HoldSet, Reservation, Step};
+use reservation_store::{Instant, Operation, Outcome, ReleaseVersion, Ttl, Version};
 use stateright::{Model, Property, Representative};
 
 use crate::config::{Assumption, Fault, MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS, ModelConfig};

@@ -2,7 +2,8 @@
 //! store clock, and the step properties the last step broke. Every field is a small integer in a fixed-size array,
 //! so a state is cheap to copy and to hash.
 
-use reservation_store::{BitHolds, HoldBit, HoldSet, Instant, Reservation, Version};
+use reservation_store::spec::{BitHolds, HoldBit, HoldSet, Reservation};
+use reservation_store::{Instant, Version};
 
 use crate::config::{MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS};
 

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use reservation_store::{Rule, RuleSet};
+use reservation_store::rules::{Rule, RuleSet};
 
 use crate::config::ModelConfig;
 use crate::model::{Coverage, Scenario};

@@ -9,7 +9,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use reservation_store::spec::{self, Step};
+use reservation_store::spec::{self, Reservation, Step};
 use reservation_store::*;
 use tokio::sync::Mutex;
 

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Barrier;
 use std::thread;
 
+use reservation_store::spec::Reservation;
 use reservation_store::*;
 
 const THREADS: usize = 8;

@@ -2,5 +2,6 @@
 
 mod async_store;
 mod concurrency;
+mod errors;
 mod memory_store;
 mod spec_rules;

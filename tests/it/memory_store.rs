@@ -6,7 +6,14 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use reservation_store::spec::{Pending, Reservation};
 use reservation_store::*;
+
+/// The shards of a `MemoryStore`, as its documentation states them.
+const SHARDS: usize = 1024;
+/// The rows a shard holds before its first sweep, as `MemoryStore`'s documentation states them
+/// (a shard is swept when an insertion takes it past `max(8, 2 × L)` rows).
+const SWEEP_FLOOR: usize = 8;
 
 /// The store's clock when a test starts, in milliseconds.
 const START: u64 = 1_000;

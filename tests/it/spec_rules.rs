@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::time::Duration;
 
-use reservation_store::spec;
+use reservation_store::rules::{Rule, RuleSet};
+use reservation_store::spec::{self, BitHolds, Confirmed, HoldBit, HoldSet, Pending, Reservation, Step};
 use reservation_store::*;
 
 /// One instantiation of the spec functions: an owner type and a hold set.

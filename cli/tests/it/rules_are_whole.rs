@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 use reservation_conformance::{MemoryHarness, run_matching};
 use reservation_model::ModelConfig;
 use reservation_model::check::{CheckOptions, check};
-use reservation_store::Rule;
+use reservation_store::rules::Rule;
 
 /// The specification, as the core compiles it in.
 const SPEC_MD: &str = include_str!("../../../SPEC.md");

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use reservation_store::{
     Clock, Instant, Key, ManualClock, Outcome, Request, ReservationScope, ReservationStore, StorageError, StoreError,
-    StoreResult, StoredReservation,
+    StoreResult, StoredReservation, error_chain,
 };
 use serde_json::Value;
 
@@ -112,7 +112,7 @@ impl std::error::Error for ShapeError {}
 fn not_opened(error: &StorageError) -> StorageError {
     match ProtocolError::of(error) {
         Some(p) => ProtocolError::error(format!("the adapter did not open the store: {p}")),
-        None => StorageError::new(format!("the adapter did not open the store: {error}")),
+        None => StorageError::new(format!("the adapter did not open the store: {}", error_chain(error))),
     }
 }
 

@@ -1,5 +1,5 @@
-//! [`serve`]: the reference `MemoryStore` behind the protocol, the other side of the driver
-//! (`reservation serve`), so that the driver is tested against the reference itself; and
+//! [`serve`]: `MemoryStore` behind the protocol, the other side of the driver
+//! (`reservation serve`), so that the driver is tested against a store that decides through `spec`; and
 //! [`run_request`], one request run on any harness's store, which the vectors replay with.
 
 use std::collections::{HashMap, VecDeque};
@@ -28,7 +28,7 @@ struct Served {
 }
 
 /// Answers the protocol's requests, one line each, from `input` on `output`, with a
-/// `MemoryStore` per store id (from its `open` to its `close`): the reference behind the driver
+/// `MemoryStore` per store id (from its `open` to its `close`): the store behind the driver's own tests
 /// (`reservation serve`). Returns when `input` ends. A request it cannot read is answered with an
 /// error naming the problem (`Unrepresentable` for a value the typed API cannot hold: a line that
 /// is not UTF-8 or not JSON, a number beyond what JSON numbers are read as, a line longer than

@@ -5,10 +5,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use reservation_conformance::{Capabilities, CheckResult, Harness, Report, Settings, run_all, run_matching};
+use reservation_store::rules::Rule;
+use reservation_store::spec::{Reservation, Step};
 use reservation_store::{
     AggregateRef, AggregateType, Clock, HoldId, Instant, InvalidArgument, Key, ManualClock, Monotonic, Operation,
-    OperationKind, Outcome, ReleaseVersion, Request, Reservation, ReservationScope, ReservationStore, ReserveOutcome,
-    Rule, Step, StorageError, StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, spec,
+    OperationKind, Outcome, ReleaseVersion, Request, ReservationScope, ReservationStore, ReserveOutcome, StorageError,
+    StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
 /// One bug each.

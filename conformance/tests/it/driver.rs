@@ -230,7 +230,8 @@ fn python_bug_clock_before_lock_is_caught_by_d10() {
     use reservation_conformance::checks::d10;
     let Some(h) = python("clock-before-lock") else { return };
     let runs = 20;
-    let caught = (0..runs).filter(|_| d10(&h).is_err_and(|f| f.rule == Some(reservation_store::Rule::D10))).count();
+    let caught =
+        (0..runs).filter(|_| d10(&h).is_err_and(|f| f.rule == Some(reservation_store::rules::Rule::D10))).count();
     eprintln!("clock-before-lock caught by d10 in {caught} of {runs} runs");
     assert_eq!(caught, runs, "d10 missed the clock read before the lock");
     let failure = d10(&h).expect_err("caught").to_string();
@@ -249,7 +250,7 @@ fn python_bug_clock_before_lock_is_caught_by_d10() {
 fn python_bug_expiry_boundary_is_named_d1_by_d10() {
     let Some(h) = python("expiry-boundary") else { return };
     let failure = reservation_conformance::checks::d10(&h).expect_err("an expiry boundary bug passed d10");
-    assert_eq!(failure.rule, Some(reservation_store::Rule::D1), "{failure}");
+    assert_eq!(failure.rule, Some(reservation_store::rules::Rule::D1), "{failure}");
     assert!(failure.to_string().contains("rule D1 broken"), "{failure}");
 }
 

@@ -6,7 +6,8 @@ use reservation_conformance::START;
 use reservation_conformance::linearizability::{
     ATOMICITY, Call, Event, Faults, Names, Return, check_history, check_history_with,
 };
-use reservation_store::{Instant, Operation, Outcome, ReleaseVersion, Reservation, Ttl, Version};
+use reservation_store::spec::Reservation;
+use reservation_store::{Instant, Operation, Outcome, ReleaseVersion, Ttl, Version};
 
 fn event(thread: usize, called: u64, returned: u64, call: Call, ret: Return) -> Event {
     Event { thread, round: 0, clock_at_call: START, clock_at_return: START, key: 0, call, ret, called, returned }
@@ -78,7 +79,7 @@ fn the_report_shows_the_shortest_failing_prefix() {
     let message = failure.to_string();
     assert!(message.contains("first 3 operations"), "{message}");
     assert!(!message.contains("confirm(k0"), "the prefix stops at the failing call:\n{message}");
-    assert_eq!(failure.rule, Some(reservation_store::Rule::R5), "{message}");
+    assert_eq!(failure.rule, Some(reservation_store::rules::Rule::R5), "{message}");
 }
 
 /// Names without owners (or holds) are a failure that says so, not a panic.

@@ -1,4 +1,4 @@
-//! The whole suite against the in-memory reference store, through the macro.
+//! The whole suite against `MemoryStore`, through the macro.
 
 use reservation_conformance::MemoryHarness;
 

@@ -3,7 +3,7 @@
 use reservation_conformance::MemoryHarness;
 use reservation_conformance::ops::{ClockMove, Op, ReleasePick, VersionPick};
 use reservation_conformance::oracle::{self, RawInput, RawOp, RawPrior};
-use reservation_store::Rule;
+use reservation_store::rules::Rule;
 
 #[test]
 fn a_script_reaches_the_rules_it_walks_through() {

@@ -1,5 +1,5 @@
 //! The test vectors: in sync with the checks, covering every transition rule and every error
-//! name, replayed against the reference, and catching planted bugs both here and in the Python
+//! name, replayed against `MemoryStore`, and catching planted bugs both here and in the Python
 //! store's own test framework.
 
 use std::collections::BTreeSet;
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use reservation_conformance::MemoryHarness;
 use reservation_conformance::services::service;
 use reservation_conformance::vectors::{self, FILES};
-use reservation_store::Rule;
+use reservation_store::rules::Rule;
 use serde_json::Value;
 
 fn dir() -> PathBuf {
@@ -54,7 +54,7 @@ fn vectors_check_reports_a_stale_or_missing_file() {
 }
 
 #[test]
-fn committed_vectors_replay_against_the_reference() {
+fn committed_vectors_replay_against_memory_store() {
     for (name, file) in committed() {
         let n = vectors::replay(&MemoryHarness, &file).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(n >= 30, "{name}: only {n} steps");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reservation_model::check::{CheckOptions, CheckReport, Strategy, check};
 use reservation_model::*;
-use reservation_store::Rule;
+use reservation_store::rules::Rule;
 
 fn dfs() -> CheckOptions {
     CheckOptions::default()

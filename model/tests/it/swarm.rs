@@ -3,7 +3,7 @@
 
 use reservation_model::swarm::{SwarmOptions, choices, swarm};
 use reservation_model::{Assumption, ModelConfig, walk};
-use reservation_store::Rule;
+use reservation_store::rules::Rule;
 
 fn seeds(range: std::ops::Range<u64>, stop: bool) -> SwarmOptions {
     SwarmOptions { seeds: range, stop_at_failure: stop, ..SwarmOptions::default() }

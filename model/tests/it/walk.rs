@@ -15,7 +15,7 @@ fn lcg_choices(seed: u64, n: usize) -> Vec<u8> {
 #[test]
 fn walks_of_the_default_and_fuzz_configurations_break_no_property() {
     for config in [ModelConfig::default(), ModelConfig::fuzz()] {
-        let mut rules = reservation_store::RuleSet::EMPTY;
+        let mut rules = reservation_store::rules::RuleSet::EMPTY;
         for seed in 0..300 {
             let report = walk(&config, &lcg_choices(seed, 200)).unwrap_or_else(|v| panic!("{v}"));
             assert!(report.steps > 0);

@@ -143,7 +143,9 @@ impl Harness for PostgresHarness {
         drop(store);
         let reopened =
             self.runtime.block_on(PostgresStore::connect(&self.url, Time::Local(clock), self.options.clone()));
-        Some(reopened.unwrap_or_else(|e| panic!("reopening the PostgreSQL store failed: {e}")))
+        Some(reopened.unwrap_or_else(|e| {
+            panic!("reopening the PostgreSQL store failed: {}", reservation_store::error_chain(&e))
+        }))
     }
 
     fn settings(&self) -> Settings {

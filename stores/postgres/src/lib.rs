@@ -311,12 +311,10 @@ impl Fail {
         let indeterminate = self.is_indeterminate();
         let what = format!("PostgreSQL: {}", self.what);
         match self.cause {
-            // A server's error says what it is in its fields, not in its `Display` ("db error").
+            // A server's error shows its severity and message through its source (the chain reads
+            // `db error: ERROR: …`), but not its code: the message adds that alone.
             Cause::Pg(e) => match e.as_db_error() {
-                Some(db) => {
-                    let message = format!("{what}: {} {}: {}", db.severity(), db.code().code(), db.message());
-                    StorageError::with_source(message, e)
-                }
+                Some(db) => StorageError::with_source(format!("{what}: SQLSTATE {}", db.code().code()), e),
                 None => StorageError::with_source(what, e),
             },
             Cause::Corrupt(message) => StorageError::new(format!("{what}: {message}")),
@@ -481,15 +479,7 @@ impl<C: Clock> PostgresStore<C> {
 
     async fn client(&self) -> Result<Object, StorageError> {
         // deadpool reports a timeout, a closed pool or a failed connect, all before any statement.
-        self.pool.get().await.map_err(|e| {
-            let mut message = format!("PostgreSQL: no connection: {e}");
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                message.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            StorageError::new(message)
-        })
+        self.pool.get().await.map_err(|e| StorageError::with_source("PostgreSQL: no connection", e))
     }
 
     /// Runs `request` as one transaction, retrying a serialization failure or a deadlock.

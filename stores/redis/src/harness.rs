@@ -238,9 +238,13 @@ impl Harness for RedisHarness {
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
         let server = self.server.as_ref()?;
         drop(store);
-        server.restart().unwrap_or_else(|e| panic!("restarting the Redis server failed: {e}"));
+        server
+            .restart()
+            .unwrap_or_else(|e| panic!("restarting the Redis server failed: {}", reservation_store::error_chain(&e)));
         let reopened = self.runtime.block_on(RedisStore::connect(&self.url, Time::Local(clock), self.options.clone()));
-        Some(reopened.unwrap_or_else(|e| panic!("reconnecting to the restarted Redis server failed: {e}")))
+        Some(reopened.unwrap_or_else(|e| {
+            panic!("reconnecting to the restarted Redis server failed: {}", reservation_store::error_chain(&e))
+        }))
     }
 
     fn settings(&self) -> Settings {

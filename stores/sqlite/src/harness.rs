@@ -86,7 +86,7 @@ impl Harness for SqliteHarness {
 
     fn store(&self, clock: ManualClock) -> Self::Store {
         SqliteStore::open_with(&self.path, clock, self.options.clone())
-            .unwrap_or_else(|e| panic!("opening {}: {e}", self.path.display()))
+            .unwrap_or_else(|e| panic!("opening {}: {}", self.path.display(), reservation_store::error_chain(&e)))
     }
 
     fn capabilities(&self) -> Capabilities {

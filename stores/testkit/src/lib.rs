@@ -15,7 +15,7 @@ use reservation_conformance::{START, unique_namespace};
 use reservation_store::spec::{self, Reservation};
 use reservation_store::{
     AggregateRef, Clock, HoldId, Instant, Key, ManualClock, Operation, ReleaseVersion, Request, ReservationScope,
-    ReservationStore, ReserveOutcome, StoreError, StoredReservation, SystemClock, Ttl, Version,
+    ReservationStore, ReserveOutcome, StoreError, StoredReservation, SystemClock, Ttl, Version, error_chain,
 };
 use tokio::runtime::Runtime;
 
@@ -316,7 +316,7 @@ pub fn silent_first_reserve<S: ReservationStore>(
         Err(error) => error,
     };
     assert!(proxy.is_paused(), "the proxy never saw {:?}", String::from_utf8_lossy(pattern));
-    assert_eq!(connections(through), 0, "{label}: the connection that went silent was kept: {error}");
+    assert_eq!(connections(through), 0, "{label}: the connection that went silent was kept: {}", error_chain(&error));
     let (exists, _) = within_hang(runtime, "a lookup not via the proxy", direct.lookup(&scope, &key));
     let exists = exists.expect("looked up directly").is_some();
     proxy.resume();
@@ -324,7 +324,7 @@ pub fn silent_first_reserve<S: ReservationStore>(
     let (outcome, _) =
         within_hang(runtime, "a reserve once resumed", through.reserve(&scope, &after, &alice, &hold, ttl));
     assert_eq!(outcome.expect("the store works again once the proxy resumed"), ReserveOutcome::Taken);
-    eprintln!("{label}: a reserve through a silent connection failed after {waited:.2?}: {error}");
+    eprintln!("{label}: a reserve through a silent connection failed after {waited:.2?}: {}", error_chain(&error));
     Silent { error, waited, exists }
 }
 
@@ -361,14 +361,14 @@ pub fn silent_checkout<S: ReservationStore>(
     proxy.resume();
     let (after, _) = within_hang(runtime, "a reserve once resumed", reserve("after"));
     assert_eq!(after.expect("the store works again once the proxy resumed"), ReserveOutcome::Taken);
-    eprintln!("{label}: the reserve waiting for a connection failed: {second}");
+    eprintln!("{label}: the reserve waiting for a connection failed: {}", error_chain(&second));
     (second, first)
 }
 
 /// Pauses `proxy`, runs `connect` (a store's connect via the proxy), which must fail, and not
 /// hang; then resumes the proxy and runs `connect` again, which must succeed. Returns the first
 /// error and how long it took.
-pub fn silent_connect<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+pub fn silent_connect<T, E: std::error::Error, F: Future<Output = Result<T, E>>>(
     runtime: &Runtime,
     proxy: &CuttingProxy,
     label: &str,
@@ -380,9 +380,9 @@ pub fn silent_connect<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>
     proxy.resume();
     let (again, _) = within_hang(runtime, "a connect once resumed", connect());
     if let Err(e) = again {
-        panic!("{label}: no connection once the proxy resumed: {e}");
+        panic!("{label}: no connection once the proxy resumed: {}", error_chain(&e));
     }
-    eprintln!("{label}: a connect through a silent proxy failed after {waited:.2?}: {error}");
+    eprintln!("{label}: a connect through a silent proxy failed after {waited:.2?}: {}", error_chain(&error));
     (error, waited)
 }
 

@@ -4,6 +4,7 @@
 
 use reservation_conformance::{START, unique_namespace};
 use reservation_postgres::Time;
+use reservation_store::error_chain;
 use reservation_store::{AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, Ttl};
 
 use crate::{admin, harness};
@@ -36,9 +37,9 @@ fn a_row_it_would_not_have_written_is_a_storage_error_that_names_it() {
         let looked = h.runtime().block_on(store.lookup(&scope, &key)).expect_err(what);
         let reserved = h.runtime().block_on(store.reserve(&scope, &key, &owner, &hold, ttl)).expect_err(what);
         for error in [looked, reserved] {
-            assert!(error.to_string().contains(expected), "{what}: {error}");
-            assert!(error.to_string().contains("decode the row"), "{what}: {error}");
-            assert!(!error.is_indeterminate(), "{what}: {error}");
+            assert!(error_chain(&error).contains(expected), "{what}: {}", error_chain(&error));
+            assert!(error_chain(&error).contains("decode the row"), "{what}: {}", error_chain(&error));
+            assert!(!error.is_indeterminate(), "{what}: {}", error_chain(&error));
         }
         assert_eq!(row("state = state"), written, "{what}: the row was written over");
         row("holds = ARRAY['\\x68'::bytea], owner_id = '\\x616c696365'::bytea");

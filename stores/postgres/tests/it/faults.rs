@@ -8,6 +8,7 @@ use std::time::Duration;
 use reservation_conformance::linearizability;
 use reservation_conformance::{START, unique_namespace};
 use reservation_postgres::{PostgresOptions, PostgresStore, Time};
+use reservation_store::error_chain;
 use reservation_store::{
     AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, ReserveOutcome, Tenant, TenantId, Ttl,
 };
@@ -90,8 +91,9 @@ fn cut_reserve(label: &str, pattern: &[u8], forward: bool) -> Option<(reservatio
 #[test]
 fn a_connection_cut_before_the_commit_is_determinate_and_changed_nothing() {
     let Some((error, exists)) = cut_reserve("cut-begin", b"BEGIN", false) else { return };
-    assert!(!error.is_indeterminate(), "{error}");
-    assert!(error.to_string().contains("storage failure: PostgreSQL"), "{error}");
+    assert!(!error.is_indeterminate(), "{}", error_chain(&error));
+    assert!(matches!(error, reservation_store::StoreError::Storage(_)), "{}", error_chain(&error));
+    assert!(error_chain(&error).starts_with("PostgreSQL: "), "{}", error_chain(&error));
     assert!(!exists, "a determinate error, yet the reservation was made");
 }
 
@@ -99,12 +101,12 @@ fn a_connection_cut_before_the_commit_is_determinate_and_changed_nothing() {
 fn a_connection_cut_after_the_commit_was_sent_is_indeterminate() {
     // The COMMIT reaches the server, which commits; its answer never comes back.
     let Some((error, exists)) = cut_reserve("cut-commit", b"COMMIT", true) else { return };
-    assert!(error.is_indeterminate(), "{error}");
-    assert!(error.to_string().contains("may have taken effect"), "{error}");
+    assert!(error.is_indeterminate(), "{}", error_chain(&error));
+    assert!(error_chain(&error).contains("may have taken effect"), "{}", error_chain(&error));
     assert!(exists, "the server got the COMMIT, so the reservation was made");
     // The COMMIT never reaches the server: the outcome is still unknown to the caller.
     let Some((error, exists)) = cut_reserve("cut-commit-lost", b"COMMIT", false) else { return };
-    assert!(error.is_indeterminate(), "{error}");
+    assert!(error.is_indeterminate(), "{}", error_chain(&error));
     assert!(!exists, "the COMMIT never reached the server, yet the reservation was made");
 }
 
@@ -126,8 +128,8 @@ fn a_statement_timeout_is_a_determinate_storage_error_that_changed_nothing() {
     let error =
         h.runtime().block_on(store.reserve(&scope, &key, &alice, &hold, ttl)).expect_err("a locked table answered");
     h.runtime().block_on(blocker.batch_execute("ROLLBACK")).expect("unlocked");
-    assert!(!error.is_indeterminate(), "{error}");
-    assert!(error.to_string().contains("statement timeout"), "{error}");
+    assert!(!error.is_indeterminate(), "{}", error_chain(&error));
+    assert!(error_chain(&error).contains("statement timeout"), "{}", error_chain(&error));
     assert_eq!(h.runtime().block_on(store.lookup(&scope, &key)).expect("looked up"), None);
     let outcome =
         h.runtime().block_on(store.reserve(&scope, &key, &alice, &hold, ttl)).expect("reserved after the timeout");
@@ -188,15 +190,17 @@ fn serialization_failures_and_deadlocks_are_retried_up_to_the_bound_and_nothing_
     refuse_writes(&h, "40001", 1_000);
     let error = reserve("exhausted").expect_err("a write the server always refuses");
     assert_eq!(attempts(&h), 4, "the first attempt and three retries");
-    assert!(!error.is_indeterminate(), "{error}");
-    assert!(error.to_string().contains("write the row: ERROR 40001: refused by the test"), "{error}");
+    assert!(!error.is_indeterminate(), "{}", error_chain(&error));
+    let said = error_chain(&error);
+    assert!(said.contains("write the row: SQLSTATE 40001: db error: ERROR: refused by the test"), "{said}");
     assert!(found("exhausted").is_none());
 
     // Any other error is not retried.
     refuse_writes(&h, "P0001", 1_000);
     let error = reserve("refused").expect_err("a write the server refuses");
     assert_eq!(attempts(&h), 1, "an error that no retry can pass was retried");
-    assert!(!error.is_indeterminate(), "{error}");
-    assert!(error.to_string().contains("ERROR P0001: refused by the test"), "{error}");
+    assert!(!error.is_indeterminate(), "{}", error_chain(&error));
+    let said = error_chain(&error);
+    assert!(said.contains("SQLSTATE P0001: db error: ERROR: refused by the test"), "{said}");
     assert!(found("refused").is_none());
 }

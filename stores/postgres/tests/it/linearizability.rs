@@ -5,6 +5,7 @@ use reservation_conformance::linearizability::{self, ATOMICITY};
 use reservation_conformance::{Harness, START};
 use reservation_postgres::Time;
 use reservation_store::ManualClock;
+use reservation_store::error_chain;
 
 use crate::{broken_harness, harness};
 
@@ -89,7 +90,7 @@ fn a_key_is_locked_by_the_documented_fnv_1a_hash_of_its_parts() {
         admin
     });
     let waited = reserve("k").expect_err("the key's lock was held elsewhere, yet the reserve did not wait");
-    assert!(waited.to_string().contains("statement timeout"), "{waited}");
+    assert!(error_chain(&waited).contains("statement timeout"), "{}", error_chain(&waited));
     assert!(reserve("other").is_ok(), "another key waited for the lock of `k`");
     h.runtime().block_on(holder.batch_execute("ROLLBACK")).expect("released");
     assert!(reserve("k").is_ok(), "the key stayed locked after the holder let go");

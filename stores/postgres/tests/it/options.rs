@@ -3,6 +3,7 @@
 
 use reservation_conformance::{START, unique_namespace};
 use reservation_postgres::{PostgresOptions, PostgresStore, Time};
+use reservation_store::error_chain;
 use reservation_store::spec::Reservation;
 use reservation_store::{
     AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, SystemClock, Ttl, Version,
@@ -63,8 +64,8 @@ fn a_closed_store_answers_storage_errors() {
         .expect("connected");
     store.close();
     let error = h.runtime().block_on(store.len()).expect_err("a closed pool gave a connection");
-    assert!(error.to_string().contains("no connection"), "{error}");
-    assert!(!error.is_indeterminate(), "{error}");
+    assert!(error_chain(&error).contains("no connection"), "{}", error_chain(&error));
+    assert!(!error.is_indeterminate(), "{}", error_chain(&error));
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 use reservation_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION, Time};
 use reservation_store::SystemClock;
+use reservation_store::error_chain;
 
 use reservation_postgres::PostgresHarness;
 
@@ -21,7 +22,7 @@ fn connect(h: &PostgresHarness, schema: &str) -> Result<PostgresStore<SystemCloc
             Time::Local(SystemClock),
             PostgresOptions::default().with_schema(schema).with_max_connections(2),
         ))
-        .map_err(|e| e.to_string())
+        .map_err(|e| error_chain(&e))
 }
 
 fn sql(h: &PostgresHarness, statements: &str) {
@@ -120,8 +121,8 @@ fn a_bad_connection_string_or_a_closed_port_is_a_storage_error() {
         options.connect_timeout = std::time::Duration::from_secs(2);
         let result = h.runtime().block_on(PostgresStore::connect(url, Time::Local(SystemClock), options));
         let error = result.expect_err(url);
-        assert!(error.to_string().starts_with("PostgreSQL: "), "{url}: {error}");
-        assert!(!error.is_indeterminate(), "{url}: {error}");
+        assert!(error_chain(&error).starts_with("PostgreSQL: "), "{url}: {}", error_chain(&error));
+        assert!(!error.is_indeterminate(), "{url}: {}", error_chain(&error));
     }
 }
 

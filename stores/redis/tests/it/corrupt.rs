@@ -3,6 +3,7 @@
 
 use reservation_conformance::{START, unique_namespace};
 use reservation_redis::Time;
+use reservation_store::error_chain;
 use reservation_store::{AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, Ttl};
 
 use crate::harness;
@@ -79,9 +80,9 @@ fn a_row_it_would_not_have_written_is_a_storage_error_that_names_it() {
             .block_on(store.reserve(&scope, &key, &owner, &hold, Ttl::from_millis(10).expect("ttl")))
             .expect_err(what);
         for error in [looked, reserved] {
-            assert!(error.to_string().contains(expected), "{what}: {error}");
-            assert!(error.to_string().contains("decode the row"), "{what}: {error}");
-            assert!(!error.is_indeterminate(), "{what}: {error}");
+            assert!(error_chain(&error).contains(expected), "{what}: {}", error_chain(&error));
+            assert!(error_chain(&error).contains("decode the row"), "{what}: {}", error_chain(&error));
+            assert!(!error.is_indeterminate(), "{what}: {}", error_chain(&error));
         }
         assert_eq!(read_raw(), Some(bytes), "{what}: the row was written over");
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use reservation_conformance::START;
 use reservation_conformance::linearizability::{self, Event, Names, Return};
 use reservation_redis::{RedisHarness, RedisOptions, RedisStore, Time};
+use reservation_store::error_chain;
 use reservation_store::{ManualClock, ReservationStore, StoreError};
 use reservation_testkit::proxy::CuttingProxy;
 
@@ -110,8 +111,9 @@ fn cut_reserve(label: &str, pattern: &[u8], forward: bool) -> Option<(StoreError
 #[test]
 fn a_connection_cut_before_the_exec_is_determinate_and_changed_nothing() {
     let Some((error, exists)) = cut_reserve("cut-watch", b"WATCH", false) else { return };
-    assert!(!error.is_indeterminate(), "{error}");
-    assert!(error.to_string().contains("storage failure: Redis"), "{error}");
+    assert!(!error.is_indeterminate(), "{}", error_chain(&error));
+    assert!(matches!(error, StoreError::Storage(_)), "{}", error_chain(&error));
+    assert!(error_chain(&error).starts_with("Redis: "), "{}", error_chain(&error));
     assert!(!exists, "a determinate error, yet the reservation was made");
 }
 
@@ -119,12 +121,12 @@ fn a_connection_cut_before_the_exec_is_determinate_and_changed_nothing() {
 fn a_connection_cut_after_the_exec_was_sent_is_indeterminate() {
     // The EXEC reaches the server, which runs the transaction; its answer never comes back.
     let Some((error, exists)) = cut_reserve("cut-exec", b"EXEC", true) else { return };
-    assert!(error.is_indeterminate(), "{error}");
-    assert!(error.to_string().contains("may have taken effect"), "{error}");
+    assert!(error.is_indeterminate(), "{}", error_chain(&error));
+    assert!(error_chain(&error).contains("may have taken effect"), "{}", error_chain(&error));
     assert!(exists, "the server got the EXEC, so the reservation was made");
     // The EXEC never reaches the server: the outcome is still unknown to the caller.
     let Some((error, exists)) = cut_reserve("cut-exec-lost", b"EXEC", false) else { return };
-    assert!(error.is_indeterminate(), "{error}");
+    assert!(error.is_indeterminate(), "{}", error_chain(&error));
     assert!(!exists, "the EXEC never reached the server, yet the reservation was made");
 }
 
@@ -162,7 +164,7 @@ fn an_operation_gives_up_after_one_attempt_more_than_its_retries() {
         let mut messages = Vec::new();
         for _ in 0..500 {
             if let Err(e) = h.runtime().block_on(store.reserve(&scope, &key, &owner("alice"), &hold, ttl)) {
-                messages.push(e.to_string());
+                messages.push(error_chain(&e));
                 if messages.len() == 10 {
                     break;
                 }

@@ -57,6 +57,6 @@ fn without_writing_back_what_changed_nothing_a_stale_clock_decision_lands_late()
         .expect("EXISTS");
     assert_eq!(exists, 0, "a lookup of a free key wrote a tombstone without write-back");
     let failure = reservation_conformance::checks::d10(&h).expect_err("a store whose reads do not write passed D10");
-    assert_eq!(failure.rule, Some(reservation_store::Rule::D10), "{failure}");
+    assert_eq!(failure.rule, Some(reservation_store::rules::Rule::D10), "{failure}");
     assert!(failure.to_string().contains("Joined"), "{failure}");
 }

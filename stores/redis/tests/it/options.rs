@@ -2,6 +2,7 @@
 
 use reservation_conformance::{START, unique_namespace};
 use reservation_redis::{RedisOptions, RedisStore, Time};
+use reservation_store::error_chain;
 use reservation_store::spec::Reservation;
 use reservation_store::{AggregateRef, Key, ManualClock, ReservationScope, ReservationStore, SystemClock, Version};
 
@@ -41,7 +42,7 @@ fn an_empty_prefix_is_refused() {
         .runtime()
         .block_on(RedisStore::connect(h.url(), Time::REDIS, RedisOptions::default().with_prefix("")))
         .expect_err("an empty prefix was accepted");
-    assert!(refused.to_string().contains("the key prefix is empty"), "{refused}");
+    assert!(error_chain(&refused).contains("the key prefix is empty"), "{}", error_chain(&refused));
 }
 
 #[test]

@@ -14,7 +14,7 @@ use rusqlite::Connection;
 fn storage_error<T>(result: Result<T, StorageError>) -> String {
     match result {
         Ok(_) => panic!("expected a storage error, got a store"),
-        Err(e) => e.to_string(),
+        Err(e) => error_chain(&e),
     }
 }
 
@@ -51,7 +51,7 @@ fn open_racer(dir: &str) {
         let path = Path::new(dir).join(format!("r{round}.db"));
         match SqliteStore::open(&path) {
             Ok(_) => writeln!(out, "OK").unwrap(),
-            Err(e) => writeln!(out, "ERR {e}").unwrap(),
+            Err(e) => writeln!(out, "ERR {}", error_chain(&e)).unwrap(),
         }
         out.flush().unwrap();
     }

@@ -9,7 +9,7 @@ use reservation_sqlite::SqliteHarness;
 /// rule is still reached, and RESERVATION_CONFORMANCE_CASES runs more.
 fn harness() -> SqliteHarness {
     SqliteHarness::new()
-        .unwrap_or_else(|e| panic!("opening a scratch database: {e}"))
+        .unwrap_or_else(|e| panic!("opening a scratch database: {}", reservation_store::error_chain(&e)))
         .with_settings(Settings::default().with_cases(1_000))
 }
 

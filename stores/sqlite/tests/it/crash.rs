@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
 use reservation_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use reservation_store::spec::Reservation;
 use reservation_store::*;
 
 /// Set in the child: the file it writes to.

@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use reservation_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use reservation_store::spec::Reservation;
 use reservation_store::*;
 
 /// Set in a child: the file, and the child's number.

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use reservation_sqlite::{OpenCheck, SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
+use reservation_store::spec::Reservation;
 use reservation_store::*;
 use rusqlite::Connection;
 
@@ -44,7 +45,7 @@ fn db(dir: &tempfile::TempDir) -> std::path::PathBuf {
 fn storage_error<T: std::fmt::Debug>(result: Result<T, StorageError>) -> String {
     match result {
         Ok(v) => panic!("expected a storage error, got {v:?}"),
-        Err(e) => e.to_string(),
+        Err(e) => error_chain(&e),
     }
 }
 
@@ -277,7 +278,7 @@ fn a_held_write_lock_is_a_storage_error_and_changes_nothing() {
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
     let err = block_on(store.release(&s, &key("k"), &a, v(1).into())).unwrap_err();
     assert!(matches!(err, StoreError::Storage(_)), "{err}");
-    assert!(err.to_string().contains("locked"), "{err}");
+    assert!(error_chain(&err).contains("locked"), "{err}");
     other.execute_batch("ROLLBACK").unwrap();
     // Nothing was released: the outcome was never reported, and it did not happen.
     assert_eq!(block_on(store.lookup(&s, &key("k"))).unwrap(), Some(Reservation::confirmed(a.clone(), v(1))));
@@ -449,7 +450,7 @@ fn an_unreadable_row_is_a_storage_error_not_a_panic() {
         ))
         .unwrap_or_else(|e| panic!("{what}: {e}"));
         let err = block_on(store.lookup(&scope(None), &key(&format!("k{i}")))).unwrap_err();
-        assert!(err.to_string().contains("unreadable row"), "{what}: {err}");
+        assert!(error_chain(&err).contains("unreadable row"), "{what}: {err}");
         let err = block_on(store.confirm(&scope(None), &key(&format!("k{i}")), &owner(None, "a"), v(1))).unwrap_err();
         assert!(matches!(err, StoreError::Storage(_)), "{what}: {err}");
     }
@@ -663,7 +664,7 @@ fn a_failure_other_than_busy_is_reported_without_retrying() {
     let Err(StoreError::Storage(e)) = result else { panic!("expected a storage error, got {result:?}") };
     assert_eq!(clock.reads() - before, 1, "the failed transaction was tried again: {e}");
     assert!(e.message().contains("the transaction failed"), "{e}");
-    assert!(e.to_string().contains("refused"), "{e}");
+    assert!(error_chain(&e).contains("refused"), "{e}");
 }
 
 /// `len` counts every row, an expired pending one included, and `is_empty` agrees with it.
@@ -782,7 +783,7 @@ fn idle_connections_are_kept_up_to_max_idle_connections() {
     .unwrap();
     drop(raw);
     let err = block_on(store.confirm(&s, &key("bad"), &a, v(1))).unwrap_err();
-    assert!(err.to_string().contains("unreadable row"), "{err}");
+    assert!(error_chain(&err).contains("unreadable row"), "{err}");
     assert!(log_exists(&dir), "the connection of the failed transaction was not kept");
     drop(store);
     assert!(!log_exists(&dir));
