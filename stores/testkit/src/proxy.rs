@@ -66,7 +66,7 @@ impl Gate {
 /// use std::io::{ErrorKind, Read, Write};
 /// use std::net::{TcpListener, TcpStream};
 /// use std::time::Duration;
-/// use reservation_conformance::proxy::CuttingProxy;
+/// use reservation_testkit::proxy::CuttingProxy;
 ///
 /// // An echo server behind the proxy.
 /// let server = TcpListener::bind("127.0.0.1:0")?;
