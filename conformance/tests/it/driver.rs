@@ -7,6 +7,7 @@ use std::time::Duration;
 use reservation_conformance::driver::CommandHarness;
 use reservation_conformance::services::service;
 use reservation_conformance::{CheckResult, Report, Settings, run_matching};
+use reservation_store::error_chain;
 
 const PYTHON_STORE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters/python/store.py");
 
@@ -446,7 +447,7 @@ fn refused(command: &str, says: &str) {
     let started = std::time::Instant::now();
     let error = match CommandHarness::start_with(command, Duration::from_secs(2)) {
         Ok(_) => panic!("the adapter `{command}` was accepted"),
-        Err(e) => e.to_string(),
+        Err(e) => error_chain(&e),
     };
     assert!(started.elapsed() < Duration::from_secs(10), "{command}: the driver waited {:?}", started.elapsed());
     assert!(says.split('|').any(|s| error.contains(s)), "{command}: {error}");
@@ -466,7 +467,7 @@ fn an_adapter_that_dies_is_a_failure_quoting_its_stderr() {
         .err()
         .expect("refused");
     // Quoted from its standard error, not only from the command line the message names.
-    assert!(error.to_string().contains("its standard error ends:\n  it broke here"), "{error}");
+    assert!(error_chain(&error).contains("its standard error ends:\n  it broke here"), "{}", error_chain(&error));
 }
 
 #[test]
@@ -481,8 +482,8 @@ fn a_failure_quotes_the_last_twenty_lines_of_the_adapters_stderr() {
         Duration::from_secs(2),
     )
     .err()
-    .expect("refused")
-    .to_string();
+    .map(|e| error_chain(&e))
+    .expect("refused");
     let tail = error.split("its standard error ends:\n").nth(1).unwrap_or_else(|| panic!("no stderr quoted: {error}"));
     let quoted: Vec<&str> = tail.lines().map(str::trim).collect();
     let expected: Vec<String> = (6..=25).map(|i| format!("line {i}")).collect();
@@ -544,7 +545,7 @@ fn a_durable_adapter_is_reopened_and_counted_requests_are_exact() {
     let (scope, _, key, _, _) = arguments();
     // The reopened store is open: its lookup reaches the adapter and gets its answer.
     match h.block_on(reopened.lookup(&scope, &key)) {
-        Err(StoreError::Storage(e)) => assert!(e.to_string().contains("scripted") && !e.is_indeterminate(), "{e}"),
+        Err(StoreError::Storage(e)) => assert!(error_chain(&e).contains("scripted") && !e.is_indeterminate(), "{e}"),
         other => panic!("{other:?}"),
     }
     assert_eq!(h.requests(), 5);
@@ -581,7 +582,7 @@ fn an_outcome_its_operation_cannot_have_is_the_adapters_failure() {
     let (scope, owner, key, hold, ttl) = arguments();
     // Kept is a release's outcome, never a reserve's.
     match h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl)) {
-        Err(StoreError::Storage(e)) => assert!(e.to_string().contains("is not one reserve can answer"), "{e}"),
+        Err(StoreError::Storage(e)) => assert!(error_chain(&e).contains("is not one reserve can answer"), "{e}"),
         other => panic!("{other:?}"),
     }
     let released = h.block_on(store.release(&scope, &key, &owner, reservation_store::ReleaseVersion::Any));
@@ -610,7 +611,7 @@ fn an_invalid_argument_answer_becomes_the_error_of_its_name() {
     let got = h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl));
     match got {
         Err(StoreError::Storage(e)) => {
-            assert!(e.is_indeterminate() && e.to_string().contains("does not name"), "{e}");
+            assert!(e.is_indeterminate() && error_chain(&e).contains("does not name"), "{}", error_chain(&e));
         }
         other => panic!("{other:?}"),
     }
@@ -646,7 +647,7 @@ fn an_answer_or_error_with_a_field_missing_or_unknown_is_the_adapters_failure() 
         let store = h.store(ManualClock::new(reservation_store::Instant::from_millis(5)));
         match h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl)) {
             Err(StoreError::Storage(e)) => {
-                assert!(e.is_indeterminate() && e.to_string().contains(says), "{answer}: {e}")
+                assert!(e.is_indeterminate() && error_chain(&e).contains(says), "{answer}: {e}")
             }
             other => panic!("{answer}: {other:?}"),
         }
@@ -663,7 +664,11 @@ fn an_open_answered_with_anything_but_null_is_the_adapters_failure() {
     let (scope, owner, key, hold, ttl) = arguments();
     match h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl)) {
         Err(StoreError::Storage(e)) => {
-            assert!(e.to_string().contains("did not open the store") && e.to_string().contains("not null"), "{e}");
+            assert!(
+                error_chain(&e).contains("did not open the store") && error_chain(&e).contains("not null"),
+                "{}",
+                error_chain(&e)
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -743,7 +748,11 @@ fn a_clock_question_is_answered_with_a_held_reading_and_only_for_a_request_that_
     let store = h.store(clock.clone());
     match h.block_on(store.reserve(&scope, &key, &owner, &hold, ttl)) {
         Err(StoreError::Storage(e)) => {
-            assert!(e.is_indeterminate() && e.to_string().contains("whose `now` is not \"ask\""), "{e}");
+            assert!(
+                e.is_indeterminate() && error_chain(&e).contains("whose `now` is not \"ask\""),
+                "{}",
+                error_chain(&e)
+            );
         }
         other => panic!("{other:?}"),
     }

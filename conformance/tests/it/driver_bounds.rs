@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use reservation_conformance::driver::{CommandHarness, MAX_LINE};
 use reservation_conformance::services::service;
 use reservation_conformance::{Harness, run_matching};
+use reservation_store::error_chain;
 use reservation_store::{
     AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, StorageError, StoreError, Ttl,
 };
@@ -64,11 +65,14 @@ fn an_adapter_that_stops_reading_fails_within_the_timeout() {
         let scope = ReservationScope::parse("user", Some("acme"), "names").expect("valid");
         let keys: Vec<Key> = (0..3_000).map(|i| Key::new(format!("{i:0>500}")).expect("valid")).collect();
         let asked: Vec<(&ReservationScope, &Key)> = keys.iter().map(|k| (&scope, k)).collect();
-        let answers: Vec<String> =
-            h.lookups(&store, &asked).into_iter().map(|a| a.expect_err("a lookup was answered").to_string()).collect();
+        let answers: Vec<String> = h
+            .lookups(&store, &asked)
+            .into_iter()
+            .map(|a| error_chain(&a.expect_err("a lookup was answered")))
+            .collect();
         // Later requests fail at once, for the same reason.
         let later = Instant::now();
-        let again = reserve_fails(&h, &store).to_string();
+        let again = error_chain(&reserve_fails(&h, &store));
         (answers, (later.elapsed(), again))
     });
     assert!(started.elapsed() < Duration::from_secs(20), "the lookups took {:?}", started.elapsed());
@@ -123,11 +127,11 @@ fn an_adapter_that_stops_answering_fails_every_later_request_at_once() {
         }
         (first, later, started.elapsed())
     });
-    assert!(first.is_indeterminate() && first.to_string().contains("no answer within 2s"), "{first}");
+    assert!(first.is_indeterminate() && error_chain(&first).contains("no answer within 2s"), "{}", error_chain(&first));
     // Twenty requests (and ten opens) cost nothing more, where each would wait its own 2 s.
     assert!(took < Duration::from_secs(5), "the later requests took {took:?}");
     for e in &later {
-        let e = e.to_string();
+        let e = error_chain(&e);
         assert!(e.contains("stopped answering (request 2 had no answer within 2s)"), "{e}");
     }
 }
@@ -166,8 +170,8 @@ fn a_suite_run_ends_about_one_timeout_after_the_adapter_stops_answering() {
 #[test]
 fn a_hello_never_answered_is_a_failure_to_start_not_an_indeterminate_operation() {
     let error = CommandHarness::start_with("cat > /dev/null", Duration::from_secs(1)).err().expect("refused");
-    assert!(!error.is_indeterminate(), "{error}");
-    let text = error.to_string();
+    assert!(!error.is_indeterminate(), "{}", error_chain(&error));
+    let text = error_chain(&error);
     assert!(text.starts_with("the adapter did not start: "), "{text}");
     assert!(text.contains("\"op\":\"hello\"") && text.contains("no answer within 1s"), "{text}");
     assert!(!text.contains("may have taken effect"), "{text}");
@@ -189,7 +193,7 @@ fn a_long_line_is_quoted_by_its_first_bytes_in_every_later_failure() {
     );
     let h = CommandHarness::start_with(&command, Duration::from_secs(5)).expect("the adapter starts");
     let store = h.store(clock());
-    let first = reserve_fails(&h, &store).to_string();
+    let first = error_chain(&reserve_fails(&h, &store));
     assert!(first.contains("not JSON"), "{}", &first[..first.len().min(2_000)]);
     quoted_by_a_prefix(&first, 200_000);
     assert!(first.contains(&format!("\"{}… (200000 bytes)\"", "y".repeat(200))), "{first}");
@@ -198,7 +202,7 @@ fn a_long_line_is_quoted_by_its_first_bytes_in_every_later_failure() {
     let stderr_line = format!("its standard error ends:\n  {}… (200000 bytes)", "x".repeat(200));
     let mut later = String::new();
     for _ in 0..100 {
-        later = reserve_fails(&h, &store).to_string();
+        later = error_chain(&reserve_fails(&h, &store));
         if later.contains(&stderr_line) {
             break;
         }
@@ -217,8 +221,8 @@ fn a_long_error_message_is_quoted_by_its_first_bytes() {
     let h = CommandHarness::start_with(&command, Duration::from_secs(5)).expect("the adapter starts");
     let store = h.store(clock());
     let e = reserve_fails(&h, &store);
-    assert!(!e.is_indeterminate(), "{e}");
-    quoted_by_a_prefix(&e.to_string(), 300_000);
+    assert!(!e.is_indeterminate(), "{}", error_chain(&e));
+    quoted_by_a_prefix(&error_chain(&e), 300_000);
 }
 
 #[test]
@@ -230,7 +234,7 @@ fn a_line_without_end_breaks_the_adapter_after_the_line_bound() {
         let store = h.store(clock());
         reserve_fails(&h, &store)
     });
-    let e = e.to_string();
+    let e = error_chain(&e);
     assert!(e.contains(&format!("a line longer than {MAX_LINE} bytes")), "{}", &e[..e.len().min(2_000)]);
     quoted_by_a_prefix(&e, MAX_LINE);
 }
