@@ -21,7 +21,7 @@ pub enum Strategy {
     /// Depth first, on several threads, with symmetry reduction: the exhaustive check.
     Dfs,
     /// Breadth first: shortest counterexamples (single-threaded); symmetry reduction, if asked,
-    /// happens inside the model ([`ReservationModel::quotient`]).
+    /// happens inside the model, whose steps lead to one representative of each class of states.
     Bfs,
     /// Random walks until the timeout: never exhaustive.
     Simulate,

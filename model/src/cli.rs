@@ -113,7 +113,7 @@ impl Default for ConfigArgs {
 
 impl ConfigArgs {
     /// The configuration these flags give, or why it is invalid.
-    pub fn config(&self) -> Result<ModelConfig, ConfigError> {
+    pub(crate) fn config(&self) -> Result<ModelConfig, ConfigError> {
         let mut config = ModelConfig {
             owners: self.owners,
             attempts: self.attempts,
@@ -131,7 +131,7 @@ impl ConfigArgs {
     }
 
     /// The flags that give this configuration, for a replay command.
-    pub fn flags(&self) -> String {
+    pub(crate) fn flags(&self) -> String {
         let mut flags = format!(
             "--owners {} --attempts {} --keys {} --horizon {} --ttl {} --skew {}",
             self.owners, self.attempts, self.keys, self.horizon, self.ttl, self.skew
@@ -196,7 +196,7 @@ impl Default for CheckArgs {
 
 impl CheckArgs {
     /// How to run the check these flags ask for.
-    pub fn options(&self) -> CheckOptions {
+    pub(crate) fn options(&self) -> CheckOptions {
         let mut options = CheckOptions {
             strategy: self.strategy,
             seed: self.seed,

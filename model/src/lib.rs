@@ -7,6 +7,33 @@
 //! operations the protocol enables, under the assumptions of [`Assumption`], and checks the
 //! end-to-end guarantee and the store's safety properties ([`ALWAYS`]).
 //!
+//! # What is public, and for whom
+//!
+//! - A configuration, for every entry point: [`ModelConfig`] (its limits [`MAX_OWNERS`],
+//!   [`MAX_ATTEMPTS`], [`MAX_KEYS`], [`MAX_HORIZON`] and [`MAX_TTL`], a configuration out of them
+//!   being a [`ConfigError`]), the protocol's [`Assumption`]s and the set of them it keeps
+//!   ([`Assumptions`]), and the deliberately broken store transitions of [`Fault`].
+//! - The exhaustive check (the `reservation` program's `check`, the benches, the project's test
+//!   that every rule is reached): [`check::check`] with its [`check::CheckOptions`] and
+//!   [`check::Strategy`], giving a [`check::CheckReport`] of [`check::Verdict`]s, each
+//!   counterexample's steps a [`check::StepRecord`].
+//! - Random walks (the fuzz target `model`): [`walk`], giving a [`WalkReport`] or the
+//!   [`Violation`] it found; and many of them, seeded ([`swarm`], the program's `swarm`):
+//!   [`swarm::swarm`] with its [`swarm::SwarmOptions`], giving a [`swarm::SwarmReport`] of
+//!   [`swarm::SwarmFailure`]s, and [`swarm::choices`], the choices of a seed's walk, so that a
+//!   failure replays from its seed through [`walk`].
+//! - What the reports name: the always-properties by name ([`ALWAYS`]; each on its own:
+//!   [`P_UNIQUE`], [`P_ONE_OWNER`], [`P_CONFIRMED_MOVES`], [`P_OTHERS`], [`P_NEVER_ABANDONED`],
+//!   [`P_OLD_RELEASE`], [`P_CRASHED_FREE`], [`P_NO_LEAK`]), which
+//!   [`check::CheckOptions::target`] takes; the rules and [`Scenario`]s reached, a [`Coverage`].
+//! - The commands, for the one program that runs them (`reservation`, crate `reservation-cli`):
+//!   the module [`cli`], with [`cli::Command`] (its flags [`cli::CheckArgs`], [`cli::ExploreArgs`],
+//!   [`cli::SwarmArgs`] and their [`cli::ConfigArgs`]), [`cli::parse`], [`cli::execute`],
+//!   [`cli::PROGRAM`] and [`cli::BAD_ARGUMENTS`].
+//!
+//! The model itself (its states, actions and transitions, stateright's `Model`) is not public:
+//! its compact state is laid out for the checker, and the entry points above are how it is run.
+//!
 //! ```
 //! use reservation_model::{ModelConfig, walk};
 //!
@@ -30,15 +57,15 @@ pub use config::{
     Assumption, Assumptions, ConfigError, Fault, MAX_ATTEMPTS, MAX_HORIZON, MAX_KEYS, MAX_OWNERS, MAX_TTL, ModelConfig,
 };
 pub use model::{
-    ALWAYS, Action, Coverage, Op, OpReport, P_CONFIRMED_MOVES, P_CRASHED_FREE, P_NEVER_ABANDONED, P_NO_LEAK,
-    P_OLD_RELEASE, P_ONE_OWNER, P_OTHERS, P_UNIQUE, PROPERTIES, ReservationModel, SafetyProperty, Scenario,
-    always_holds,
+    ALWAYS, Coverage, P_CONFIRMED_MOVES, P_CRASHED_FREE, P_NEVER_ABANDONED, P_NO_LEAK, P_OLD_RELEASE, P_ONE_OWNER,
+    P_OTHERS, P_UNIQUE, Scenario,
 };
-pub use state::{Attempt, MAX_FACTS, Owner, Phase, Slot, State};
-pub use trace::{action_text, store_text, trace_text};
 
+use model::{PROPERTIES, ReservationModel};
 use reservation_store::rules::RuleSet;
+use state::State;
 use stateright::Model;
+use trace::trace_text;
 
 /// What a [`walk`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,8 +76,9 @@ pub struct WalkReport {
     pub rules: RuleSet,
     /// The rules and scenarios reached.
     pub coverage: Coverage,
-    /// The state reached.
-    pub last: State,
+    /// The state reached: compared, so that two walks that agree in everything else but end in
+    /// different states are not equal, but not public (the state's layout is the model's own).
+    last: State,
 }
 
 /// An always-property that failed, with the trace that breaks it.

@@ -258,11 +258,6 @@ impl ReservationModel {
         ReservationModel { quotient: true, ..ReservationModel::new(config) }
     }
 
-    /// Whether this is a [`ReservationModel::quotient`] model.
-    pub fn is_quotient(&self) -> bool {
-        self.quotient
-    }
-
     /// The actions, from the initial state, of a path of this model that leads through states
     /// equivalent to the ones `actions` leads through: `actions` itself for a plain model, its
     /// concrete counterpart (same length) for a quotient model.
@@ -774,7 +769,9 @@ pub const PROPERTIES: [SafetyProperty; 8] = [
     SafetyProperty { name: P_NO_LEAK, holds: no_leak },
 ];
 
-/// The names of [`PROPERTIES`], in order.
+/// The names of the always-properties, in the order the checker reports them: the names that
+/// [`crate::check::CheckOptions::target`], [`crate::check::Verdict::name`] and
+/// [`crate::Violation::property`] hold.
 pub const ALWAYS: [&str; PROPERTIES.len()] = {
     let mut names = [""; PROPERTIES.len()];
     let mut i = 0;
@@ -806,12 +803,6 @@ pub const P_CRASHED_FREE: &str = "a pending key whose attempts all crashed befor
 /// No key leaks: once the subscription has applied every committed fact, every confirmed key is
 /// held by its owner's latest fact, and every key held by a latest fact is confirmed to its owner.
 pub const P_NO_LEAK: &str = "no key leaks once the subscription has applied every fact";
-
-/// Whether state `s` satisfies the always-property named `name`; `None` when no property has
-/// that name.
-pub fn always_holds(m: &ReservationModel, s: &State, name: &str) -> Option<bool> {
-    PROPERTIES.iter().find(|p| p.name == name).map(|p| (p.holds)(m, s))
-}
 
 fn unique(m: &ReservationModel, s: &State) -> bool {
     let mut seen = 0u8;
@@ -935,5 +926,28 @@ impl Model for ReservationModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         PROPERTIES.iter().zip(CHECKED).map(|(p, f)| Property::always(p.name, f)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Action, ReservationModel};
+    use crate::ModelConfig;
+
+    /// Actions naming owners, attempts or keys beyond the configuration are not enabled: `step`
+    /// returns `None` for them, never panics.
+    #[test]
+    fn step_with_out_of_range_indices_is_none() {
+        let model = ReservationModel::new(ModelConfig::default());
+        let s = model.initial_state();
+        for action in [
+            Action::Reserve { owner: 200, attempt: 0, key: 0 },
+            Action::Reserve { owner: 0, attempt: 200, key: 0 },
+            Action::Reserve { owner: 0, attempt: 0, key: 200 },
+            Action::Confirm { owner: u8::MAX, attempt: u8::MAX },
+            Action::Apply { owner: u8::MAX },
+        ] {
+            assert!(model.step(&s, action).is_none(), "{action:?}");
+        }
     }
 }

@@ -197,7 +197,8 @@ impl Representative for State {
 mod tests {
     use stateright::{Model, Representative};
 
-    use crate::{Action, ModelConfig, ReservationModel};
+    use crate::ModelConfig;
+    use crate::model::{Action, ReservationModel};
 
     /// Two walks of the default configuration that differ only in which key each reserve names
     /// (key A in one is key B in the other) reach states with one representative at every step.

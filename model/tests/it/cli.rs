@@ -1,5 +1,5 @@
 //! The default strategy and the commands' flags: shortest counterexamples without asking, flags
-//! that give a configuration and replay it, and traces in the JSON output. The commands run as a
+//! that give a configuration, and traces in the JSON output. The commands run as a
 //! user runs them, through the `reservation` program, in `reservation-cli`'s tests.
 
 use clap::Parser;
@@ -31,10 +31,11 @@ fn the_default_strategy_finds_each_dropped_assumption_s_shortest_counterexample(
     }
 }
 
-/// The flags that give a configuration give it exactly, dropped assumptions by repeated flags or
-/// by commas, and a swarm's replay flags give the same configuration back.
+/// The flags that give a configuration parse the same, dropped assumptions by repeated flags or
+/// by commas. (That a swarm's printed replay gives the same configuration back is tested through
+/// the `reservation` program, in `reservation-cli`'s tests.)
 #[test]
-fn configuration_flags_parse_and_replay() {
+fn configuration_flags_parse_by_repeated_flags_or_commas() {
     let parsed = |args: &[&str]| match Program::try_parse_from(args).expect("valid flags").command {
         cli::Command::Swarm(s) => s.config,
         _ => unreachable!(),
@@ -52,13 +53,15 @@ fn configuration_flags_parse_and_replay() {
         "--drop-assumption",
         "H2",
     ]);
-    let expected =
-        ModelConfig { owners: 4, keys: 3, ..ModelConfig::default() }.dropping(Assumption::H5).dropping(Assumption::H2);
-    assert_eq!(a.config(), Ok(expected));
-    assert_eq!(b.config(), Ok(expected));
-    let replay: Vec<String> =
-        [cli::PROGRAM, "swarm"].into_iter().map(str::to_owned).chain(a.flags().split(' ').map(str::to_owned)).collect();
-    assert_eq!(parsed(&replay.iter().map(String::as_str).collect::<Vec<_>>()).config(), Ok(expected), "{}", a.flags());
+    let default = ModelConfig::default();
+    for c in [a, b] {
+        assert_eq!((c.owners, c.keys), (4, 3));
+        assert_eq!(
+            (c.attempts, c.horizon, c.ttl, c.skew),
+            (default.attempts, default.horizon, default.ttl, default.skew)
+        );
+        assert_eq!(c.drop_assumption, [Assumption::H5, Assumption::H2]);
+    }
 }
 
 /// A failing run's JSON carries each counterexample's steps: the action, the rule ids, and the

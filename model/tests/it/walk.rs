@@ -47,20 +47,3 @@ fn an_invalid_configuration_is_a_violation_not_a_panic() {
     let config = ModelConfig { owners: 9, ..ModelConfig::default() };
     assert_eq!(walk(&config, &[1, 2, 3]).map(|r| r.steps).map_err(|v| v.property), Err("the configuration is valid"));
 }
-
-/// Actions naming owners, attempts or keys beyond the configuration are not enabled: `step`
-/// returns `None` for them, never panics.
-#[test]
-fn step_with_out_of_range_indices_is_none() {
-    let model = reservation_model::ReservationModel::new(reservation_model::ModelConfig::default());
-    let s = model.initial_state();
-    for action in [
-        reservation_model::Action::Reserve { owner: 200, attempt: 0, key: 0 },
-        reservation_model::Action::Reserve { owner: 0, attempt: 200, key: 0 },
-        reservation_model::Action::Reserve { owner: 0, attempt: 0, key: 200 },
-        reservation_model::Action::Confirm { owner: u8::MAX, attempt: u8::MAX },
-        reservation_model::Action::Apply { owner: u8::MAX },
-    ] {
-        assert!(model.step(&s, action).is_none(), "{action:?}");
-    }
-}

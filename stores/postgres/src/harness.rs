@@ -33,11 +33,6 @@ pub struct PostgresHarness {
 }
 
 impl PostgresHarness {
-    /// A harness on the server at [`pg_url`].
-    pub fn from_env() -> Result<Self, StorageError> {
-        Self::connect(&pg_url(), PostgresOptions::default())
-    }
-
     /// A harness on the server at `url`, in a new schema; `options.schema` and
     /// `options.application_name` are replaced by the harness's own.
     pub fn connect(url: &str, options: PostgresOptions) -> Result<Self, StorageError> {

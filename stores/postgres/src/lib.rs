@@ -66,6 +66,33 @@
 //!   `SELECT … FOR UPDATE` alone, which misses a row not yet written) that the conformance suite
 //!   must catch; only the crate's own tests enable it, through their dev-dependency on the crate.
 //!   A normal build has no way to make the store skip its advisory lock.
+//!
+//! # What is public, and for whom
+//!
+//! - A store's user: [`PostgresStore`], made by [`PostgresStore::connect`] (expiry decided by a
+//!   [`Time`], [`Time::DATABASE`] for the server's clock) or [`PostgresStore::connect_system`];
+//!   another clock on the same pool ([`PostgresStore::with_time`]); its upkeep
+//!   ([`PostgresStore::sweep`], [`PostgresStore::len`], [`PostgresStore::is_empty`]), its pool
+//!   ([`PostgresStore::connections`], [`PostgresStore::close`]) and its settings
+//!   ([`PostgresStore::options`]). The settings, [`PostgresOptions`], are public fields, with
+//!   [`PostgresOptions::with_schema`], [`PostgresOptions::with_max_connections`] and
+//!   [`PostgresOptions::with_application_name`]. [`SCHEMA_VERSION`] is the version of the tables,
+//!   the one an existing schema must carry to be used.
+//! - Feature `conformance`, a store's tests (`reservation conform postgres`, this crate's tests
+//!   and benches): `PostgresHarness`, made by `PostgresHarness::connect`, with
+//!   `PostgresHarness::with_settings`; `pg_url`, the test server's URL
+//!   (`RESERVATION_PG_URL`). A test that works beside the suite, on the harness's schema of its
+//!   own, takes its stores from `PostgresHarness::store_with` (with a clock of its choosing) and
+//!   runs them on `PostgresHarness::runtime`; `PostgresHarness::url` and
+//!   `PostgresHarness::options` say where. This crate's server tests (faults, silent networks,
+//!   corrupt rows, sweeps) are such tests; they cannot be written through the store alone, which
+//!   would leave a schema behind per test.
+//! - Feature `broken-variants`: `PostgresOptions::broken_row_lock_only`, for this crate's tests
+//!   only (above).
+//!
+//! Hidden from this documentation, `PostgresStore::baseline_write` is public only for this
+//! crate's bench (a crate of its own), which measures the store's statements without its
+//! decisions; it decides nothing and is not part of the interface.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -22,7 +22,8 @@ pub fn redis_url() -> String {
 /// A `redis-server` of its own, in a temporary directory, on a free loopback port, with
 /// `appendonly yes` and `appendfsync always`: every acknowledged write is on disk before the
 /// answer, so a killed server restarts with all of them. Killed (by its process id) and its
-/// directory removed when dropped.
+/// directory removed when dropped. A [`RedisHarness::durable`] starts one, and hands it out by
+/// [`RedisHarness::server`].
 pub struct AofServer {
     port: u16,
     dir: PathBuf,
@@ -31,7 +32,7 @@ pub struct AofServer {
 
 impl AofServer {
     /// Starts a server (the `redis-server` on the `PATH`) and waits until it answers.
-    pub fn start() -> Result<AofServer, StorageError> {
+    fn start() -> Result<AofServer, StorageError> {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| StorageError::with_source("a free loopback port", e))?
@@ -104,10 +105,11 @@ impl Drop for AofServer {
 /// collide; its keys are deleted when the harness is dropped. Every store the suite asks for
 /// shares one pool of up to 16 connections, each with the suite's clock.
 ///
-/// [`RedisHarness::from_env`] uses the shared server (which, as configured here, keeps nothing on
-/// disk: not durable). [`RedisHarness::durable`] starts an [`AofServer`] of its own and declares
-/// the durable capability: [`Harness::reopen`] kills and restarts that server and connects a new
-/// pool, as a crash and a process restart would.
+/// [`RedisHarness::connect`] uses a shared server, such as the one at [`redis_url`] (which, as
+/// configured for the tests, keeps nothing on disk: not durable). [`RedisHarness::durable`]
+/// starts an [`AofServer`] of its own and declares the durable capability: [`Harness::reopen`]
+/// kills and restarts that server and connects a new pool, as a crash and a process restart
+/// would.
 pub struct RedisHarness {
     runtime: Runtime,
     url: String,
@@ -118,11 +120,6 @@ pub struct RedisHarness {
 }
 
 impl RedisHarness {
-    /// A harness on the server at [`redis_url`].
-    pub fn from_env() -> Result<Self, StorageError> {
-        Self::connect(&redis_url(), RedisOptions::default())
-    }
-
     /// A harness on a new [`AofServer`], durable.
     pub fn durable() -> Result<Self, StorageError> {
         let server = AofServer::start()?;

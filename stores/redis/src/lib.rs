@@ -47,6 +47,32 @@
 //!   key, one that does not write back what changed nothing), each of which the conformance suite
 //!   must catch; only the crate's own tests enable it, through their dev-dependency on the crate.
 //!   A normal build has no way to make the store skip its `WATCH` or its write-back.
+//!
+//! # What is public, and for whom
+//!
+//! - A store's user: [`RedisStore`], made by [`RedisStore::connect`] (expiry decided by a
+//!   [`Time`], [`Time::REDIS`] for the server's clock) or [`RedisStore::connect_system`];
+//!   another clock on the same pool ([`RedisStore::with_time`]); its upkeep
+//!   ([`RedisStore::sweep`]), its pool ([`RedisStore::connections`]) and its settings
+//!   ([`RedisStore::options`]). The settings, [`RedisOptions`], are public fields, with
+//!   [`RedisOptions::with_prefix`] and [`RedisOptions::with_max_connections`].
+//! - Feature `conformance`, a store's tests (`reservation conform redis`, this crate's tests and
+//!   benches): `RedisHarness`, made by `RedisHarness::connect` (a shared server) or
+//!   `RedisHarness::durable` (a server of its own that keeps every write on disk), with
+//!   `RedisHarness::with_settings`; `redis_url`, the test server's URL
+//!   (`RESERVATION_REDIS_URL`). A test that works beside the suite, under the harness's key
+//!   prefix, takes its stores from `RedisHarness::store_with` (with a clock of its choosing) and
+//!   runs them on `RedisHarness::runtime`; `RedisHarness::url` and `RedisHarness::options` say
+//!   where. A durable harness's server, `AofServer` (`RedisHarness::server`), can be killed and
+//!   started again (`AofServer::restart`, at `AofServer::url`): a test of what the store does
+//!   across a server crash needs it, as this crate's fault tests do; only a server the harness
+//!   started can be killed.
+//! - Feature `broken-variants`: `RedisOptions::broken_without_watch` and
+//!   `RedisOptions::broken_without_write_back`, for this crate's tests only (above).
+//!
+//! Hidden from this documentation, `RedisStore::baseline_write` is public only for this crate's
+//! bench (a crate of its own), which measures the store's round trips without its decisions; it
+//! decides nothing and is not part of the interface.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

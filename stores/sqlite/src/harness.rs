@@ -1,7 +1,7 @@
 //! [`SqliteHarness`]: the conformance suite's harness for [`SqliteStore`] (feature `conformance`),
 //! the one that the command line, this crate's tests and the fuzzer share.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use reservation_conformance::{Capabilities, Harness, Settings};
 use reservation_store::{ManualClock, StorageError};
@@ -55,7 +55,7 @@ impl SqliteHarness {
 
     /// A harness on the database file at `path` (created if missing, never removed), whose stores
     /// open with `options`.
-    pub fn at(path: impl Into<PathBuf>, options: SqliteOptions) -> Result<Self, StorageError> {
+    fn at(path: impl Into<PathBuf>, options: SqliteOptions) -> Result<Self, StorageError> {
         let path = path.into();
         let keeper = SqliteStore::open_with(&path, ManualClock::default(), options.clone())?;
         Ok(SqliteHarness { path, options, settings: Settings::default(), _keeper: keeper, scratch: None })
@@ -65,11 +65,6 @@ impl SqliteHarness {
     pub fn with_settings(mut self, settings: Settings) -> Self {
         self.settings = settings;
         self
-    }
-
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

@@ -9,6 +9,21 @@
 //!
 //! With the feature `conformance`, `SqliteHarness` is the conformance suite's harness for this
 //! store: the one the command line, this crate's tests and the fuzzer share.
+//!
+//! # What is public, and for whom
+//!
+//! - A store's user: [`SqliteStore`], opened by [`SqliteStore::open`],
+//!   [`SqliteStore::open_with_clock`] or [`SqliteStore::open_with`]; its upkeep
+//!   ([`SqliteStore::sweep`], [`SqliteStore::check_integrity`], [`SqliteStore::checkpoint`],
+//!   [`SqliteStore::len`], [`SqliteStore::is_empty`]) and what it was opened with
+//!   ([`SqliteStore::clock`], [`SqliteStore::path`], [`SqliteStore::options`]). Its settings,
+//!   [`SqliteOptions`], with [`Synchronous`], [`OpenCheck`] and the longest busy timeout,
+//!   [`MAX_BUSY_TIMEOUT`]. [`SCHEMA_VERSION`] is the file format's version, the one a file must
+//!   carry to be opened.
+//! - Feature `conformance`, a store's tests (`reservation conform sqlite`, the fuzz target
+//!   `sqlite`, this crate's tests, a store compared with this one): `SqliteHarness`, made by
+//!   `SqliteHarness::new` (the suite's settings) or `SqliteHarness::scratch` (settings of one's
+//!   own), and `SqliteHarness::with_settings`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -1,13 +1,13 @@
 //! The test harness's own upkeep: a harness deletes its keys when dropped, and the append-only
-//! server of the durable tests is really killed and started again, and stopped when dropped.
+//! server of a durable harness is really killed and started again, and stopped with the harness.
 
 use std::net::TcpStream;
 
 use reservation_conformance::START;
-use reservation_redis::{AofServer, Time};
+use reservation_redis::Time;
 use reservation_store::{AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, Ttl};
 
-use crate::{harness, raw};
+use crate::{durable_harness, harness, raw};
 
 /// The keys under `prefix` on the server `h` uses.
 fn keys_under(h: &reservation_redis::RedisHarness, prefix: &str) -> Vec<Vec<u8>> {
@@ -53,10 +53,10 @@ fn run_id(h: &reservation_redis::RedisHarness, url: &str) -> String {
 
 #[test]
 fn the_append_only_server_restarts_as_a_new_process_keeps_its_data_and_stops_when_dropped() {
-    let Some(h) = harness() else { return };
-    let Some(server) = reservation_conformance::services::service("redis-server", AofServer::start()) else { return };
+    let (Some(h), Some(durable)) = (harness(), durable_harness()) else { return };
+    let server = durable.server().expect("a durable harness runs a server of its own");
     let url = server.url();
-    assert!(url.starts_with("redis://127.0.0.1:") && url != h.url(), "{url}");
+    assert!(url.starts_with("redis://127.0.0.1:") && url != h.url() && url == durable.url(), "{url}");
     let first = run_id(&h, &url);
     h.runtime().block_on(async {
         let client = redis::Client::open(url.as_str()).expect("a client");
@@ -81,6 +81,6 @@ fn the_append_only_server_restarts_as_a_new_process_keeps_its_data_and_stops_whe
     });
     assert_eq!(kept.as_deref(), Some("yes"), "an acknowledged write was lost across the restart");
     let authority = url.trim_start_matches("redis://").trim_end_matches('/').to_owned();
-    drop(server);
+    drop(durable);
     assert!(TcpStream::connect(&authority).is_err(), "the dropped server still accepts connections");
 }
