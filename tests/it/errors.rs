@@ -78,9 +78,15 @@ fn an_indeterminate_storage_error_says_so_at_its_own_level_only() {
 fn a_store_error_adds_no_level_of_its_own() {
     let storage = StoreError::from(StorageError::with_source("write the row", Wrapped(reset())));
     assert_each_cause_once(&storage, &["write the row", "the connection failed", "connection reset by peer"]);
+    assert!(!storage.is_indeterminate());
     let invalid = StoreError::from(InvalidArgument::EmptyKey);
     assert_each_cause_once(&invalid, &["D6: the key is empty"]);
     assert_eq!(invalid.invalid(), Some(InvalidArgument::EmptyKey));
+    assert_eq!(InvalidArgument::EmptyKey.name(), "EmptyKey");
+    assert!(!invalid.is_indeterminate());
+    let indeterminate = StoreError::from(StorageError::indeterminate("timed out"));
+    assert!(indeterminate.is_indeterminate());
+    assert_eq!(indeterminate.invalid(), None);
 }
 
 #[test]
