@@ -4,4 +4,5 @@ mod async_store;
 mod concurrency;
 mod errors;
 mod memory_store;
+mod operations;
 mod spec_rules;
