@@ -184,8 +184,10 @@
 //! - Histories recorded under faults (the networked stores' tests, their shared test kit):
 //!   [`linearizability::record`], [`linearizability::check_history_with`] with
 //!   [`linearizability::Faults::Tolerated`], and the history's types.
-//! - Fuzzing (`fuzz/`) and the benches: [`oracle::ops`] and [`oracle::inputs`] (with
-//!   [`oracle::RawInput`]), [`differential::run`] and its [`differential::script`]s.
+//! - Fuzzing (`fuzz/`) and the benches: the operation scripts as plain data, [`ops`] (with the
+//!   feature `arbitrary`, each derives `arbitrary::Arbitrary`); [`oracle::ops`] and
+//!   [`oracle::inputs`] (with [`oracle::RawInput`]), [`differential::run`] and its
+//!   [`differential::script`]s.
 //!
 //! Items hidden from this documentation (the module `examples`, `driver::check_answer`,
 //! `driver::error_names` and the `__`-named items the macros expand to) are public only for the
