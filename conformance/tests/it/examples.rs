@@ -38,6 +38,18 @@ fn an_example_the_spec_contradicts_fails_quoting_its_line() {
     assert!(failure.contains("the spec functions' lookup gives"), "{failure}");
 }
 
+/// The outcome and the rule are each checked: an example right about one and wrong about the
+/// other fails too.
+#[test]
+fn an_example_wrong_only_in_its_outcome_or_only_in_its_rule_fails() {
+    for (said, wrong) in [("-> Conflict R1", "the rule"), ("-> Taken R5", "the outcome")] {
+        let text = WRONG.replace("ttl 100  -> Taken   R1\n```", &format!("ttl 100  {said}\n```"));
+        assert_ne!(text, WRONG);
+        let failure = run(&MemoryHarness, &parse(&text).unwrap()[0]).unwrap_err().to_string();
+        assert!(failure.contains("the spec functions say Conflict by R5"), "{wrong}: {failure}");
+    }
+}
+
 #[test]
 fn a_malformed_line_is_reported_with_its_number() {
     for (line, says) in [
