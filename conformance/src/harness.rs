@@ -9,6 +9,8 @@ use reservation_store::{
 };
 use serde_json::Value;
 
+use crate::faults::Fault;
+
 /// Builds the stores under test and runs their futures.
 ///
 /// The suite calls [`Harness::store`] once per check (and per differential case) with a fresh
@@ -78,6 +80,24 @@ pub trait Harness: Sync {
         let _ = (store, requests);
         None
     }
+
+    /// The faults [`Harness::inject`] can cause now, in the store's world: none by default. The
+    /// fault check ([`crate::faults`]) asks before each fault it fires, so a harness may stop
+    /// offering one it can no longer cause (a second [`Fault::Failover`] with no replica left).
+    /// [`Fault::Restart`] and [`Fault::ClockJump`] are the suite's own: listing them changes
+    /// nothing.
+    fn faults(&self) -> Vec<Fault> {
+        Vec::new()
+    }
+
+    /// Causes `fault` and returns once it has ended: the server killed and started again and
+    /// answering, the replica promoted and taking writes, the paused server let go on. The
+    /// store's own operations, which other threads run meanwhile, must find their way back by
+    /// themselves. An error when the fault could not be caused (by default:
+    /// [`crate::faults::not_offered`]).
+    fn inject(&self, fault: Fault) -> Result<(), StorageError> {
+        Err(crate::faults::not_offered(fault))
+    }
 }
 
 /// A harness borrowed: a test binary keeps one harness (one pool, one runtime) in a static and
@@ -115,6 +135,14 @@ impl<H: Harness> Harness for &H {
 
     fn send_raw(&self, store: &Self::Store, requests: &[RawRequest]) -> Option<Vec<RawAnswer>> {
         (**self).send_raw(store, requests)
+    }
+
+    fn faults(&self) -> Vec<Fault> {
+        (**self).faults()
+    }
+
+    fn inject(&self, fault: Fault) -> Result<(), StorageError> {
+        (**self).inject(fault)
     }
 }
 

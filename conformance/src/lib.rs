@@ -202,6 +202,7 @@ pub mod driver;
 #[doc(hidden)]
 pub mod examples;
 mod failure;
+pub mod faults;
 mod harness;
 pub mod linearizability;
 pub mod ops;
