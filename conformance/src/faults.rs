@@ -100,6 +100,12 @@ impl Fault {
         }
     }
 
+    /// Whether the fault may lose writes that were acknowledged: a crash, a failover or a
+    /// restart. The fault check looks up every acknowledged confirmation after each.
+    pub const fn may_lose_writes(self) -> bool {
+        matches!(self, Fault::Crash | Fault::Failover | Fault::Restart)
+    }
+
     /// Whether the suite causes the fault itself, rather than the harness.
     pub const fn is_the_suites(self) -> bool {
         matches!(self, Fault::Restart | Fault::ClockJump)
@@ -137,7 +143,7 @@ const RECOVERY: Duration = Duration::from_secs(30);
 const OWNER_A: u8 = 0;
 const OWNER_B: u8 = 2;
 /// The environment variable that replaces the seed of every fault run.
-pub const SEED_VAR: &str = "RESERVATION_FAULT_SEED";
+const SEED_VAR: &str = "RESERVATION_FAULT_SEED";
 
 /// How a fault run ([`run`]) goes: which faults, for how long, how often, and from which seed.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -404,8 +410,7 @@ pub fn run<H: Harness>(harness: &H, settings: &FaultSettings) -> FaultRun {
         next_ledger: AtomicUsize::new(0),
         acknowledged: Mutex::new(Vec::new()),
     };
-    let (events, nemesis) = world.record(store);
-    let mut events = events;
+    let (mut events, nemesis) = world.record(store);
     report.confirmations_checked = nemesis.checked;
     report.fired = nemesis.shots.iter().map(|s| s.fired).collect();
     events.sort_by_key(|e| e.called);
@@ -713,12 +718,14 @@ impl Nemesis {
             (Ok(()), Some(store)) => world.probe(store),
             _ => None,
         };
+        // The next gap starts once the store answers again.
+        self.next = WallInstant::now();
         self.shots.push(Shot { fired: Fired { fault, at, took, recovered_after }, stamp });
         let problem = match (caused, recovered_after) {
             (Err(why), _) => format!("the fault {fault} could not be caused: {why}"),
             (Ok(()), None) => format!("the store did not answer within {RECOVERY:.0?} after the fault {fault}"),
             (Ok(()), Some(_)) => {
-                if let (true, Some(store)) = (matches!(fault, Fault::Crash | Fault::Failover | Fault::Restart), store) {
+                if let (true, Some(store)) = (fault.may_lose_writes(), store) {
                     let keys = world.acknowledged_keys();
                     self.events.extend(world.recorder.lookups(store, self.thread, &keys));
                     self.checked += keys.len();
@@ -780,28 +787,31 @@ fn owner_of<'n>(names: &'n Names, e: &Event) -> Option<&'n AggregateRef> {
 }
 
 /// Whether the history `ops` of one key (ordered by call), which is not linearizable, becomes
-/// linearizable once each acknowledged confirmation, and every operation of its owner called
-/// before it, is taken as one that may not have happened: the confirmation was lost.
-fn lost_key(names: &Names, ops: &[&Event]) -> bool {
-    let acks: Vec<&Event> = ops.iter().copied().filter(|e| acknowledged_confirmation(names, e)).collect();
-    if acks.is_empty() {
-        return false;
-    }
-    let maybe = |e: &Event| {
-        acks.iter().any(|a| e.called <= a.called && owner_of(names, e).is_some_and(|o| Some(o) == owner_of(names, a)))
-    };
-    let rewritten: Vec<Event> = ops
-        .iter()
-        .map(|e| match maybe(e) {
-            true => Event {
-                ret: Return::Storage { message: "taken as may not have happened".into(), indeterminate: true },
-                ..(*e).clone()
-            },
-            false => (*e).clone(),
-        })
-        .collect();
-    let refs: Vec<&Event> = rewritten.iter().collect();
-    linearizable(names, &refs).is_ok()
+/// linearizable once an acknowledged confirmation is taken as one that may not have happened,
+/// with what came before the loss: its owner's operations called before it, and, when a fault
+/// that may lose writes began after it was acknowledged (at a stamp of `losses`), every
+/// operation that returned before the first such fault. The confirmation was lost.
+fn lost_key(names: &Names, ops: &[&Event], losses: &[u64]) -> bool {
+    ops.iter().filter(|e| acknowledged_confirmation(names, e)).any(|ack| {
+        let owner = owner_of(names, ack);
+        let loss = losses.iter().copied().filter(|s| *s > ack.returned).min();
+        let maybe = |e: &Event| {
+            (e.called <= ack.called && e.call != Call::Lookup && owner_of(names, e) == owner)
+                || loss.is_some_and(|loss| e.returned < loss)
+        };
+        let rewritten: Vec<Event> = ops
+            .iter()
+            .map(|e| match maybe(e) {
+                true => Event {
+                    ret: Return::Storage { message: "taken as may not have happened".into(), indeterminate: true },
+                    ..(*e).clone()
+                },
+                false => (*e).clone(),
+            })
+            .collect();
+        let refs: Vec<&Event> = rewritten.iter().collect();
+        linearizable(names, &refs).is_ok()
+    })
 }
 
 /// Whether an owner whose confirmation of the key was acknowledged and another owner were each
@@ -812,15 +822,18 @@ fn two_owners(names: &Names, ops: &[&Event]) -> bool {
     ops.iter().any(|e| tells_holder(names, e) && owner_of(names, e).is_some_and(|o| confirmed.iter().any(|c| *c != o)))
 }
 
-/// The keys of `events`, a history recorded under faults, that lost an acknowledged
-/// confirmation: each one's history is not linearizable (faults tolerated), but becomes so once
-/// its acknowledged confirmation, and its owner's operations before it, are taken as ones that
-/// may not have happened. A confirmation is acknowledged when the specification says that its
-/// outcome tells its owner it holds the key. In key order.
-pub fn lost_confirmations(names: &Names, events: &[Event]) -> Vec<usize> {
+/// The keys of `events`, a history recorded under faults (ordered by call), that lost an
+/// acknowledged confirmation, in key order: each one's history is not linearizable (faults
+/// tolerated), but becomes so once an acknowledged confirmation is taken as one that may not have
+/// happened, together with its owner's operations called before it and, when a fault that may
+/// lose writes (a crash, a failover, a restart) began after the confirmation was acknowledged,
+/// every operation that returned before the first such fault. `losses` are the stamps of the
+/// history's counter at which those faults began. A confirmation is acknowledged when the
+/// specification says that its outcome tells its owner it holds the key.
+pub fn lost_confirmations(names: &Names, events: &[Event], losses: &[u64]) -> Vec<usize> {
     by_key(events)
         .into_iter()
-        .filter(|(_, ops)| linearizable(names, ops).is_err() && lost_key(names, ops))
+        .filter(|(_, ops)| linearizable(names, ops).is_err() && lost_key(names, ops, losses))
         .map(|(key, _)| key)
         .collect()
 }
@@ -833,7 +846,9 @@ fn judge(names: &Names, events: &[Event], shots: &[Shot], report: &mut FaultRepo
     let failing: Vec<usize> =
         keys.iter().filter(|(_, ops)| linearizable(names, ops).is_err()).map(|(key, _)| *key).collect();
     let ledger = |key: &usize| *key >= KEYS;
-    let lost: Vec<usize> = failing.iter().copied().filter(ledger).filter(|k| lost_key(names, &keys[k])).collect();
+    let losses: Vec<u64> = shots.iter().filter(|s| s.fired.fault.may_lose_writes()).map(|s| s.stamp).collect();
+    let lost: Vec<usize> =
+        failing.iter().copied().filter(ledger).filter(|k| lost_key(names, &keys[k], &losses)).collect();
     let two: Vec<usize> =
         keys.iter().filter(|(key, ops)| ledger(key) && two_owners(names, ops)).map(|(key, _)| *key).collect();
     report.lost = lost.len();
@@ -859,7 +874,13 @@ fn p1_failure(
     lost: &[usize],
     two: &[usize],
 ) -> Failure {
-    let list = |keys: &[usize]| keys.iter().map(|k| format!("k{k}")).collect::<Vec<_>>().join(", ");
+    let list = |keys: &[usize]| {
+        let mut shown: Vec<String> = keys.iter().take(SHOWN_KEYS * 2).map(|k| format!("k{k}")).collect();
+        if keys.len() > shown.len() {
+            shown.push(format!("and {} more", keys.len() - shown.len()));
+        }
+        shown.join(", ")
+    };
     let mut f = Failure::new(
         CHECK,
         Rule::P1,
@@ -872,17 +893,21 @@ fn p1_failure(
         ),
     );
     f.check_rule = Some(Rule::P1);
-    for key in lost.iter().chain(two).collect::<BTreeSet<_>>() {
-        let ops = &keys[key];
+    let named: BTreeSet<&usize> = lost.iter().chain(two).collect();
+    for key in named.iter().take(SHOWN_KEYS * 2) {
+        let ops = &keys[*key];
         let Some(ack) = ops.iter().find(|e| acknowledged_confirmation(names, e)) else { continue };
-        let after = match shots.iter().position(|s| s.stamp > ack.returned) {
+        let after = match shots.iter().position(|s| s.stamp > ack.returned && s.fired.fault.may_lose_writes()) {
             Some(i) => format!("after fault {} ({})", i + 1, shots[i].fired),
             None => "with no fault after it".to_owned(),
         };
-        let what = if lost.contains(key) { "lost" } else { "then told to another owner" };
+        let what = if lost.contains(*key) { "lost" } else { "then told to another owner" };
         f.context.push(format!("k{key}: the confirmation acknowledged at stamp {} was {what} {after}", ack.returned));
     }
-    for key in lost.iter().chain(two).collect::<BTreeSet<_>>().into_iter().take(SHOWN_KEYS) {
+    if named.len() > SHOWN_KEYS * 2 {
+        f.context.push(format!("and {} more keys", named.len() - SHOWN_KEYS * 2));
+    }
+    for key in named.into_iter().take(SHOWN_KEYS) {
         let lines: Vec<String> = keys[key].iter().map(|e| format!("\n      {}", names.show(e))).collect();
         f.transcript.push(format!("k{key}:{}", lines.concat()));
     }

@@ -89,6 +89,18 @@
 //!   says whether one thread alone already breaks the rule. [`linearizability::check_history_with`]
 //!   with [`linearizability::Faults::Tolerated`] decides histories of runs that inject faults:
 //!   an indeterminate storage error may or may not have taken effect.
+//! - [`faults`], P1 under faults (`p1_faults_…`): for two seconds, four threads run random
+//!   operations on three hot keys while two more take fresh key after fresh key (owner A
+//!   reserves and confirms it, then owner B tries to reserve it, which must conflict), and a
+//!   nemesis fires faults on a seeded schedule: those the harness offers
+//!   ([`Harness::faults`]: cut connections, a crash, a pause, a failover), a clock jump past every
+//!   expiry, and for a durable store a restart ([`Harness::reopen`]). After each fault it probes
+//!   the store until it answers, and after every crash, failover and restart it looks up every
+//!   confirmation acknowledged so far. The history is judged as the linearizability check's, with
+//!   faults tolerated; an acknowledged confirmation that disappears, or a key that two owners
+//!   were each told they hold, breaks P1. The failure lists every fault fired, with the seed that
+//!   replays the schedule (`RESERVATION_FAULT_SEED`). A store with no server to cut or pause gets
+//!   simulated ones from [`faults::Simulated`].
 //!
 //! Expected outcomes always come from the spec functions; no check restates a rule. The checks
 //! send their operations through [`ReservationStore::execute`](reservation_store::ReservationStore::execute)
@@ -123,7 +135,9 @@
 //! `tests/it/broken_stores.rs` runs the whole suite against stores with one deliberate bug each
 //! (built on the spec functions) and asserts that the named checks fail with a message naming
 //! the broken rule; the correct one passes everything. `tests/it/linearizability.rs` feeds the
-//! linearizability checker histories written by hand.
+//! linearizability checker histories written by hand. `tests/it/faults.rs` runs the fault check
+//! against stores that lose acknowledged confirmations on a restart, or lie about a cut
+//! operation, and names a lost confirmation's key in a history written by hand.
 //!
 //! | family | broken store | caught by (message names) |
 //! |---|---|---|
@@ -140,9 +154,11 @@
 //! | keys | trailing spaces trimmed, as a padded SQL column does | `d5_…` (D5), differential |
 //! | scopes | the aggregate type left out of the row's key | `s1_scope_aggregate_types_…` (S1) |
 //! | lookup | an expired pending reservation still shown | `d7_…` (D7), differential |
-//! | atomicity under threads | read, then write, without the lock in between (with a yield, and without) | `linearizability_…` (atomicity, H1) |
-//! | durability | confirmed reservations lost on reopen | `p1_durable_…` (P1) |
+//! | atomicity under threads | read, then write, without the lock in between (with a yield, and without) | `linearizability_…`, `p1_faults_…` (atomicity, H1) |
+//! | durability | confirmed reservations lost on reopen | `p1_durable_…` (P1), `p1_faults_…` (P1) |
 //! | durability | one write in seven acknowledged but never persisted | `p1_durable_…` (P1) |
+//! | durability | a restart loses the last confirmations it acknowledged | `p1_faults_…` (P1: lost, two owners) |
+//! | faults | a cut connection reports an applied operation as one that did not happen | `p1_faults_…` (atomicity, H1) |
 //! | time | the clock read before the lock is taken | `d10_…` (D10), `linearizability_…` (atomicity, H1) |
 //! | time | a reopened store's clock starts again from an earlier one | `d10_the_clock_never_goes_back_across_a_restart` (D10) |
 //! | robustness | a panic on a key with a NUL byte | `d5_…` (D5; the step, its rule and the panic message) |
@@ -181,6 +197,11 @@
 //!   [`vectors::check`], [`vectors::replay`], [`vectors::FILES`].
 //! - Stores whose server tests are skipped when no server answers: [`services::service`],
 //!   [`services::services_required`].
+//! - Faults a harness offers and the check that fires them (every store's fault tests):
+//!   [`faults::Fault`], [`Harness::faults`] and [`Harness::inject`]; [`faults::run`] with
+//!   [`faults::FaultSettings`], giving a [`faults::FaultRun`] (a [`faults::FaultReport`] of
+//!   [`faults::Fired`] faults, and a verdict); [`faults::Simulated`] for cuts and pauses in front
+//!   of any store; [`faults::lost_confirmations`] for a history recorded by hand.
 //! - Histories recorded under faults (the networked stores' tests, their shared test kit):
 //!   [`linearizability::record`], [`linearizability::check_history_with`] with
 //!   [`linearizability::Faults::Tolerated`], and the history's types.
