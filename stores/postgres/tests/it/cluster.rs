@@ -5,10 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use reservation_conformance::faults::Fault;
+use reservation_conformance::faults::{self, Fault, FaultRun, FaultSettings};
 use reservation_conformance::services::service;
 use reservation_conformance::{Harness, START, unique_namespace};
 use reservation_postgres::{PostgresHarness, PostgresOptions, PostgresStore, Replication};
+use reservation_store::rules::Rule;
 use reservation_store::{
     AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, StoreResult, Ttl, Version, error_chain,
 };
@@ -23,9 +24,12 @@ fn options() -> PostgresOptions {
     options
 }
 
+/// What a test without the means to make clusters says it skipped.
+const SERVICE: &str = "PostgreSQL clusters of the tests' own";
+
 /// A harness on clusters of its own, or `None` (said once) without the means to make them.
 fn cluster(replication: Replication) -> Option<PostgresHarness> {
-    service("PostgreSQL clusters of the tests' own", PostgresHarness::on_cluster(replication, options()))
+    service(SERVICE, PostgresHarness::on_cluster(replication, options()))
 }
 
 fn scope(label: &str) -> ReservationScope {
@@ -171,4 +175,86 @@ fn clusters_left_by_an_ended_process_are_removed_by_the_next_harness() {
     let now = listed();
     assert!(!now.contains(left[0]), "{} is still listed:\n{now}", left[0]);
     drop(next);
+}
+
+/// One fault run on `h` with only `fault` fired, at most `max` times; its report and the faults
+/// fired printed (the figures of RELIABILITY.md).
+fn fault_run(h: &PostgresHarness, what: &str, fault: Fault, max: usize) -> FaultRun {
+    let settings = FaultSettings::default()
+        .with_faults(&[fault])
+        .with_duration(Duration::from_secs(6))
+        .with_max_faults(max)
+        .with_gap(Duration::from_millis(1_200))
+        .with_ops(6_000)
+        .with_ledger_keys(1_200);
+    let run = faults::run(h, &settings);
+    eprintln!("PostgreSQL, {what}: {}", run.report);
+    for fired in &run.report.fired {
+        eprintln!("  {fired}");
+    }
+    run
+}
+
+/// A fault run on clusters of `replication`, `fault` fired at most `max` times: it lost nothing,
+/// was judged linearizable, and fired `fault` at least once; after a fault that can lose data, it
+/// looked acknowledged confirmations up.
+fn loses_nothing(replication: Replication, what: &str, fault: Fault, max: usize) {
+    let Some(h) = cluster(replication) else { return };
+    let run = fault_run(&h, what, fault, max);
+    if let Err(failure) = &run.verdict {
+        panic!("{failure}");
+    }
+    let report = &run.report;
+    assert_eq!((report.lost, report.two_owners), (0, 0), "{report}");
+    assert!(report.fired.iter().any(|f| f.fault == fault), "no {fault} fired: {report}");
+    assert!(report.fired.iter().all(|f| f.recovered_after.is_some()), "the store did not answer again: {report}");
+    if matches!(fault, Fault::Crash | Fault::Failover) {
+        assert!(report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {report}");
+    }
+}
+
+/// A fault run on a cluster of `replication` whose store has `options`, `fault` fired at most
+/// `max` times: it failed on P1, having found acknowledged confirmations lost. The check counts
+/// a key as lost when its history becomes linearizable once the confirmation is taken as one
+/// that may not have happened (the reservation survived, the confirmation did not); a key whose
+/// reservation vanished with its confirmation after the other owner had met it, and that the other
+/// owner then took, it counts among the keys with two owners. A failover loses both kinds.
+fn caught_losing(replication: Replication, options: PostgresOptions, what: &str, fault: Fault, max: usize) {
+    let Some(h) = service(SERVICE, PostgresHarness::on_cluster(replication, options)) else { return };
+    let run = fault_run(&h, what, fault, max);
+    let failure = run.verdict.as_ref().expect_err("confirmations were lost, and the fault check passed");
+    assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
+    let report = &run.report;
+    assert!(report.lost + report.two_owners > 0, "{report}");
+}
+
+#[test]
+fn a_crash_mid_run_loses_nothing() {
+    loses_nothing(Replication::None, "crash", Fault::Crash, 3);
+}
+
+#[test]
+fn a_synchronous_failover_loses_nothing() {
+    loses_nothing(Replication::Synchronous, "failover, synchronous standby", Fault::Failover, 1);
+}
+
+#[test]
+fn an_asynchronous_failover_is_caught_losing_acknowledged_confirmations() {
+    caught_losing(Replication::Asynchronous, options(), "failover, asynchronous standby", Fault::Failover, 1);
+}
+
+#[test]
+fn cut_connections_lose_nothing() {
+    loses_nothing(Replication::None, "cut connections", Fault::CutConnections, 4);
+}
+
+#[test]
+fn pauses_lose_nothing() {
+    loses_nothing(Replication::None, "pause", Fault::Pause, 4);
+}
+
+#[test]
+fn a_store_whose_commits_are_acknowledged_before_they_are_on_disk_is_caught_by_a_crash() {
+    let options = options().broken_commit_before_flush();
+    caught_losing(Replication::None, options, "crash, commits acknowledged before flush (planted)", Fault::Crash, 3);
 }
