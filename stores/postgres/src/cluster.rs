@@ -144,76 +144,69 @@ impl Cluster {
         if tail.is_empty() { String::new() } else { format!("; its log ends:\n{}", tail.join("\n")) }
     }
 
-    /// The postmaster's process id, while it runs.
-    fn postmaster(&self) -> Option<u32> {
-        self.server.as_ref().map(Child::id)
-    }
-
-    /// Every live process of the cluster: the postmaster, its children, and any process whose
-    /// title or command line names the cluster (a backend whose postmaster was killed).
+    /// Every live process of the cluster: the postmaster, whose command line names the cluster's
+    /// configuration, and each process it started, whose title names the cluster (one just
+    /// started shows its postmaster's command line until it sets its title).
     fn processes(&self) -> Vec<u32> {
-        let title = format!("{}/{}: ", self.version, self.name);
-        let config = format!("/{}/{}/postgresql.conf", self.version, self.name);
-        let postmaster = self.postmaster();
-        process::processes()
-            .into_iter()
-            .filter(|(pid, command)| {
-                Some(*pid) == postmaster
-                    || command.contains(&title)
-                    || command.contains(&config)
-                    || postmaster.is_some_and(|pm| process::stat(*pid).is_some_and(|s| s.parent == pm))
-            })
-            .map(|(pid, _)| pid)
-            .collect()
+        let (config, title) = (format!("/{}/{}/postgresql.conf", self.version, self.name), self.title(""));
+        process::pids_where(|command| command.contains(&config) || command.contains(&title))
     }
 
-    /// Stops the postmaster (SIGSTOP), so that it starts no process, and waits until it has.
-    fn freeze_postmaster(&self) -> Result<u32, StorageError> {
-        let pm = self.postmaster().ok_or_else(|| StorageError::new(format!("cluster {} is not running", self.name)))?;
-        signal("STOP", &[pm])?;
-        wait_until(SIGNAL_LIMIT, "the postmaster stopping", || stopped(pm))?;
-        Ok(pm)
+    /// The cluster's WAL senders.
+    fn senders(&self) -> Vec<u32> {
+        let title = self.title("walsender ");
+        process::pids_where(|command| command.contains(&title))
     }
 
-    /// Kills every process of the cluster (SIGKILL), as a crash of the server
-    /// would, and waits until they have all ended. The server is down afterwards.
-    fn crash(&mut self) -> Result<(), StorageError> {
-        self.freeze_postmaster()?;
-        signal("KILL", &self.processes())?;
-        if let Some(mut child) = self.server.take() {
-            wait_until(SIGNAL_LIMIT, "the killed postmaster ending", || !matches!(child.try_wait(), Ok(None)))?;
+    /// The start of the title of the cluster's processes that do `what`.
+    fn title(&self, what: &str) -> String {
+        format!("{}/{}: {what}", self.version, self.name)
+    }
+
+    /// Stops (SIGSTOP) every process `pick` lists, listing them again until each one is stopped,
+    /// so that a process started meanwhile is stopped too; returns them. An error if there is
+    /// none.
+    fn stop_every(&self, what: &str, pick: impl Fn() -> Vec<u32>) -> Result<Vec<u32>, StorageError> {
+        if pick().is_empty() {
+            return Err(StorageError::new(format!("cluster {}: no {what} to stop", self.name)));
         }
-        // Orphaned backends end as a machine's crash ends them: a straggler gets its own SIGKILL.
+        wait_until(SIGNAL_LIMIT, &format!("cluster {}: every {what} stopping", self.name), || {
+            let running: Vec<u32> = pick().into_iter().filter(|&pid| !stopped(pid)).collect();
+            let _ = signal("STOP", &running);
+            running.is_empty()
+        })?;
+        Ok(pick())
+    }
+
+    /// Kills every process of the cluster (SIGKILL) at once, as a crash ends them, and waits
+    /// until they have all ended, killing any the postmaster started meanwhile. The server is
+    /// down afterwards.
+    fn crash(&mut self) -> Result<(), StorageError> {
         wait_until(SIGNAL_LIMIT, &format!("every process of cluster {} ending", self.name), || {
             let left = self.processes();
             let _ = signal("KILL", &left);
             left.is_empty()
-        })
+        })?;
+        // The postmaster is this process's child: reaped, its process id is free again.
+        if let Some(mut child) = self.server.take() {
+            wait_until(SIGNAL_LIMIT, "the killed postmaster ending", || !matches!(child.try_wait(), Ok(None)))?;
+        }
+        Ok(())
     }
 
     /// Stops every process of the cluster (SIGSTOP) for `pause`, then lets them go on (SIGCONT).
     fn pause(&self, pause: Duration) -> Result<(), StorageError> {
-        let frozen = self.freeze_postmaster().map(|_| self.processes());
-        let stopped = frozen.as_ref().map_or(Ok(()), |pids| signal("STOP", pids));
-        std::thread::sleep(pause);
-        let pids = frozen.unwrap_or_else(|_| self.processes());
-        let resumed = signal("CONT", &pids);
-        stopped.and(resumed)
+        let stopped = self.stop_every("process", || self.processes());
+        if stopped.is_ok() {
+            std::thread::sleep(pause);
+        }
+        let resumed = signal("CONT", &self.processes());
+        stopped.and(resumed).map(drop)
     }
 
-    /// Stops (SIGSTOP) the primary's WAL senders, so that its standby falls behind; returns them.
+    /// Stops (SIGSTOP) the primary's WAL senders, so that its standby falls behind.
     fn stop_senders(&self) -> Result<Vec<u32>, StorageError> {
-        let senders: Vec<u32> = process::processes()
-            .into_iter()
-            .filter(|(_, command)| command.contains(&format!("{}/{}: walsender ", self.version, self.name)))
-            .map(|(pid, _)| pid)
-            .collect();
-        if senders.is_empty() {
-            return Err(StorageError::new(format!("cluster {}: no WAL sender, so no standby streaming", self.name)));
-        }
-        signal("STOP", &senders)?;
-        wait_until(SIGNAL_LIMIT, "the WAL senders stopping", || senders.iter().all(|&pid| stopped(pid)))?;
-        Ok(senders)
+        self.stop_every("WAL sender", || self.senders())
     }
 
     /// Promotes the standby and waits until it takes writes.

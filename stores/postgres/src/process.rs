@@ -71,13 +71,11 @@ pub(crate) fn signal(name: &str, pids: &[u32]) -> Result<(), StorageError> {
     finish("kill", &args, KILL_LIMIT).map(drop)
 }
 
-/// What `/proc/<pid>/stat` says of a process: its state letter and its parent.
+/// What `/proc/<pid>/stat` says of a process: its state letter and when it started.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Stat {
     /// `R`, `S`, `D`, `T` (stopped), `Z` (ended, not yet reaped), …
     pub(crate) state: char,
-    /// The parent's process id.
-    pub(crate) parent: u32,
     /// When the process started, in clock ticks since the system booted.
     pub(crate) started: u64,
 }
@@ -87,11 +85,7 @@ pub(crate) fn stat(pid: u32) -> Option<Stat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name, in parentheses, may hold spaces and parentheses: the fields follow the last.
     let fields: Vec<&str> = text.get(text.rfind(')')? + 1..)?.split_whitespace().collect();
-    Some(Stat {
-        state: fields.first()?.chars().next()?,
-        parent: fields.get(1)?.parse().ok()?,
-        started: fields.get(19)?.parse().ok()?,
-    })
+    Some(Stat { state: fields.first()?.chars().next()?, started: fields.get(19)?.parse().ok()? })
 }
 
 /// Whether `pid` is a process that has not ended (an ended one not yet reaped has not run since).
@@ -99,14 +93,13 @@ pub(crate) fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|s| !matches!(s.state, 'Z' | 'X'))
 }
 
-/// The processes that have not ended, with their command lines (arguments joined by spaces; a
-/// PostgreSQL process shows its title there).
-pub(crate) fn processes() -> Vec<(u32, String)> {
+/// The processes that have not ended whose command line (arguments joined by spaces; a
+/// PostgreSQL process shows its title there) satisfies `wanted`.
+pub(crate) fn pids_where(wanted: impl Fn(&str) -> bool) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| alive(pid))
-        .filter_map(|pid| Some((pid, command_line(pid)?)))
+        .filter(|&pid| alive(pid) && command_line(pid).is_some_and(|command| wanted(&command)))
         .collect()
 }
 

@@ -67,18 +67,136 @@ fn listed() -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A cluster as the test sees it from outside: its name, its version, its log, its processes.
+struct Outside {
+    name: String,
+    version: String,
+    log: String,
+}
+
+impl Outside {
+    /// The cluster `name`, as `pg_lsclusters` lists it.
+    fn of(name: &str) -> Outside {
+        let listed = listed();
+        let line = listed.lines().find(|l| l.split_whitespace().nth(1) == Some(name)).expect("the cluster is listed");
+        let columns: Vec<&str> = line.split_whitespace().collect();
+        Outside { name: name.to_owned(), version: columns[0].to_owned(), log: columns[6].to_owned() }
+    }
+
+    /// The cluster's live processes, with their state letters: the postmaster (its command line
+    /// names the cluster's configuration) and those whose titles name the cluster.
+    fn processes(&self) -> Vec<(u32, char)> {
+        let config = format!("/{}/{}/postgresql.conf", self.version, self.name);
+        let title = format!("{}/{}: ", self.version, self.name);
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let command = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let command = String::from_utf8_lossy(&command).replace('\0', " ");
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let state = stat.rsplit(')').next().and_then(|rest| rest.trim_start().chars().next());
+            match state {
+                Some(state) if state != 'Z' && (command.contains(&config) || command.contains(&title)) => {
+                    found.push((pid, state));
+                }
+                _ => {}
+            }
+        }
+        found
+    }
+
+    /// How many lines of the cluster's log contain `text`.
+    fn logged(&self, text: &str) -> usize {
+        std::fs::read_to_string(&self.log).unwrap_or_default().lines().filter(|l| l.contains(text)).count()
+    }
+}
+
+/// The first column, text, of each row `sql` gives on the server on `port`.
+fn query(h: &PostgresHarness, port: u16, sql: &str) -> Vec<String> {
+    h.runtime().block_on(async {
+        let url = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connected");
+        tokio::spawn(connection);
+        let rows = client.query(sql, &[]).await.expect("answered");
+        rows.iter().map(|r| r.get::<_, String>(0)).collect()
+    })
+}
+
+/// Waits up to 5 s for `done`.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() > Duration::from_secs(5) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 #[test]
 fn each_fault_is_caused_and_the_store_finds_its_way_back() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
     let Some(h) = cluster(Replication::Synchronous) else { return };
     assert_eq!(h.faults(), [Fault::CutConnections, Fault::Crash, Fault::Pause, Fault::Failover]);
     let store = h.store(ManualClock::new(START));
     let scope = scope("each-fault");
-    for fault in [Fault::CutConnections, Fault::Crash, Fault::Pause, Fault::Failover, Fault::Crash] {
-        let key = format!("before-{fault}-{}", Instant::now().elapsed().as_nanos());
+    let app = h.options().application_name.clone();
+    let sessions_sql = format!("SELECT pid::text FROM pg_stat_activity WHERE application_name = '{app}'");
+    for (i, fault) in
+        [Fault::CutConnections, Fault::Pause, Fault::Crash, Fault::Failover, Fault::Crash].into_iter().enumerate()
+    {
+        let key = format!("before-{i}-{fault}");
         h.runtime().block_on(confirm(&store, &scope, &key)).expect("confirmed before the fault");
+        let (port, primary) = (h.primary_port().expect("a port"), Outside::of(&h.clusters()[0]));
+        let (processes, sessions) = (primary.processes(), query(&h, port, &sessions_sql));
+        let (crashes, all_stopped, watching) =
+            (primary.logged("automatic recovery in progress"), AtomicBool::new(false), AtomicBool::new(true));
         let start = Instant::now();
-        h.inject(fault).unwrap_or_else(|e| panic!("{fault}: {}", error_chain(&e)));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while watching.load(Ordering::SeqCst) {
+                    let now = primary.processes();
+                    if !now.is_empty() && now.iter().all(|(_, state)| *state == 'T') {
+                        all_stopped.store(true, Ordering::SeqCst);
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            });
+            h.inject(fault).unwrap_or_else(|e| panic!("{fault}: {}", error_chain(&e)));
+            watching.store(false, Ordering::SeqCst);
+        });
         eprintln!("{fault}: caused in {:?}", start.elapsed());
+        let gone = |pids: &[(u32, char)]| !primary.processes().iter().any(|p| pids.iter().any(|q| q.0 == p.0));
+        match fault {
+            Fault::CutConnections => {
+                assert!(!sessions.is_empty(), "the store had no session to cut");
+                let ended = eventually(|| query(&h, port, &sessions_sql).iter().all(|pid| !sessions.contains(pid)));
+                assert!(ended, "a session of the store outlived the cut");
+            }
+            Fault::Pause => {
+                assert!(all_stopped.load(Ordering::SeqCst), "the cluster's processes were never all stopped");
+                assert!(
+                    eventually(|| primary.processes().iter().all(|(_, state)| *state != 'T')),
+                    "a process stayed stopped"
+                );
+            }
+            Fault::Crash => {
+                assert!(gone(&processes), "a process of the crashed server lived on");
+                assert_eq!(primary.logged("automatic recovery in progress"), crashes + 1, "no crash recovery");
+            }
+            _ => {
+                assert_ne!(h.primary_port(), Some(port), "the primary did not change");
+                assert!(primary.processes().is_empty(), "the old primary still runs");
+                assert_eq!(Outside::of(&h.clusters()[0]).logged("received promote request"), 1, "no promotion");
+            }
+        }
+        if h.faults().contains(&Fault::Failover) {
+            let sql =
+                "SELECT count(*)::text FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = 'sync'";
+            assert_eq!(query(&h, port, sql), ["1"], "{fault}: the standby does not stream again");
+        }
         assert!(is_confirmed(&h, &store, &scope, &key), "{fault} lost an acknowledged confirmation");
     }
     assert_eq!(h.faults(), [Fault::CutConnections, Fault::Crash, Fault::Pause], "a second failover was offered");
@@ -158,23 +276,30 @@ fn leave_a_cluster_behind() {
 
 #[test]
 fn clusters_left_by_an_ended_process_are_removed_by_the_next_harness() {
-    // Whether clusters can be made here at all: said, and skipped, as every test here does.
-    let Some(first) = cluster(Replication::None) else { return };
-    drop(first);
+    // A cluster of this live process: kept.
+    let Some(kept) = cluster(Replication::None) else { return };
+    let version = Outside::of(&kept.clusters()[0]).version;
+    // A cluster of a test process that ended without dropping its harness.
     let exe = std::env::current_exe().expect("the test binary");
     let out = std::process::Command::new(exe)
         .args(["--ignored", "--exact", "cluster::leave_a_cluster_behind", "--nocapture"])
         .output()
         .expect("the test binary runs");
     let said = String::from_utf8_lossy(&out.stdout);
-    let left: Vec<&str> =
-        said.lines().find_map(|l| l.strip_prefix("left behind: ")).expect("a name").split(' ').collect();
-    assert_eq!(left.len(), 1, "{said}");
-    assert!(listed().contains(left[0]), "{} is not listed", left[0]);
+    let left = said.lines().find_map(|l| l.strip_prefix("left behind: ")).expect("a name").to_owned();
+    // A cluster named for this process's id but another start: its process ended, and the id
+    // was given again. (Another test's harness, made meanwhile, may remove either first.)
+    let reused = format!("reservation-test-{}-1-0-primary", std::process::id());
+    let created = std::process::Command::new("pg_createcluster").args([&version, &reused]).output().expect("runs");
+    eprintln!("{reused}: {}", if created.status.success() { "made" } else { "not made" });
+    assert!(listed().contains(kept.clusters()[0].as_str()), "a live process's cluster was removed");
     let Some(next) = cluster(Replication::None) else { return };
-    let now = listed();
-    assert!(!now.contains(left[0]), "{} is still listed:\n{now}", left[0]);
-    drop(next);
+    let after = listed();
+    for name in [&left, &reused] {
+        assert!(!after.contains(name.as_str()), "{name} is still listed:\n{after}");
+    }
+    assert!(after.contains(kept.clusters()[0].as_str()), "a live process's cluster was removed:\n{after}");
+    drop((next, kept));
 }
 
 /// One fault run on `h` with only `fault` fired, at most `max` times; its report and the faults
