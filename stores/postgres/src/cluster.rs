@@ -148,25 +148,20 @@ impl Cluster {
     /// configuration, and each process it started, whose title names the cluster (one just
     /// started shows its postmaster's command line until it sets its title).
     fn processes(&self) -> Vec<u32> {
-        let (config, title) = (format!("/{}/{}/postgresql.conf", self.version, self.name), self.title(""));
+        let config = format!("/{}/{}/postgresql.conf", self.version, self.name);
+        let title = format!("{}/{}: ", self.version, self.name);
         process::pids_where(|command| command.contains(&config) || command.contains(&title))
     }
 
     /// The cluster's WAL senders.
     fn senders(&self) -> Vec<u32> {
-        let title = self.title("walsender ");
+        let title = format!("{}/{}: walsender ", self.version, self.name);
         process::pids_where(|command| command.contains(&title))
     }
 
-    /// The start of the title of the cluster's processes that do `what`.
-    fn title(&self, what: &str) -> String {
-        format!("{}/{}: {what}", self.version, self.name)
-    }
-
     /// Stops (SIGSTOP) every process `pick` lists, listing them again until each one is stopped,
-    /// so that a process started meanwhile is stopped too; returns them. An error if there is
-    /// none.
-    fn stop_every(&self, what: &str, pick: impl Fn() -> Vec<u32>) -> Result<Vec<u32>, StorageError> {
+    /// so that a process started meanwhile is stopped too. An error if there is none.
+    fn stop_every(&self, what: &str, pick: impl Fn() -> Vec<u32>) -> Result<(), StorageError> {
         if pick().is_empty() {
             return Err(StorageError::new(format!("cluster {}: no {what} to stop", self.name)));
         }
@@ -174,8 +169,7 @@ impl Cluster {
             let running: Vec<u32> = pick().into_iter().filter(|&pid| !stopped(pid)).collect();
             let _ = signal("STOP", &running);
             running.is_empty()
-        })?;
-        Ok(pick())
+        })
     }
 
     /// Kills every process of the cluster (SIGKILL) at once, as a crash ends them, and waits
@@ -187,11 +181,17 @@ impl Cluster {
             let _ = signal("KILL", &left);
             left.is_empty()
         })?;
-        // The postmaster is this process's child: reaped, its process id is free again.
-        if let Some(mut child) = self.server.take() {
-            wait_until(SIGNAL_LIMIT, "the killed postmaster ending", || !matches!(child.try_wait(), Ok(None)))?;
-        }
+        self.reap();
         Ok(())
+    }
+
+    /// Reaps the postmaster, this process's child, so that its process id is free again: killed
+    /// first if it still runs, so the wait ends.
+    fn reap(&mut self) {
+        if let Some(mut child) = self.server.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// Stops every process of the cluster (SIGSTOP) for `pause`, then lets them go on (SIGCONT).
@@ -201,11 +201,11 @@ impl Cluster {
             std::thread::sleep(pause);
         }
         let resumed = signal("CONT", &self.processes());
-        stopped.and(resumed).map(drop)
+        stopped.and(resumed)
     }
 
     /// Stops (SIGSTOP) the primary's WAL senders, so that its standby falls behind.
-    fn stop_senders(&self) -> Result<Vec<u32>, StorageError> {
+    fn stop_senders(&self) -> Result<(), StorageError> {
         self.stop_every("WAL sender", || self.senders())
     }
 
@@ -265,15 +265,7 @@ impl Drop for Cluster {
                 let _ = process::run("pg_dropcluster", &args[1..], COMMAND_LIMIT);
             }
         }
-        if let Some(mut child) = self.server.take() {
-            let ended =
-                wait_until(SIGNAL_LIMIT, "the stopped postmaster ending", || !matches!(child.try_wait(), Ok(None)));
-            if ended.is_err() {
-                let _ = signal("KILL", &[child.id()]);
-                let _ =
-                    wait_until(SIGNAL_LIMIT, "the killed postmaster ending", || !matches!(child.try_wait(), Ok(None)));
-            }
-        }
+        self.reap();
     }
 }
 

@@ -99,7 +99,8 @@ pub(crate) fn pids_where(wanted: impl Fn(&str) -> bool) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| alive(pid) && command_line(pid).is_some_and(|command| wanted(&command)))
+        .filter(|&pid| alive(pid))
+        .filter(|&pid| command_line(pid).is_some_and(|command| wanted(&command)))
         .collect()
 }
 
