@@ -1,12 +1,15 @@
 //! [`PostgresHarness`]: the conformance suite's harness for [`PostgresStore`] (feature
 //! `conformance`).
 
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use reservation_conformance::faults::{Fault, not_offered};
 use reservation_conformance::{Capabilities, Harness, Settings};
 use reservation_store::{ManualClock, StorageError};
 use tokio::runtime::Runtime;
 
+use crate::cluster::{Clusters, Replication};
 use crate::schema::quote;
 use crate::{PostgresOptions, PostgresStore, Time};
 
@@ -24,25 +27,75 @@ const STALE: Duration = Duration::from_secs(6 * 3600);
 /// harness. Every store the suite asks for shares one pool of up to 16 connections, each with
 /// the suite's clock. Durable: [`Harness::reopen`] closes the store's pool and connects a new one
 /// to the same tables, as a process restart would.
+///
+/// Faults ([`Harness::faults`]): a harness made by [`PostgresHarness::connect`], on a server it
+/// does not run, offers [`Fault::CutConnections`] alone. One made by
+/// [`PostgresHarness::on_cluster`] runs its own servers, and offers as well
+/// [`Fault::Crash`], [`Fault::Pause`] and, while a standby is left, [`Fault::Failover`]:
+///
+/// - [`Fault::CutConnections`]: `pg_terminate_backend` of every session of the harness's
+///   `application_name`, busy or idle.
+/// - [`Fault::Crash`]: every process of the primary killed with SIGKILL at once (the postmaster
+///   and its backends, as a crash ends them), the server started again on the same data, and
+///   the standby, if any, streaming from it again.
+/// - [`Fault::Pause`]: every process of the primary stopped with SIGSTOP for 300 ms, then let go
+///   on with SIGCONT. It neither answers nor closes a connection meanwhile.
+/// - [`Fault::Failover`], once: the primary's WAL senders are stopped, so the standby falls
+///   behind, for 500 ms while the primary goes on committing; the primary is killed and stays
+///   down; the standby is promoted. The store follows through its connection string, which
+///   names both servers with `target_session_attrs=read-write`. With
+///   [`Replication::Asynchronous`], what the primary acknowledged in those 500 ms never reached
+///   the standby, and is lost: the fault check catches it. With [`Replication::Synchronous`]
+///   no commit is acknowledged in those 500 ms: each waits for the standby, and fails when the
+///   primary dies, an indeterminate error (the commit is on the dead primary's disk, not on the
+///   standby's). Stopping the standby's WAL receiver instead would lose nothing: what the
+///   primary had sent would wait in the standby's socket, and be read once it went on.
 pub struct PostgresHarness {
     runtime: Runtime,
     url: String,
     options: PostgresOptions,
     base: PostgresStore<ManualClock>,
     settings: Settings,
+    /// The servers of a harness made by [`PostgresHarness::on_cluster`]; dropped last, once the
+    /// runtime and its connections are gone.
+    clusters: Option<Mutex<Clusters>>,
 }
 
 impl PostgresHarness {
     /// A harness on the server at `url`, in a new schema; `options.schema` and
     /// `options.application_name` are replaced by the harness's own.
     pub fn connect(url: &str, options: PostgresOptions) -> Result<Self, StorageError> {
+        PostgresHarness::build(runtime()?, url, options, None)
+    }
+
+    /// A harness on PostgreSQL clusters of its own, made with Debian's `pg_createcluster` on free
+    /// loopback ports and removed (`pg_dropcluster --stop`) when the harness is dropped: a
+    /// primary and, unless `replication` is [`Replication::None`], a standby streaming from it.
+    /// The faults it offers are listed on [`PostgresHarness`]. `options.schema` and
+    /// `options.application_name` are replaced by the harness's own; short timeouts in `options`
+    /// keep a fault run short.
+    ///
+    /// It needs the tools of Debian's `postgresql-common` and a PostgreSQL server installed the
+    /// Debian way, root (each server runs as the `postgres` user), and Linux; without them, an
+    /// error that says what is missing. Clusters are named
+    /// `reservation-test-<process id>-<process start>-<n>-<role>`; those of a test process that
+    /// ended without removing them are removed by the next harness made here.
+    pub fn on_cluster(replication: Replication, options: PostgresOptions) -> Result<Self, StorageError> {
+        let runtime = runtime()?;
+        let clusters = Clusters::start(&runtime, replication)?;
+        let url = clusters.url().to_owned();
+        PostgresHarness::build(runtime, &url, options, Some(clusters))
+    }
+
+    /// A harness on `url`, in a new schema, with `clusters` if it runs its own servers.
+    fn build(
+        runtime: Runtime,
+        url: &str,
+        options: PostgresOptions,
+        clusters: Option<Clusters>,
+    ) -> Result<Self, StorageError> {
         use std::sync::atomic::{AtomicU32, Ordering};
         static N: AtomicU32 = AtomicU32::new(0);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| StorageError::with_source("a tokio runtime", e))?;
         let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let schema = format!("reservation_test_{secs}_{}_{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
         let options = options.with_application_name(schema.clone()).with_schema(schema);
@@ -57,7 +110,8 @@ impl PostgresHarness {
             Ok::<_, StorageError>(store)
         })?;
         let settings = Settings::default().with_cases(300).with_concurrency(8, 3_000, 10_000);
-        Ok(PostgresHarness { runtime, url: url.to_owned(), options, base, settings })
+        let clusters = clusters.map(Mutex::new);
+        Ok(PostgresHarness { runtime, url: url.to_owned(), options, base, settings, clusters })
     }
 
     /// This harness with `settings` for the randomized checks.
@@ -85,6 +139,51 @@ impl PostgresHarness {
     pub fn store_with<C>(&self, time: Time<C>) -> PostgresStore<C> {
         self.base.with_time(time)
     }
+
+    /// The names of the harness's own clusters, as `pg_lsclusters` lists them: the primary's,
+    /// the standby's, then the one a failover took out of service. None for a harness made by
+    /// [`PostgresHarness::connect`].
+    pub fn clusters(&self) -> Vec<String> {
+        self.clusters.as_ref().map_or_else(Vec::new, |c| lock(c).names())
+    }
+
+    /// The port on 127.0.0.1 of the harness's primary now (after a failover, the promoted
+    /// standby's); `None` for a harness made by [`PostgresHarness::connect`].
+    pub fn primary_port(&self) -> Option<u16> {
+        self.clusters.as_ref().map(|c| lock(c).primary_port())
+    }
+
+    /// Terminates every session of the harness's `application_name` on the primary.
+    fn cut_connections(&self) -> Result<(), StorageError> {
+        let app = &self.options.application_name;
+        let limit = self.options.connect_timeout + self.options.response_timeout;
+        let cut = async {
+            let (client, connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await?;
+            tokio::spawn(connection);
+            let sql = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1";
+            client.query_one(sql, &[app]).await.map(drop)
+        };
+        match self.runtime.block_on(async { tokio::time::timeout(limit, cut).await }) {
+            Ok(cut) => cut.map_err(|e| StorageError::with_source("PostgreSQL: terminating the store's sessions", e)),
+            Err(_) => {
+                Err(StorageError::new(format!("PostgreSQL: terminating the store's sessions: not within {limit:?}")))
+            }
+        }
+    }
+}
+
+/// The harness's runtime: two worker threads.
+fn runtime() -> Result<Runtime, StorageError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| StorageError::with_source("a tokio runtime", e))
+}
+
+/// The clusters, even if a thread panicked holding them.
+fn lock(clusters: &Mutex<Clusters>) -> std::sync::MutexGuard<'_, Clusters> {
+    clusters.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Drops the test schemas older than [`STALE`]; best effort.
@@ -106,6 +205,11 @@ async fn drop_stale_schemas<C: reservation_store::Clock>(store: &PostgresStore<C
 
 impl Drop for PostgresHarness {
     fn drop(&mut self) {
+        if self.clusters.is_some() {
+            // The clusters go with the schema in them (the field is dropped last).
+            self.base.close();
+            return;
+        }
         let schema = quote(&self.options.schema);
         let base = &self.base;
         self.runtime.block_on(async {
@@ -145,5 +249,30 @@ impl Harness for PostgresHarness {
 
     fn settings(&self) -> Settings {
         self.settings
+    }
+
+    fn faults(&self) -> Vec<Fault> {
+        let mut faults = vec![Fault::CutConnections];
+        if let Some(clusters) = &self.clusters {
+            faults.extend([Fault::Crash, Fault::Pause]);
+            if lock(clusters).can_fail_over() {
+                faults.push(Fault::Failover);
+            }
+        }
+        faults
+    }
+
+    fn inject(&self, fault: Fault) -> Result<(), StorageError> {
+        if fault == Fault::CutConnections {
+            return self.cut_connections();
+        }
+        let Some(clusters) = &self.clusters else { return Err(not_offered(fault)) };
+        let mut clusters = lock(clusters);
+        match fault {
+            Fault::Crash => clusters.crash(&self.runtime),
+            Fault::Pause => clusters.pause(),
+            Fault::Failover if clusters.can_fail_over() => clusters.fail_over(&self.runtime),
+            _ => Err(not_offered(fault)),
+        }
     }
 }

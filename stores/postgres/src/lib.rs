@@ -59,13 +59,47 @@
 //! silent path, a killed process) is rolled back, releasing its key, after
 //! [`PostgresOptions::idle_transaction_timeout`].
 //!
+//! # Failover
+//!
+//! The store follows a primary that fails over to a standby through its connection string: name
+//! every server, and ask for the one that takes writes,
+//! `host=db1,db2 port=5432,5432 user=app dbname=app target_session_attrs=read-write`.
+//! tokio-postgres tries the hosts in order, each within [`PostgresOptions::connect_timeout`],
+//! and keeps the first that is not read-only. A connection to a primary that died fails the
+//! operation it carries (an error like any lost connection's: indeterminate once the `COMMIT`
+//! was sent) and is dropped, never handed out again; the pool also drops, before handing it
+//! out, a connection it already knows closed. The next connection made reaches the promoted
+//! standby. The crate's tests kill a primary and promote its standby while operations run,
+//! and check that the store works again on its own.
+//!
+//! What a failover can lose depends on the replication, not on the store:
+//!
+//! - **Asynchronous** (PostgreSQL's default): a commit is acknowledged once it is on the
+//!   primary's disk, and reaches the standby a moment later. A failover loses what the standby
+//!   had not received: reservations and confirmations the store reported done vanish, and
+//!   another owner may then reserve the key. The crate's tests show the conformance suite
+//!   catching exactly this.
+//! - **Synchronous** (`synchronous_commit = on` and the standby named in
+//!   `synchronous_standby_names`): a commit is acknowledged once the standby too has it on disk,
+//!   so an acknowledged operation survives the promotion of that standby. A commit the primary
+//!   was still waiting on when it died is an indeterminate error: it may be on the dead
+//!   primary's disk and not on the standby's. While the standby is unreachable, every commit
+//!   waits for it, until [`PostgresOptions::response_timeout`] (indeterminate as well).
+//! - Either way, a primary that comes back after its standby was promoted must not take writes
+//!   again (fencing it is the operator's task): the store would connect to whichever of the two
+//!   its connection string names first.
+//!
 //! # Features
 //!
-//! - `conformance`: `PostgresHarness`, the conformance suite's harness for this store.
-//! - `broken-variants`: test only, never for use. A planted bug (a key locked by
-//!   `SELECT … FOR UPDATE` alone, which misses a row not yet written) that the conformance suite
-//!   must catch; only the crate's own tests enable it, through their dev-dependency on the crate.
-//!   A normal build has no way to make the store skip its advisory lock.
+//! - `conformance`: `PostgresHarness`, the conformance suite's harness for this store, on a
+//!   server it is given or on PostgreSQL clusters of its own that it can crash, pause and fail
+//!   over (`PostgresHarness::on_cluster`, Debian's `pg_createcluster`).
+//! - `broken-variants`: test only, never for use. Planted bugs that the conformance suite must
+//!   catch: a key locked by `SELECT … FOR UPDATE` alone, which misses a row not yet written; and
+//!   sessions with `synchronous_commit = off`, whose commits a server crash can lose after they
+//!   were acknowledged. Only the crate's own tests enable it, through their dev-dependency on the
+//!   crate. A normal build has no way to make the store skip its advisory lock or its durable
+//!   commit.
 //!
 //! # What is public, and for whom
 //!
@@ -79,16 +113,19 @@
 //!   [`PostgresOptions::with_application_name`]. [`SCHEMA_VERSION`] is the version of the tables,
 //!   the one an existing schema must carry to be used.
 //! - Feature `conformance`, a store's tests (`reservation conform postgres`, this crate's tests
-//!   and benches): `PostgresHarness`, made by `PostgresHarness::connect`, with
-//!   `PostgresHarness::with_settings`; `pg_url`, the test server's URL
-//!   (`RESERVATION_PG_URL`). A test that works beside the suite, on the harness's schema of its
+//!   and benches): `PostgresHarness`, made by `PostgresHarness::connect`, or on clusters of its
+//!   own by `PostgresHarness::on_cluster` with a `Replication` (whose clusters
+//!   `PostgresHarness::clusters` names and whose primary `PostgresHarness::primary_port` gives),
+//!   with `PostgresHarness::with_settings`; `pg_url`, the test server's URL
+//!   (`RESERVATION_PG_URL`). The faults the harness offers the suite's fault check are listed on
+//!   `PostgresHarness`. A test that works beside the suite, on the harness's schema of its
 //!   own, takes its stores from `PostgresHarness::store_with` (with a clock of its choosing) and
 //!   runs them on `PostgresHarness::runtime`; `PostgresHarness::url` and
 //!   `PostgresHarness::options` say where. This crate's server tests (faults, silent networks,
 //!   corrupt rows, sweeps) are such tests; they cannot be written through the store alone, which
 //!   would leave a schema behind per test.
-//! - Feature `broken-variants`: `PostgresOptions::broken_row_lock_only`, for this crate's tests
-//!   only (above).
+//! - Feature `broken-variants`: `PostgresOptions::broken_row_lock_only` and
+//!   `PostgresOptions::broken_commit_before_flush`, for this crate's tests only (above).
 //!
 //! Hidden from this documentation, `PostgresStore::baseline_write` is public only for this
 //! crate's bench (a crate of its own), which measures the store's statements without its
@@ -97,7 +134,11 @@
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "conformance")]
+mod cluster;
+#[cfg(feature = "conformance")]
 mod harness;
+#[cfg(feature = "conformance")]
+mod process;
 mod row;
 mod schema;
 
@@ -114,6 +155,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row, Statement};
 
+#[cfg(feature = "conformance")]
+pub use cluster::Replication;
 #[cfg(feature = "conformance")]
 pub use harness::{PostgresHarness, pg_url};
 pub use schema::SCHEMA_VERSION;
@@ -185,6 +228,9 @@ pub struct PostgresOptions {
     /// How the key is locked: by an advisory lock, always, but in the planted bug of the
     /// `broken-variants` feature.
     key_lock: KeyLock,
+    /// Whether a commit is acknowledged before it is on disk: never, but in the planted bug of
+    /// the `broken-variants` feature.
+    commit_before_flush: bool,
 }
 
 impl Default for PostgresOptions {
@@ -200,6 +246,7 @@ impl Default for PostgresOptions {
             sweep_every: 1024,
             application_name: "reservation-store".to_owned(),
             key_lock: KeyLock::Advisory,
+            commit_before_flush: false,
         }
     }
 }
@@ -234,6 +281,14 @@ impl PostgresOptions {
     /// linearizability check fails on atomicity.
     pub fn broken_row_lock_only(mut self) -> Self {
         self.key_lock = KeyLock::RowOnly;
+        self
+    }
+
+    /// BROKEN ON PURPOSE: the store's sessions set `synchronous_commit = off`, so the server
+    /// acknowledges a commit before its WAL is on disk; a server crash then loses the commits of
+    /// the last moment, confirmations acknowledged included, and the fault check fails on P1.
+    pub fn broken_commit_before_flush(mut self) -> Self {
+        self.commit_before_flush = true;
         self
     }
 }
@@ -407,11 +462,15 @@ impl<C: Clock> PostgresStore<C> {
     pub async fn connect(url: &str, time: Time<C>, options: PostgresOptions) -> Result<Self, StorageError> {
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e| StorageError::with_source("PostgreSQL: the connection string", e))?;
-        config.application_name(&options.application_name).connect_timeout(options.connect_timeout).options(format!(
+        let mut settings = format!(
             "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
             options.statement_timeout.as_millis(),
             options.idle_transaction_timeout.as_millis()
-        ));
+        );
+        if options.commit_before_flush {
+            settings.push_str(" -c synchronous_commit=off");
+        }
+        config.application_name(&options.application_name).connect_timeout(options.connect_timeout).options(settings);
         let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(options.max_connections.max(1))

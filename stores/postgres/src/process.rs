@@ -1,0 +1,126 @@
+//! Commands run with a bound on their wait, signals sent with the `kill` command, and processes
+//! found through `/proc` (Linux): what [`crate::cluster`] does to the servers it runs.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use reservation_store::StorageError;
+
+/// Longest wait for the `kill` command itself.
+const KILL_LIMIT: Duration = Duration::from_secs(5);
+
+/// How often a wait on a process or a server looks again.
+pub(crate) const POLL: Duration = Duration::from_millis(20);
+
+/// Runs `program` with `args` and returns its standard output, or an error that names the
+/// command and says what it wrote to standard error. A command still running after `limit` is
+/// killed, and is an error.
+pub(crate) fn run(program: &str, args: &[&str], limit: Duration) -> Result<String, StorageError> {
+    let output = finish(program, args, limit)?;
+    if output.status.success() {
+        return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
+    }
+    let said = String::from_utf8_lossy(&output.stderr);
+    Err(StorageError::new(format!("{} failed ({}): {}", shown(program, args), output.status, said.trim())))
+}
+
+/// The command as an error message shows it.
+fn shown(program: &str, args: &[&str]) -> String {
+    format!("`{program} {}`", args.join(" "))
+}
+
+/// Runs `program` with `args` to its end, whatever its exit status; an error when it cannot run
+/// or is still running after `limit` (then it is killed).
+fn finish(program: &str, args: &[&str], limit: Duration) -> Result<Output, StorageError> {
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| StorageError::with_source(format!("running {}", shown(program, args)), e))?;
+    let pid = child.id();
+    let (sender, answer) = mpsc::channel();
+    // The thread owns the child, and reaps it; reading both pipes there keeps a talkative command
+    // from blocking on a full one.
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait_with_output());
+    });
+    match answer.recv_timeout(limit) {
+        Ok(output) => output.map_err(|e| StorageError::with_source(format!("waiting for {}", shown(program, args)), e)),
+        Err(_) => {
+            // Not reaped yet (the thread still waits for it), so the process id is still its own.
+            let _ = signal("KILL", &[pid]);
+            Err(StorageError::new(format!("{} did not end within {limit:?}", shown(program, args))))
+        }
+    }
+}
+
+/// Sends the signal `name` (`STOP`, `CONT`, `KILL`) to each of `pids` with the `kill` command.
+/// A process that has ended meanwhile is no error (`kill` signals the others all the same); a
+/// `kill` command that cannot run is.
+pub(crate) fn signal(name: &str, pids: &[u32]) -> Result<(), StorageError> {
+    if pids.is_empty() {
+        return Ok(());
+    }
+    let mut args = vec!["-s".to_owned(), name.to_owned()];
+    args.extend(pids.iter().map(u32::to_string));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    finish("kill", &args, KILL_LIMIT).map(drop)
+}
+
+/// What `/proc/<pid>/stat` says of a process: its state letter and when it started.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stat {
+    /// `R`, `S`, `D`, `T` (stopped), `Z` (ended, not yet reaped), …
+    pub(crate) state: char,
+    /// When the process started, in clock ticks since the system booted.
+    pub(crate) started: u64,
+}
+
+/// The process `pid`'s [`Stat`], or `None` when there is no such process.
+pub(crate) fn stat(pid: u32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name, in parentheses, may hold spaces and parentheses: the fields follow the last.
+    let fields: Vec<&str> = text.get(text.rfind(')')? + 1..)?.split_whitespace().collect();
+    Some(Stat { state: fields.first()?.chars().next()?, started: fields.get(19)?.parse().ok()? })
+}
+
+/// Whether `pid` is a process that has not ended (an ended one not yet reaped has not run since).
+pub(crate) fn alive(pid: u32) -> bool {
+    stat(pid).is_some_and(|s| !matches!(s.state, 'Z' | 'X'))
+}
+
+/// The processes that have not ended whose command line (arguments joined by spaces; a
+/// PostgreSQL process shows its title there) satisfies `wanted`.
+pub(crate) fn pids_where(wanted: impl Fn(&str) -> bool) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| alive(pid))
+        .filter(|&pid| command_line(pid).is_some_and(|command| wanted(&command)))
+        .collect()
+}
+
+/// The command line of `pid`, its arguments joined by spaces.
+fn command_line(pid: u32) -> Option<String> {
+    let raw = std::fs::read(Path::new("/proc").join(pid.to_string()).join("cmdline")).ok()?;
+    Some(String::from_utf8_lossy(&raw).replace('\0', " ").trim_end().to_owned())
+}
+
+/// Waits until `done` holds, looking every [`POLL`]; an error that says `what` did not happen
+/// after `limit`.
+pub(crate) fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) -> Result<(), StorageError> {
+    let start = Instant::now();
+    loop {
+        if done() {
+            return Ok(());
+        }
+        if start.elapsed() >= limit {
+            return Err(StorageError::new(format!("{what}: not within {limit:?}")));
+        }
+        std::thread::sleep(POLL);
+    }
+}
