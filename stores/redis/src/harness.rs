@@ -284,18 +284,19 @@ impl Replicated {
         let (old, new) = (&self.first, &self.second);
         let pid = new.pid()?;
         signal(pid, "STOP")?;
-        let behind = old.admin::<u64>(|conn| redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").query(conn));
+        // The link cut or not, the failover goes on, so that the world has a primary after it;
+        // a link that could not be cut is reported at the end.
+        let cut = old.admin::<u64>(|conn| redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").query(conn));
         std::thread::sleep(BEHIND);
         old.kill();
-        // Let go on whatever happened: a stopped process must not outlive the fault.
         signal(pid, "CONT")?;
-        behind?;
         new.promote()?;
         self.promoted.store(true, Ordering::SeqCst);
         let spare = AofServer::start(Some(new.port))?;
         // Set once: the failover happens once.
         let _ = self.spare.set(spare);
-        self.replica_online()
+        self.replica_online()?;
+        cut.map(drop)
     }
 }
 

@@ -153,7 +153,7 @@ impl Time<SystemClock> {
 }
 
 /// How a [`RedisStore`] uses its server. Start from [`RedisOptions::default`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct RedisOptions {
     /// The start of every Redis key the store writes (`{prefix}:r:…` rows, `{prefix}:x` the expiry
@@ -205,6 +205,33 @@ impl Default for RedisOptions {
             watch: true,
             touch: true,
         }
+    }
+}
+
+/// The nodes are shown by their addresses only: a URL may hold a password.
+impl std::fmt::Debug for RedisOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|url| {
+                redis::Client::open(url.as_str())
+                    .map_or_else(|_| "an invalid URL".to_owned(), |c| c.get_connection_info().addr().to_string())
+            })
+            .collect();
+        f.debug_struct("RedisOptions")
+            .field("prefix", &self.prefix)
+            .field("max_connections", &self.max_connections)
+            .field("timeout", &self.timeout)
+            .field("retries", &self.retries)
+            .field("sweep_every", &self.sweep_every)
+            .field("tombstone_ttl", &self.tombstone_ttl)
+            .field("nodes", &nodes)
+            .field("replica_acks", &self.replica_acks)
+            .field("replica_timeout", &self.replica_timeout)
+            .field("watch", &self.watch)
+            .field("touch", &self.touch)
+            .finish()
     }
 }
 
@@ -260,8 +287,10 @@ impl RedisOptions {
     /// These options with `WAIT n timeout` after every committed `EXEC`, on the same connection:
     /// the store answers only once `n` replicas have acknowledged the write (0: no wait). Fewer
     /// acknowledgements within `timeout` is an indeterminate [`StorageError`]: the write is on the
-    /// primary and may or may not survive a failover. See "Replicas and failover" in the crate
-    /// documentation for what this does and does not promise.
+    /// primary and may or may not survive a failover. Keep `timeout` below
+    /// [`RedisOptions::timeout`], which bounds the answer to `WAIT` as any other (a longer wait
+    /// ends in an indeterminate timeout). See "Replicas and failover" in the crate documentation
+    /// for what this does and does not promise.
     pub fn with_replica_acks(mut self, n: u32, timeout: Duration) -> Self {
         self.replica_acks = n;
         self.replica_timeout = timeout;
