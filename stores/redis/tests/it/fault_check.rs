@@ -146,11 +146,27 @@ fn each_harness_offers_the_faults_it_can_cause() {
     assert_eq!(durable.faults(), [Fault::CutConnections, Fault::Crash, Fault::Pause]);
     assert!(durable.inject(Fault::Failover).is_err(), "a failover with no replica");
     assert!(durable.inject(Fault::Restart).is_err(), "the suite's own fault, caused by the harness");
-    let Some(replicated) = replicated(RedisOptions::default()) else { return };
-    assert_eq!(replicated.faults(), [Fault::CutConnections, Fault::Crash, Fault::Pause, Fault::Failover]);
-    inject(&replicated, Fault::Failover);
-    assert_eq!(replicated.faults(), [Fault::CutConnections, Fault::Crash, Fault::Pause], "a failover once only");
-    assert!(replicated.inject(Fault::Failover).is_err(), "a second failover");
+    // Its stores wait for the replica: each fault ends with the replica acknowledging writes.
+    let Some(h) = replicated(RedisOptions::default().with_replica_acks(1, Duration::from_millis(100))) else { return };
+    assert_eq!(h.faults(), [Fault::CutConnections, Fault::Crash, Fault::Pause, Fault::Failover]);
+    let store = h.store_with(Time::Local(ManualClock::new(START)));
+    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace("offered").as_str()).expect("scope");
+    let confirm = |key: &str| {
+        let key = Key::new(key).expect("key");
+        // A connection from before the fault fails once, and is then closed with the idle ones.
+        let _ = h.runtime().block_on(store.lookup(&scope, &key));
+        h.runtime().block_on(store.confirm(&scope, &key, &owner(), version()))
+    };
+    confirm("before").expect("confirmed");
+    let (primary, replica) = (h.url().to_owned(), h.replica().expect("a replica").url());
+    inject(&h, Fault::Crash);
+    confirm("after-crash").unwrap_or_else(|e| panic!("the replica did not acknowledge: {}", error_chain(&e)));
+    inject(&h, Fault::Failover);
+    assert_eq!(h.url(), replica, "the replica is the primary");
+    assert!(h.replica().is_some_and(|r| r.url() != primary && r.url() != replica), "a new replica");
+    confirm("after-failover").unwrap_or_else(|e| panic!("the new replica did not acknowledge: {}", error_chain(&e)));
+    assert_eq!(h.faults(), [Fault::CutConnections, Fault::Crash, Fault::Pause], "a failover once only");
+    assert!(h.inject(Fault::Failover).is_err(), "a second failover");
 }
 
 #[test]
@@ -167,8 +183,18 @@ fn a_cut_a_crash_and_a_pause_of_the_append_only_server_happen_and_lose_nothing()
         let before = run_id(&h);
         inject(&h, Fault::Crash);
         assert_ne!(run_id(&h), before, "the crash did not start a new server");
-        let took = inject(&h, Fault::Pause);
+        let (took, answered) = std::thread::scope(|s| {
+            let ping = s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                let started = WallInstant::now();
+                let mut conn = crate::raw(&h);
+                let _: String = h.runtime().block_on(redis::cmd("PING").query_async(&mut conn)).expect("PING");
+                started.elapsed()
+            });
+            (inject(&h, Fault::Pause), ping.join().expect("pinged"))
+        });
         assert!(took >= Duration::from_millis(300), "the pause took {took:?}");
+        assert!(answered >= Duration::from_millis(100), "the paused server answered in {answered:?}");
     });
     eprintln!(
         "cut, crash, pause: {confirmed:?}",
@@ -212,6 +238,7 @@ fn with_wait_for_the_replica_a_failover_loses_nothing() {
         confirmed.indeterminate
     );
     assert!(confirmed.indeterminate > 0, "no write waited in vain for the stopped replica");
+    assert!(confirmed.acknowledged.len() > 50, "too few confirmations to tell: {}", confirmed.acknowledged.len());
     assert_eq!(lost, 0, "an acknowledged confirmation was lost although the one replica acknowledged it");
 }
 
@@ -289,4 +316,56 @@ fn a_crash_of_a_server_that_keeps_nothing_on_disk_loses_acknowledged_confirmatio
     let lost = lost(&h, &scope, &confirmed);
     eprintln!("crash of a forgetful server: {} acknowledged, {lost} lost", confirmed.acknowledged.len());
     assert!(lost > 0, "a crash of a server that keeps nothing lost nothing");
+}
+
+#[test]
+fn a_failed_connection_closes_the_idle_ones_so_that_the_next_operation_connects_afresh() {
+    let Some(h) = durable_harness() else { return };
+    let store = h.store_with(Time::Local(ManualClock::new(START)));
+    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace("purge").as_str()).expect("scope");
+    let keys: Vec<Key> = (0..4).map(|i| Key::new(format!("k{i}")).expect("key")).collect();
+    let alice = owner();
+    let confirm = |key| store.confirm(&scope, key, &alice, version());
+    let all = h
+        .runtime()
+        .block_on(async { tokio::join!(confirm(&keys[0]), confirm(&keys[1]), confirm(&keys[2]), confirm(&keys[3])) });
+    assert!(all.0.is_ok() && all.1.is_ok() && all.2.is_ok() && all.3.is_ok(), "{all:?}");
+    assert_eq!(store.connections(), 4, "four operations at once, four connections");
+    inject(&h, Fault::CutConnections);
+    let error = h.runtime().block_on(store.lookup(&scope, &keys[0])).expect_err("a cut connection answered");
+    assert!(!error.is_indeterminate(), "{}", error_chain(&error));
+    assert_eq!(store.connections(), 0, "the cut connections were kept after one of them failed");
+    let found = h.runtime().block_on(store.lookup(&scope, &keys[1])).expect("the next operation connects afresh");
+    assert_eq!(found, Some(Reservation::confirmed(owner(), version())));
+}
+
+/// The `WAIT` commands the server at `h`'s primary has run since `CONFIG RESETSTAT`.
+fn waits(h: &RedisHarness) -> u64 {
+    let mut conn = crate::raw(h);
+    let stats: String =
+        h.runtime().block_on(redis::cmd("INFO").arg("commandstats").query_async(&mut conn)).expect("INFO");
+    let line = stats.lines().find(|l| l.starts_with("cmdstat_wait:"));
+    line.and_then(|l| l.strip_prefix("cmdstat_wait:calls=")?.split(',').next()?.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn the_store_waits_after_each_committed_exec_only_when_asked() {
+    let Some(h) = replicated(RedisOptions::default()) else { return };
+    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace("waits").as_str()).expect("scope");
+    let key = Key::new("k").expect("key");
+    let mut conn = crate::raw(&h);
+    let () = h.runtime().block_on(redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn)).expect("reset");
+    let plain = h.store_with(Time::Local(ManualClock::new(START)));
+    h.runtime().block_on(plain.confirm(&scope, &key, &owner(), version())).expect("confirmed");
+    h.runtime().block_on(plain.lookup(&scope, &key)).expect("looked up");
+    assert_eq!(waits(&h), 0, "a store not asked to wait sent WAIT");
+    let options = h.options().clone().with_replica_acks(1, Duration::from_secs(1));
+    let replica = h.replica().expect("a replica").url();
+    let waiting = RedisStore::connect(&replica, Time::Local(ManualClock::new(START)), options);
+    let waiting = h.runtime().block_on(waiting).expect("connected");
+    let outcome = h.runtime().block_on(waiting.confirm(&scope, &key, &owner(), version())).expect("confirmed");
+    assert_eq!(outcome, ConfirmOutcome::AlreadyConfirmed);
+    let found = h.runtime().block_on(waiting.lookup(&scope, &key)).expect("looked up");
+    assert_eq!(found, Some(Reservation::confirmed(owner(), version())));
+    assert_eq!(waits(&h), 2, "a write that changed nothing and a lookup: two committed EXECs, two WAITs");
 }
