@@ -1069,6 +1069,15 @@ pub fn linearizability<H: Harness>(h: &H) -> Result<(), Failure> {
     crate::linearizability::run(h).map(drop)
 }
 
+/// The fault check ([`crate::faults::run`]) with the default [`crate::faults::FaultSettings`]:
+/// concurrent operations while the harness's faults and the suite's own (a clock jump, and a
+/// restart of a durable store) fire on a seeded schedule; no acknowledged confirmation may be
+/// lost, no key held by two owners (P1), and the history must be linearizable with faults
+/// tolerated.
+pub fn faults<H: Harness>(h: &H) -> Result<(), Failure> {
+    crate::faults::run(h, &crate::faults::FaultSettings::default()).verdict
+}
+
 /// D10, the clock inside the critical section: an operation is held between its reading of the
 /// clock and its write ([`reservation_store::ManualClock::hold_next_reading`]) while the clock
 /// moves past an expiry and a lookup runs; then it is let go. Alice's pending reservation

@@ -276,6 +276,7 @@ macro_rules! __for_each_check {
             sweeper_keeps_confirmed_keys_across_long_clock_jumps => sweeper,
             differential_against_the_specification => differential,
             linearizability_under_threads => linearizability,
+            p1_faults_on_a_seeded_schedule_lose_no_acknowledged_confirmation => faults,
             p1_durable_reopen_keeps_every_reservation => durable [Durable],
         }
     };

@@ -18,7 +18,7 @@
 //! whose error was returned can no longer take effect later, as holds when its transaction dies
 //! with its connection.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,7 +52,9 @@ pub const KEYS: usize = 3;
 const OWNERS: usize = 3;
 const HOLDS: usize = 2;
 /// Operations each thread runs in one round before the clock moves.
-const ROUND: usize = 16;
+pub(crate) const ROUND: usize = 16;
+/// The longest time to live of the check's reservations, in milliseconds.
+pub(crate) const MAX_TTL: u64 = 30;
 
 /// One operation of a history, on key `key`: an [`Operation`] with owners and holds named by
 /// their index in [`Names`], or a lookup.
@@ -167,21 +169,22 @@ impl Names {
         };
         Names {
             scope: ReservationScope::new(ty.clone(), tenant.clone(), unique_namespace("rc-linearizability")),
-            keys: (0..KEYS).map(|i| Key::new(format!("k{i}")).expect("valid")).collect(),
+            keys: (0..KEYS).map(key_named).collect(),
             owners: vec![o("alice"), o("Alice"), o("bob")],
             holds: (0..HOLDS).map(|i| HoldId::new(format!("h{i}")).expect("valid")).collect(),
         }
     }
 
-    fn owner(&self, i: u8) -> &AggregateRef {
+    pub(crate) fn owner(&self, i: u8) -> &AggregateRef {
         &self.owners[usize::from(i) % self.owners.len()]
     }
 
-    fn hold(&self, i: u8) -> &HoldId {
+    pub(crate) fn hold(&self, i: u8) -> &HoldId {
         &self.holds[usize::from(i) % self.holds.len()]
     }
 
-    fn show(&self, e: &Event) -> String {
+    /// One operation of a history, as a failure's timeline shows it.
+    pub(crate) fn show(&self, e: &Event) -> String {
         let k = e.key;
         let call = match e.call {
             Call::Op(op) => {
@@ -208,11 +211,16 @@ impl Names {
     }
 }
 
+/// The key of index `i` in a history: `k{i}`.
+pub(crate) fn key_named(i: usize) -> Key {
+    Key::new(format!("k{i}")).expect("a short non-empty key is valid")
+}
+
 /// A tiny deterministic generator, one per thread.
-struct XorShift(u64);
+pub(crate) struct XorShift(pub(crate) u64);
 
 impl XorShift {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -221,19 +229,19 @@ impl XorShift {
         x
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
 
 /// A call on the round's hot key three times in four, so that threads collide on one key.
-fn random_call(r: &mut XorShift, hot: usize) -> (usize, Call) {
+pub(crate) fn random_call(r: &mut XorShift, hot: usize) -> (usize, Call) {
     let key = if r.below(4) == 0 { r.below(KEYS as u64) as usize } else { hot };
     let owner = r.below(OWNERS as u64) as u8;
     let hold = r.below(HOLDS as u64) as u8;
     let version = Version::from_u64(r.below(4));
     let call = match r.below(14) {
-        0..=4 => Ttl::from_millis(1 + r.below(30))
+        0..=4 => Ttl::from_millis(1 + r.below(MAX_TTL))
             .map_or(Call::Lookup, |ttl| Call::Op(Operation::Reserve { owner, hold, ttl })),
         5..=7 => Call::Op(Operation::Confirm { owner, version }),
         8 | 9 => Call::Op(Operation::Release { owner, version: ReleaseVersion::Any }),
@@ -244,9 +252,20 @@ fn random_call(r: &mut XorShift, hot: usize) -> (usize, Call) {
     (key, call)
 }
 
-async fn invoke<S: ReservationStore>(store: &S, names: &Names, key: usize, op: Call, entry: Entry) -> Return {
-    let (scope, k) = (&names.scope, &names.keys[key % KEYS]);
-    let err = |e: reservation_store::StoreError| match e {
+async fn invoke<S: ReservationStore>(store: &S, names: &Names, k: &Key, op: Call, entry: Entry) -> Return {
+    let scope = &names.scope;
+    match op {
+        Call::Op(op) => {
+            let operation = op.map(|o| names.owner(o), |h| names.hold(h));
+            call(store, entry, scope, k, operation).await.map_or_else(error_return, Return::Outcome)
+        }
+        Call::Lookup => store.lookup(scope, k).await.map_or_else(error_return, Return::Lookup),
+    }
+}
+
+/// What a store's error returns in a history.
+fn error_return(e: reservation_store::StoreError) -> Return {
+    match e {
         reservation_store::StoreError::Storage(s) => match ProtocolError::of(&s) {
             Some(p) => Return::Protocol(p.to_string()),
             None => {
@@ -254,13 +273,102 @@ async fn invoke<S: ReservationStore>(store: &S, names: &Names, key: usize, op: C
             }
         },
         other => Return::Error(show_error(&other)),
-    };
-    match op {
-        Call::Op(op) => {
-            let operation = op.map(|o| names.owner(o), |h| names.hold(h));
-            call(store, entry, scope, k, operation).await.map_or_else(err, Return::Outcome)
-        }
-        Call::Lookup => store.lookup(scope, k).await.map_or_else(err, Return::Lookup),
+    }
+}
+
+/// Runs a history's operations on a store and stamps each: its call and return on one shared
+/// counter, and the clock just before and just after.
+pub(crate) struct Recorder<'a, H> {
+    pub(crate) harness: &'a H,
+    pub(crate) names: &'a Names,
+    pub(crate) clock: &'a ManualClock,
+    pub(crate) stamp: &'a AtomicU64,
+}
+
+impl<H: Harness> Recorder<'_, H> {
+    /// Runs `call` on `store` from `(thread, round)`, on the key of index `key.0`, named `key.1`;
+    /// a panic of the store is its result.
+    pub(crate) fn run(
+        &self,
+        store: &H::Store,
+        (thread, round): (usize, usize),
+        key: (usize, &Key),
+        call: Call,
+    ) -> Event {
+        let clock_at_call = self.clock.now();
+        let called = self.stamp.fetch_add(1, Ordering::SeqCst);
+        let ret = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.harness.block_on(invoke(store, self.names, key.1, call, entry(called)))
+        }))
+        .unwrap_or_else(|p| Return::Error(format!("the store panicked: {}", panic_message(&*p))));
+        let returned = self.stamp.fetch_add(1, Ordering::SeqCst);
+        let clock_at_return = self.clock.now();
+        Event { thread, round, clock_at_call, clock_at_return, key: key.0, call, ret, called, returned }
+    }
+
+    /// Looks up `keys` (each an index and its name) on `store` from `thread` at once
+    /// ([`Harness::lookups`]): they share one call and one return stamp.
+    pub(crate) fn lookups(&self, store: &H::Store, thread: usize, keys: &[(usize, Key)]) -> Vec<Event> {
+        let scope = &self.names.scope;
+        let asked: Vec<(&ReservationScope, &Key)> = keys.iter().map(|(_, k)| (scope, k)).collect();
+        let clock_at_call = self.clock.now();
+        let called = self.stamp.fetch_add(1, Ordering::SeqCst);
+        let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.harness.lookups(store, &asked)))
+            .map_err(|p| format!("the store panicked: {}", panic_message(&*p)));
+        let returned = self.stamp.fetch_add(1, Ordering::SeqCst);
+        let clock_at_return = self.clock.now();
+        let count = keys.len();
+        let answers: Vec<Return> = match answers {
+            Ok(answers) if answers.len() == count => {
+                answers.into_iter().map(|a| a.map_or_else(error_return, Return::Lookup)).collect()
+            }
+            Ok(answers) => {
+                let message = format!("the harness gave {} answers to {count} lookups", answers.len());
+                vec![Return::Error(message); count]
+            }
+            Err(message) => vec![Return::Error(message); count],
+        };
+        keys.iter()
+            .zip(answers)
+            .map(|((key, _), ret)| Event {
+                thread,
+                round: 0,
+                clock_at_call,
+                clock_at_return,
+                key: *key,
+                call: Call::Lookup,
+                ret,
+                called,
+                returned,
+            })
+            .collect()
+    }
+}
+
+/// The generators of thread `t` of a history of seed `seed`: its own, for its calls, and the one
+/// every thread shares, for the rounds' clock moves and hot keys ([`next_round`]).
+pub(crate) fn generators(seed: u64, t: usize) -> (XorShift, XorShift) {
+    (XorShift(seed ^ (0x2545_f491_4f6c_dd1d_u64.wrapping_mul(t as u64 + 1)) | 1), XorShift(seed | 1))
+}
+
+/// The next round's clock move (often zero) and hot key, drawn from the shared generator.
+pub(crate) fn next_round(mover: &mut XorShift) -> (u64, usize) {
+    let step = if mover.below(2) == 0 { 0 } else { mover.below(25) };
+    (step, mover.below(KEYS as u64) as usize)
+}
+
+/// The event that stands for thread `t`, which panicked outside a store call with `payload`.
+pub(crate) fn panicked(t: usize, payload: &(dyn std::any::Any + Send)) -> Event {
+    Event {
+        thread: t,
+        round: 0,
+        clock_at_call: START,
+        clock_at_return: START,
+        key: 0,
+        call: Call::Lookup,
+        ret: Return::Error(format!("thread {t} panicked: {}", panic_message(payload))),
+        called: 0,
+        returned: 0,
     }
 }
 
@@ -275,45 +383,26 @@ pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) ->
     let store = harness.store(clock.clone());
     let rounds = ops.div_ceil(threads * ROUND).max(1);
     let stamp = AtomicU64::new(0);
+    let recorder = Recorder { harness, names: &names, clock: &clock, stamp: &stamp };
     let barrier = Barrier::new(threads);
     let mut events: Vec<Event> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (names, store, clock, stamp, barrier) = (&names, &store, &clock, &stamp, &barrier);
+                let (names, store, clock, barrier, recorder) = (&names, &store, &clock, &barrier, &recorder);
                 scope.spawn(move || {
-                    let mut r = XorShift(seed ^ (0x2545_f491_4f6c_dd1d_u64.wrapping_mul(t as u64 + 1)) | 1);
-                    let mut mover = XorShift(seed | 1);
+                    let (mut r, mut mover) = generators(seed, t);
                     let mut out = Vec::with_capacity(rounds * ROUND);
                     for round in 0..rounds {
                         // Every thread draws the same move and hot key; the leader applies the
                         // move while the others wait, so every round starts together.
-                        let step = if mover.below(2) == 0 { 0 } else { mover.below(25) };
-                        let hot = mover.below(KEYS as u64) as usize;
+                        let (step, hot) = next_round(&mut mover);
                         if barrier.wait().is_leader() && round > 0 {
                             clock.advance(step);
                         }
                         barrier.wait();
                         for _ in 0..ROUND {
                             let (key, call) = random_call(&mut r, hot);
-                            let clock_at_call = clock.now();
-                            let called = stamp.fetch_add(1, Ordering::SeqCst);
-                            let ret = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                harness.block_on(invoke(store, names, key, call, entry(called)))
-                            }))
-                            .unwrap_or_else(|p| Return::Error(format!("the store panicked: {}", panic_message(&*p))));
-                            let returned = stamp.fetch_add(1, Ordering::SeqCst);
-                            let clock_at_return = clock.now();
-                            out.push(Event {
-                                thread: t,
-                                round,
-                                clock_at_call,
-                                clock_at_return,
-                                key,
-                                call,
-                                ret,
-                                called,
-                                returned,
-                            });
+                            out.push(recorder.run(store, (t, round), (key, &names.keys[key]), call));
                             if t == 0 && r.below(4) == 0 {
                                 clock.advance(1);
                             }
@@ -323,26 +412,7 @@ pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) ->
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .flat_map(|(t, h)| {
-                h.join().unwrap_or_else(|p| {
-                    let ret = Return::Error(format!("thread {t} panicked: {}", panic_message(&*p)));
-                    vec![Event {
-                        thread: t,
-                        round: 0,
-                        clock_at_call: START,
-                        clock_at_return: START,
-                        key: 0,
-                        call: Call::Lookup,
-                        ret,
-                        called: 0,
-                        returned: 0,
-                    }]
-                })
-            })
-            .collect()
+        handles.into_iter().enumerate().flat_map(|(t, h)| h.join().unwrap_or_else(|p| vec![panicked(t, &*p)])).collect()
     });
     events.sort_by_key(|e| e.called);
     (names, events)
@@ -475,7 +545,7 @@ fn expected_rule(
 
 /// Whether the operations `ops` of one key (ordered by call) are linearizable; if not, the rule
 /// of the deepest operation no order could place, if any operation was tried.
-fn linearizable(names: &Names, ops: &[&Event]) -> Result<u64, Option<Rule>> {
+pub(crate) fn linearizable(names: &Names, ops: &[&Event]) -> Result<u64, Option<Rule>> {
     let mut search = Search { names, ops, memo: HashSet::new(), nodes: 0, stuck: None };
     let mut done = vec![0u64; ops.len().div_ceil(64)];
     if search.run(&mut done, 0, &None, Instant::ZERO, None) {
@@ -509,14 +579,30 @@ pub fn check_history(names: &Names, events: &[Event]) -> Result<u64, Failure> {
 /// shortest prefix (by call) of the failing key's operations that cannot be linearized. An
 /// invalid argument or a panic always fails: the check's operations are all valid.
 pub fn check_history_with(names: &Names, events: &[Event], faults: Faults) -> Result<u64, Failure> {
+    const CHECK: &str = "linearizability";
+    precheck(CHECK, names, events, faults)?;
+    let mut nodes = 0;
+    for (key, ops) in by_key(events) {
+        match linearizable(names, &ops) {
+            Ok(n) => nodes += n,
+            Err(_) => return Err(report(CHECK, names, key, &ops)),
+        }
+    }
+    Ok(nodes)
+}
+
+/// What fails a history of check `check` before any order is searched: an adapter that broke the
+/// protocol, an invalid argument or a panic, a storage error where `faults` forbids them, a
+/// clock that went back during an operation, or names that name no owner or hold.
+pub(crate) fn precheck(check: &str, names: &Names, events: &[Event], faults: Faults) -> Result<(), Failure> {
     if names.owners.is_empty() || names.holds.is_empty() {
         return Err(Failure::without_rule(
-            "linearizability",
+            check,
             "the history's Names lists no owners or no holds, so its owner and hold indices name nothing",
         ));
     }
     if let Some(e) = events.iter().find(|e| matches!(e.ret, Return::Protocol(_))) {
-        let mut f = Failure::protocol("linearizability", format!("thread {}: {}", e.thread, names.show(e)));
+        let mut f = Failure::protocol(check, format!("thread {}: {}", e.thread, names.show(e)));
         f.context.push(format!("scope s0 = {}", names.scope));
         return Err(f);
     }
@@ -527,7 +613,7 @@ pub fn check_history_with(names: &Names, events: &[Event], faults: Faults) -> Re
     };
     if let Some(e) = events.iter().find(failed) {
         let rule = expected_rule(names, &None, e, e.clock_at_call, None);
-        let mut f = Failure::new("linearizability", rule, format!("an operation failed: {}", names.show(e)));
+        let mut f = Failure::new(check, rule, format!("an operation failed: {}", names.show(e)));
         f.step_rule = Some(rule);
         f.property = Some("every operation of a concurrent run must complete; one failed or panicked");
         f.context.push(format!("scope s0 = {}", names.scope));
@@ -535,32 +621,31 @@ pub fn check_history_with(names: &Names, events: &[Event], faults: Faults) -> Re
     }
     if let Some(e) = events.iter().find(|e| e.clock_at_return < e.clock_at_call) {
         return Err(Failure::without_rule(
-            "linearizability",
+            check,
             format!("the history's clock went back during an operation: {}", names.show(e)),
         ));
     }
-    let mut nodes = 0;
-    for key in 0..KEYS {
-        // A determinate storage error is an operation that did not happen.
-        let ops: Vec<&Event> = events
-            .iter()
-            .filter(|e| e.key == key && !matches!(e.ret, Return::Storage { indeterminate: false, .. }))
-            .collect();
-        match linearizable(names, &ops) {
-            Ok(n) => nodes += n,
-            Err(_) => return Err(report(names, key, &ops)),
-        }
-    }
-    Ok(nodes)
+    Ok(())
 }
 
-fn report(names: &Names, key: usize, ops: &[&Event]) -> Failure {
+/// The operations of each key of `events` (ordered by call), by key, leaving out those that
+/// failed with a determinate storage error: they did not happen.
+pub(crate) fn by_key(events: &[Event]) -> BTreeMap<usize, Vec<&Event>> {
+    let mut keys: BTreeMap<usize, Vec<&Event>> = BTreeMap::new();
+    for e in events.iter().filter(|e| !matches!(e.ret, Return::Storage { indeterminate: false, .. })) {
+        keys.entry(e.key).or_default().push(e);
+    }
+    keys
+}
+
+/// The failure of check `check` for key `key`, whose operations `ops` are not linearizable.
+pub(crate) fn report(check: &str, names: &Names, key: usize, ops: &[&Event]) -> Failure {
     // The shortest prefix by call that no order explains.
     let (len, rule) =
         (1..=ops.len()).find_map(|n| linearizable(names, &ops[..n]).err().map(|r| (n, r))).unwrap_or((ops.len(), None));
     let prefix = &ops[..len];
     let mut f = Failure::without_rule(
-        "linearizability",
+        check,
         format!(
             "the history of key k{key} is not linearizable: no order of its first {len} operations that \
              respects real time gives the results the store returned"
@@ -569,7 +654,8 @@ fn report(names: &Names, key: usize, ops: &[&Event]) -> Failure {
     f.rule = rule;
     f.property = Some(ATOMICITY);
     f.step_rule = rule;
-    f.context.push(format!("scope s0 = {}; keys k0..k{}; clock started at {START}", names.scope, KEYS - 1));
+    let last = names.keys.len().max(key + 1) - 1;
+    f.context.push(format!("scope s0 = {}; keys k0..k{last}; clock started at {START}", names.scope));
     f.context.push("[call .. return] stamps of one shared counter; an operation precedes another when its return stamp is below the other's call stamp".into());
     f.context.push("each operation acts at one instant of its clock window (the clock just before its call .. just after its return), never before an operation that takes effect earlier".into());
     // The operations just before the one no order can place: the earlier ones are summarised.

@@ -4,6 +4,7 @@ mod broken_stores;
 mod driver;
 mod driver_bounds;
 mod examples;
+mod faults;
 mod fuzz_corpus;
 mod linearizability;
 mod memory;
