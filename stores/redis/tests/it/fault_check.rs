@@ -1,15 +1,18 @@
-//! The faults the harnesses cause for the suite's fault check: on the append-only server,
-//! connections cut, a crash and a pause, which lose nothing; on a primary with a replica, a
-//! failover, which loses acknowledged confirmations unless the store waits for the replica
-//! (`WAIT`). And the two options a replicated store needs: its nodes (a replica listed first is
-//! skipped) and its wait for replicas (too few acknowledgements are an indeterminate error).
+//! The suite's fault check (`faults::run`) on this store, and the faults its harnesses cause: on
+//! the append-only server, connections cut, a crash and a pause, which lose nothing; on a primary
+//! with a replica, a failover, which loses acknowledged confirmations unless the store waits for
+//! the replica (`WAIT`), and which the check catches. And the two options a replicated store
+//! needs: its nodes (a replica listed first is skipped) and its wait for replicas (too few
+//! acknowledgements are an indeterminate error).
+//!
+//! Each fault run prints its report: the figures of RELIABILITY.md.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
-use reservation_conformance::faults::Fault;
+use reservation_conformance::faults::{Fault, FaultReport, FaultSettings, run};
 use reservation_conformance::services::service;
 use reservation_conformance::{Harness, START, unique_namespace};
 use reservation_redis::{RedisHarness, RedisOptions, RedisStore, Time};
@@ -206,43 +209,6 @@ fn a_cut_a_crash_and_a_pause_of_the_append_only_server_happen_and_lose_nothing()
 }
 
 #[test]
-fn a_failover_without_wait_loses_acknowledged_confirmations() {
-    let Some(h) = replicated(RedisOptions::default()) else { return };
-    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace("failover").as_str()).expect("scope");
-    let confirmed = confirm_during(&h, &scope, || {
-        inject(&h, Fault::Failover);
-    });
-    let lost = lost(&h, &scope, &confirmed);
-    eprintln!(
-        "failover without WAIT: {} acknowledged, {} errors ({} indeterminate), {lost} lost",
-        confirmed.acknowledged.len(),
-        confirmed.errors,
-        confirmed.indeterminate
-    );
-    assert!(lost > 0, "nothing acknowledged was lost in a failover to a replica that fell behind");
-}
-
-#[test]
-fn with_wait_for_the_replica_a_failover_loses_nothing() {
-    let Some(h) = replicated(RedisOptions::default().with_replica_acks(1, Duration::from_millis(100))) else { return };
-    let scope =
-        ReservationScope::parse("user", Some("acme"), unique_namespace("failover-wait").as_str()).expect("scope");
-    let confirmed = confirm_during(&h, &scope, || {
-        inject(&h, Fault::Failover);
-    });
-    let lost = lost(&h, &scope, &confirmed);
-    eprintln!(
-        "failover with WAIT 1: {} acknowledged, {} errors ({} indeterminate), {lost} lost",
-        confirmed.acknowledged.len(),
-        confirmed.errors,
-        confirmed.indeterminate
-    );
-    assert!(confirmed.indeterminate > 0, "no write waited in vain for the stopped replica");
-    assert!(confirmed.acknowledged.len() > 50, "too few confirmations to tell: {}", confirmed.acknowledged.len());
-    assert_eq!(lost, 0, "an acknowledged confirmation was lost although the one replica acknowledged it");
-}
-
-#[test]
 fn too_few_replica_acknowledgements_are_indeterminate_and_the_write_is_on_the_primary() {
     // One replica, two asked for: every committed write waits 50 ms and falls short.
     let Some(h) = replicated(RedisOptions::default().with_replica_acks(2, Duration::from_millis(50))) else { return };
@@ -306,19 +272,6 @@ fn a_replica_listed_first_is_skipped_and_a_store_on_no_primary_fails_determinate
 }
 
 #[test]
-fn a_crash_of_a_server_that_keeps_nothing_on_disk_loses_acknowledged_confirmations() {
-    // The planted bug: the crash check above, on a server with no append-only file.
-    let Some(h) = service("redis-server (for the forgetful server)", RedisHarness::broken_forgetful()) else { return };
-    let scope = ReservationScope::parse("user", Some("acme"), unique_namespace("forgetful").as_str()).expect("scope");
-    let confirmed = confirm_during(&h, &scope, || {
-        inject(&h, Fault::Crash);
-    });
-    let lost = lost(&h, &scope, &confirmed);
-    eprintln!("crash of a forgetful server: {} acknowledged, {lost} lost", confirmed.acknowledged.len());
-    assert!(lost > 0, "a crash of a server that keeps nothing lost nothing");
-}
-
-#[test]
 fn a_failed_connection_closes_the_idle_ones_so_that_the_next_operation_connects_afresh() {
     let Some(h) = durable_harness() else { return };
     let store = h.store_with(Time::Local(ManualClock::new(START)));
@@ -368,4 +321,80 @@ fn the_store_waits_after_each_committed_exec_only_when_asked() {
     let found = h.runtime().block_on(waiting.lookup(&scope, &key)).expect("looked up");
     assert_eq!(found, Some(Reservation::confirmed(owner(), version())));
     assert_eq!(waits(&h), 2, "a write that changed nothing and a lookup: two committed EXECs, two WAITs");
+}
+
+/// A fault run of `h` with `fault` alone, at most `most` times, its report printed as `label`.
+fn fault_run(h: &RedisHarness, label: &str, fault: Fault, most: usize) -> reservation_conformance::faults::FaultRun {
+    let settings = FaultSettings::default().with_faults(&[fault]).with_max_faults(most);
+    let started = WallInstant::now();
+    let run = run(h, &settings);
+    eprintln!("redis, {label}: {} in {:.2?}", run.report, started.elapsed());
+    let fired: Vec<Fault> = run.report.fired.iter().map(|f| f.fault).collect();
+    assert!(!fired.is_empty() && fired.iter().all(|f| *f == fault), "{label}: fired {fired:?}");
+    assert!(
+        run.report.fired.iter().all(|f| f.recovered_after.is_some()),
+        "{label}: the store did not answer again: {}",
+        run.report
+    );
+    run
+}
+
+/// The acknowledged confirmations a run found lost: gone (`lost`), or gone and then granted to
+/// another owner (`two_owners`), which the report counts apart.
+fn lost_or_taken(report: &FaultReport) -> usize {
+    report.lost + report.two_owners
+}
+
+/// Asserts that `report`'s run looked up acknowledged confirmations after its faults.
+fn checked_some(report: &FaultReport) {
+    assert!(report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {report}");
+}
+
+#[test]
+fn the_fault_check_passes_with_cuts_crashes_pauses_and_restarts_of_the_append_only_server() {
+    for (fault, most) in [(Fault::CutConnections, 8), (Fault::Crash, 4), (Fault::Pause, 4), (Fault::Restart, 4)] {
+        let Some(h) = durable_harness() else { return };
+        let run = fault_run(&h, &format!("append-only server, {fault}"), fault, most);
+        if let Err(failure) = run.verdict {
+            panic!("{failure}");
+        }
+        assert_eq!(run.report.lost, 0);
+        checked_some(&run.report);
+    }
+}
+
+#[test]
+fn the_fault_check_catches_a_crash_of_a_server_that_keeps_nothing_on_disk() {
+    // The planted bug: a crash of the server above, with no append-only file.
+    let Some(h) = service("redis-server (for the forgetful server)", RedisHarness::broken_forgetful()) else { return };
+    let run = fault_run(&h, "forgetful server, crash", Fault::Crash, 2);
+    let failure = run.verdict.expect_err("a crash of a server that keeps nothing lost nothing");
+    assert_eq!(failure.rule, Some(reservation_store::rules::Rule::P1), "{failure}");
+    assert!(lost_or_taken(&run.report) > 0, "{}", run.report);
+}
+
+#[test]
+fn the_fault_check_catches_a_failover_without_wait_losing_acknowledged_confirmations() {
+    let Some(h) = replicated(RedisOptions::default()) else { return };
+    let run = fault_run(&h, "primary and replica, failover without WAIT", Fault::Failover, 1);
+    let failure = run.verdict.expect_err("a failover to a replica that fell behind lost nothing");
+    assert_eq!(failure.rule, Some(reservation_store::rules::Rule::P1), "{failure}");
+    assert!(lost_or_taken(&run.report) > 0, "{}", run.report);
+    let said = failure.to_string();
+    assert!(said.contains("acknowledged confirmations lost") && said.contains("failover"), "{said}");
+    assert!(said.contains("RESERVATION_FAULT_SEED="), "{said}");
+}
+
+#[test]
+fn with_wait_for_the_one_replica_a_failover_loses_nothing() {
+    // Every replica required, and the failover to that replica: what the store acknowledged is
+    // on the new primary, as the crate documentation promises.
+    let Some(h) = replicated(RedisOptions::default().with_replica_acks(1, Duration::from_millis(100))) else { return };
+    let run = fault_run(&h, "primary and replica, failover with WAIT 1", Fault::Failover, 1);
+    assert_eq!(run.report.lost, 0, "{}", run.report);
+    if let Err(failure) = run.verdict {
+        panic!("{failure}");
+    }
+    checked_some(&run.report);
+    assert!(run.report.indeterminate > 0, "no write waited in vain for the stopped replica: {}", run.report);
 }
