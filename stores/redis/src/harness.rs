@@ -193,9 +193,10 @@ impl AofServer {
     /// answers.
     fn pause(&self, pause: Duration) -> Result<(), StorageError> {
         let pid = self.pid()?;
-        signal(pid, "STOP")?;
+        // Let go on even if the stop seemed to fail: a stopped server must not outlive the fault.
+        let stopped = signal(pid, "STOP");
         std::thread::sleep(pause);
-        signal(pid, "CONT")?;
+        signal(pid, "CONT").and(stopped)?;
         wait_until(&format!("redis-server on port {} did not answer once let go on", self.port), || self.answers())
     }
 
@@ -283,13 +284,13 @@ impl Replicated {
         }
         let (old, new) = (&self.first, &self.second);
         let pid = new.pid()?;
-        signal(pid, "STOP")?;
-        // The link cut or not, the failover goes on, so that the world has a primary after it;
-        // a link that could not be cut is reported at the end.
+        // Whatever goes wrong on the way, the failover goes on, so that the world has a primary
+        // after it and no stopped server; what went wrong is reported at the end.
+        let stopped = signal(pid, "STOP");
         let cut = old.admin::<u64>(|conn| redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").query(conn));
         std::thread::sleep(BEHIND);
         old.kill();
-        signal(pid, "CONT")?;
+        signal(pid, "CONT").and(stopped)?;
         new.promote()?;
         self.promoted.store(true, Ordering::SeqCst);
         let spare = AofServer::start(Some(new.port))?;
