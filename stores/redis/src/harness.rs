@@ -5,14 +5,69 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant as WallInstant};
 
+use reservation_conformance::faults::{Fault, not_offered};
 use reservation_conformance::{Capabilities, Harness, START, Settings};
 use reservation_store::{ManualClock, StorageError};
 use tokio::runtime::Runtime;
 
 use crate::{RedisOptions, RedisStore, Time};
+
+/// The longest wait for a server to start, load its data or catch up as a replica.
+const START_WITHIN: Duration = Duration::from_secs(10);
+
+/// The bound of each command the harness sends a server itself, and of each `kill` it runs.
+const ADMIN: Duration = Duration::from_secs(2);
+
+/// How long [`Fault::Pause`] stops the server.
+const PAUSE: Duration = Duration::from_millis(300);
+
+/// How long, in a [`Fault::Failover`], the primary takes writes its stopped replica does not get.
+const BEHIND: Duration = Duration::from_millis(300);
+
+/// Locks `mutex`; what it guards stays whole across a panic.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to the process `pid`, with the `kill` command.
+fn signal(pid: u32, signal: &str) -> Result<(), StorageError> {
+    let mut kill = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| StorageError::with_source("running kill", e))?;
+    let deadline = WallInstant::now() + ADMIN;
+    loop {
+        match kill.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) => return Err(StorageError::new(format!("kill -{signal} {pid}: {status}"))),
+            Ok(None) if WallInstant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+            _ => {
+                let _ = kill.kill();
+                let _ = kill.wait();
+                return Err(StorageError::new(format!("kill -{signal} {pid} did not end within {ADMIN:?}")));
+            }
+        }
+    }
+}
+
+/// Waits, at most [`START_WITHIN`], until `ready` says yes.
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), StorageError> {
+    let deadline = WallInstant::now() + START_WITHIN;
+    while WallInstant::now() < deadline {
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(StorageError::new(format!("{what} within {START_WITHIN:?}")))
+}
 
 /// The server the tests use: `RESERVATION_REDIS_URL`, or `redis://127.0.0.1:6379/`.
 pub fn redis_url() -> String {
@@ -23,52 +78,70 @@ pub fn redis_url() -> String {
 /// `appendonly yes` and `appendfsync always`: every acknowledged write is on disk before the
 /// answer, so a killed server restarts with all of them. Killed (by its process id) and its
 /// directory removed when dropped. A [`RedisHarness::durable`] starts one, and hands it out by
-/// [`RedisHarness::server`].
+/// [`RedisHarness::server`]; a [`RedisHarness::replicated`] starts two, a primary and its
+/// replica.
 pub struct AofServer {
     port: u16,
+    url: String,
     dir: PathBuf,
     child: Mutex<Option<Child>>,
+    /// The port of the primary it replicates, while it is a replica.
+    primary: Mutex<Option<u16>>,
+    /// Whether it writes its append-only file: always, but in a planted bug of the
+    /// `broken-variants` feature.
+    keeps: bool,
 }
 
 impl AofServer {
-    /// Starts a server (the `redis-server` on the `PATH`) and waits until it answers.
-    fn start() -> Result<AofServer, StorageError> {
+    /// Starts a server (the `redis-server` on the `PATH`), a replica of the server on the port
+    /// `primary` if one is given, and waits until it answers.
+    fn start(primary: Option<u16>) -> Result<AofServer, StorageError> {
+        Self::start_keeping(primary, true)
+    }
+
+    /// As [`AofServer::start`]; with `keeps` false, the server writes no append-only file.
+    fn start_keeping(primary: Option<u16>, keeps: bool) -> Result<AofServer, StorageError> {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| StorageError::with_source("a free loopback port", e))?
             .port();
         let dir = std::env::temp_dir().join(format!("reservation-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the server's directory", e))?;
-        let server = AofServer { port, dir, child: Mutex::new(None) };
+        let url = format!("redis://127.0.0.1:{port}/");
+        let server = AofServer { port, url, dir, child: Mutex::new(None), primary: Mutex::new(primary), keeps };
         server.spawn()?;
         Ok(server)
     }
 
     /// The server's URL.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        self.url.clone()
     }
 
     fn spawn(&self) -> Result<(), StorageError> {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--appendonly", "yes"])
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--appendonly", if self.keeps { "yes" } else { "no" }])
             .args(["--appendfsync", "always", "--save", "", "--daemonize", "no"])
+            // A replica's first copy is sent at once, not after the default 5 s.
+            .args(["--repl-diskless-sync-delay", "0"])
             .arg("--dir")
-            .arg(&self.dir)
+            .arg(&self.dir);
+        if let Some(primary) = *lock(&self.primary) {
+            command.args(["--replicaof", "127.0.0.1", &primary.to_string()]);
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| StorageError::with_source("starting redis-server", e))?;
-        *self.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(child);
-        let deadline = WallInstant::now() + Duration::from_secs(10);
-        while WallInstant::now() < deadline {
-            if self.answers() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        *lock(&self.child) = Some(child);
+        let answers = wait_until(&format!("redis-server on port {} did not answer", self.port), || self.answers());
+        if answers.is_err() {
+            self.kill();
         }
-        self.kill();
-        Err(StorageError::new(format!("redis-server on port {} did not answer within 10 s", self.port)))
+        answers
     }
 
     /// Whether the server answers `PING` with `PONG` and has loaded its data.
@@ -80,10 +153,76 @@ impl AofServer {
     }
 
     fn kill(&self) {
-        if let Some(mut child) = self.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+        if let Some(mut child) = lock(&self.child).take() {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// The server's process id, while it runs.
+    fn pid(&self) -> Result<u32, StorageError> {
+        lock(&self.child)
+            .as_ref()
+            .map(Child::id)
+            .ok_or_else(|| StorageError::new(format!("redis-server on port {} is not running", self.port)))
+    }
+
+    /// Sends `commands` to the server on a connection of its own, every wait bounded by
+    /// [`ADMIN`].
+    fn admin<T: redis::FromRedisValue>(
+        &self,
+        commands: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, StorageError> {
+        let what = format!("redis-server on port {}", self.port);
+        let error = |e: redis::RedisError| StorageError::with_source(what.clone(), e);
+        let client = redis::Client::open(("127.0.0.1", self.port)).map_err(error)?;
+        let mut conn = client.get_connection_with_timeout(ADMIN).map_err(error)?;
+        conn.set_read_timeout(Some(ADMIN)).map_err(error)?;
+        conn.set_write_timeout(Some(ADMIN)).map_err(error)?;
+        commands(&mut conn).map_err(error)
+    }
+
+    /// Closes every client connection (not a replica's): `CLIENT KILL TYPE normal`.
+    fn cut_connections(&self) -> Result<u64, StorageError> {
+        self.admin(|conn| {
+            redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal").arg("SKIPME").arg("yes").query(conn)
+        })
+    }
+
+    /// Stops the server (SIGSTOP) for `pause`, then lets it go on (SIGCONT) and waits until it
+    /// answers.
+    fn pause(&self, pause: Duration) -> Result<(), StorageError> {
+        let pid = self.pid()?;
+        // Let go on even if the stop seemed to fail: a stopped server must not outlive the fault.
+        let stopped = signal(pid, "STOP");
+        std::thread::sleep(pause);
+        signal(pid, "CONT").and(stopped)?;
+        wait_until(&format!("redis-server on port {} did not answer once let go on", self.port), || self.answers())
+    }
+
+    /// Whether this server, a primary, has a replica that acknowledges a write within 100 ms:
+    /// `WAIT 1` after a `PUBLISH`, a write that changes no data but is replicated.
+    fn has_replica_that_acknowledges(&self) -> bool {
+        let acks = self.admin(|conn| {
+            let (acks,): (u64,) = redis::pipe()
+                .cmd("PUBLISH")
+                .arg("reservation-harness")
+                .arg("is a replica there?")
+                .ignore()
+                .cmd("WAIT")
+                .arg(1)
+                .arg(100)
+                .query(conn)?;
+            Ok(acks)
+        });
+        acks.is_ok_and(|acks| acks >= 1)
+    }
+
+    /// Makes this replica a primary (`REPLICAOF NO ONE`); a restart keeps it one.
+    fn promote(&self) -> Result<(), StorageError> {
+        let _: String = self.admin(|conn| redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(conn))?;
+        *lock(&self.primary) = None;
+        Ok(())
     }
 
     /// Kills the server (SIGKILL: nothing is flushed at exit) and starts it again on the same
@@ -101,36 +240,138 @@ impl Drop for AofServer {
     }
 }
 
+/// A primary that keeps every write on disk and its replica, then, once the replica was promoted,
+/// the new primary and a replica of its own.
+struct Replicated {
+    /// The primary at the start, killed in the failover.
+    first: AofServer,
+    /// Its replica, the primary once promoted.
+    second: AofServer,
+    /// The replica of `second` started after the failover.
+    spare: OnceLock<AofServer>,
+    /// Whether the failover happened: `second` is the primary.
+    promoted: AtomicBool,
+}
+
+impl Replicated {
+    fn start() -> Result<Replicated, StorageError> {
+        let first = AofServer::start(None)?;
+        let second = AofServer::start(Some(first.port))?;
+        let servers = Replicated { first, second, spare: OnceLock::new(), promoted: AtomicBool::new(false) };
+        servers.replica_online()?;
+        Ok(servers)
+    }
+
+    fn primary(&self) -> &AofServer {
+        if self.promoted.load(Ordering::SeqCst) { &self.second } else { &self.first }
+    }
+
+    /// Waits until the primary's replica acknowledges writes.
+    fn replica_online(&self) -> Result<(), StorageError> {
+        let primary = self.primary();
+        wait_until(&format!("redis-server on port {} had no replica that acknowledges writes", primary.port), || {
+            primary.has_replica_that_acknowledges()
+        })
+    }
+
+    /// The replica falls behind (stopped, and its link to the primary cut, so that what is in
+    /// flight stays with the primary), the primary takes writes alone for [`BEHIND`] and is
+    /// killed, and the replica is let go on and promoted; a new replica of it is started, so that
+    /// a store waiting for one replica's acknowledgement works again. Once only.
+    fn failover(&self) -> Result<(), StorageError> {
+        if self.promoted.load(Ordering::SeqCst) {
+            return Err(not_offered(Fault::Failover));
+        }
+        let (old, new) = (&self.first, &self.second);
+        let pid = new.pid()?;
+        // Whatever goes wrong on the way, the failover goes on, so that the world has a primary
+        // after it and no stopped server; what went wrong is reported at the end.
+        let stopped = signal(pid, "STOP");
+        let cut = old.admin::<u64>(|conn| redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").query(conn));
+        std::thread::sleep(BEHIND);
+        old.kill();
+        signal(pid, "CONT").and(stopped)?;
+        new.promote()?;
+        self.promoted.store(true, Ordering::SeqCst);
+        let spare = AofServer::start(Some(new.port))?;
+        // Set once: the failover happens once.
+        let _ = self.spare.set(spare);
+        self.replica_online()?;
+        cut.map(drop)
+    }
+}
+
+/// The servers a harness uses.
+enum Servers {
+    /// A shared server, which the harness does nothing to.
+    Shared,
+    /// An [`AofServer`] of its own.
+    Durable(AofServer),
+    /// A primary and its replica, of its own.
+    Replicated(Box<Replicated>),
+}
+
 /// `RedisStore`s on one server under a key prefix of this harness's own, so that runs never
 /// collide; its keys are deleted when the harness is dropped. Every store the suite asks for
 /// shares one pool of up to 16 connections, each with the suite's clock.
 ///
 /// [`RedisHarness::connect`] uses a shared server, such as the one at [`redis_url`] (which, as
-/// configured for the tests, keeps nothing on disk: not durable). [`RedisHarness::durable`]
-/// starts an [`AofServer`] of its own and declares the durable capability: [`Harness::reopen`]
-/// kills and restarts that server and connects a new pool, as a crash and a process restart
-/// would.
+/// configured for the tests, keeps nothing on disk: not durable), and offers no fault.
+/// [`RedisHarness::durable`] starts an [`AofServer`] of its own and declares the durable
+/// capability: [`Harness::reopen`] kills and restarts that server and connects a new pool, as a
+/// crash and a process restart would. It offers the fault check [`Fault::CutConnections`]
+/// (`CLIENT KILL TYPE normal`), [`Fault::Crash`] (the server killed and restarted, as at a
+/// reopen) and [`Fault::Pause`] (the server stopped for 300 ms). [`RedisHarness::replicated`]
+/// starts a primary and its replica and offers [`Fault::Failover`] besides, once.
 pub struct RedisHarness {
     runtime: Runtime,
     url: String,
     options: RedisOptions,
     base: RedisStore<ManualClock>,
     settings: Settings,
-    server: Option<AofServer>,
+    servers: Servers,
 }
 
 impl RedisHarness {
     /// A harness on a new [`AofServer`], durable.
     pub fn durable() -> Result<Self, StorageError> {
-        let server = AofServer::start()?;
+        Self::on_own(AofServer::start(None)?)
+    }
+
+    /// A harness on `server`, its own.
+    fn on_own(server: AofServer) -> Result<Self, StorageError> {
         let mut harness = Self::connect(&server.url(), RedisOptions::default())?;
-        harness.server = Some(server);
+        harness.servers = Servers::Durable(server);
+        Ok(harness)
+    }
+
+    /// BROKEN ON PURPOSE (feature `broken-variants`, for this crate's tests only): a harness like
+    /// [`RedisHarness::durable`] whose server writes no append-only file, so that a crash loses
+    /// every acknowledged write, and the suite's checks after a crash must say so.
+    #[cfg(feature = "broken-variants")]
+    pub fn broken_forgetful() -> Result<Self, StorageError> {
+        Self::on_own(AofServer::start_keeping(None, false)?)
+    }
+
+    /// A harness on a primary [`AofServer`] and its replica (an [`AofServer`] too), both of its
+    /// own, durable. Its stores know both nodes, the replica first
+    /// ([`RedisOptions::with_nodes`]), so that they follow the replica once it is promoted;
+    /// `options` may ask them to wait for the replica ([`RedisOptions::with_replica_acks`]).
+    /// [`Fault::Failover`]: the replica falls behind for 300 ms (stopped, its link to the primary
+    /// cut) while the primary takes writes alone, the primary is killed, and the replica is let
+    /// go on and promoted (`REPLICAOF NO ONE`); a new replica of it is started before the fault
+    /// ends. Without a wait for the replica, what the store acknowledged in those 300 ms is lost.
+    pub fn replicated(options: RedisOptions) -> Result<Self, StorageError> {
+        let servers = Replicated::start()?;
+        let options = options.with_nodes([servers.first.url()]);
+        let mut harness = Self::connect(&servers.second.url(), options)?;
+        harness.servers = Servers::Replicated(Box::new(servers));
         Ok(harness)
     }
 
     /// A harness on the server at `url`; `options.prefix` is replaced by the harness's own.
     pub fn connect(url: &str, options: RedisOptions) -> Result<Self, StorageError> {
-        use std::sync::atomic::{AtomicU32, Ordering};
+        use std::sync::atomic::AtomicU32;
         static N: AtomicU32 = AtomicU32::new(0);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -146,7 +387,7 @@ impl RedisHarness {
         let options = options.with_prefix(prefix);
         let base = runtime.block_on(RedisStore::connect(url, Time::Local(ManualClock::new(START)), options.clone()))?;
         let settings = Settings::default().with_cases(300).with_concurrency(8, 3_000, 10_000);
-        Ok(RedisHarness { runtime, url: url.to_owned(), options, base, settings, server: None })
+        Ok(RedisHarness { runtime, url: url.to_owned(), options, base, settings, servers: Servers::Shared })
     }
 
     /// This harness with `settings` for the randomized checks.
@@ -160,9 +401,9 @@ impl RedisHarness {
         &self.runtime
     }
 
-    /// The server's URL.
+    /// The server's URL: the primary's, for a replicated harness.
     pub fn url(&self) -> &str {
-        &self.url
+        self.server().map_or(&self.url, |server| &server.url)
     }
 
     /// The options of the harness's stores: its key prefix.
@@ -170,9 +411,30 @@ impl RedisHarness {
         &self.options
     }
 
-    /// The harness's own server, if it runs one.
+    /// The harness's own server, if it runs one: the primary, for a replicated harness.
     pub fn server(&self) -> Option<&AofServer> {
-        self.server.as_ref()
+        match &self.servers {
+            Servers::Shared => None,
+            Servers::Durable(server) => Some(server),
+            Servers::Replicated(servers) => Some(servers.primary()),
+        }
+    }
+
+    /// A replicated harness's replica of the primary, while it has one.
+    pub fn replica(&self) -> Option<&AofServer> {
+        let Servers::Replicated(servers) = &self.servers else { return None };
+        if servers.promoted.load(Ordering::SeqCst) { servers.spare.get() } else { Some(&servers.second) }
+    }
+
+    /// Kills and restarts the harness's server (the primary), and waits until a replica it has
+    /// is online again.
+    fn crash(&self) -> Result<(), StorageError> {
+        let server = self.server().ok_or_else(|| not_offered(Fault::Crash))?;
+        server.restart()?;
+        match &self.servers {
+            Servers::Replicated(servers) => servers.replica_online(),
+            _ => Ok(()),
+        }
     }
 
     /// A store on the harness's pool and keys that decides expiry by `time`.
@@ -183,7 +445,7 @@ impl RedisHarness {
 
 impl Drop for RedisHarness {
     fn drop(&mut self) {
-        if self.server.is_some() {
+        if !matches!(self.servers, Servers::Shared) {
             return;
         }
         // Deletes the harness's keys from the shared server; best effort.
@@ -229,14 +491,13 @@ impl Harness for RedisHarness {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(self.server.is_some())
+        Capabilities::default().with_durable(self.server().is_some())
     }
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
-        let server = self.server.as_ref()?;
+        self.server()?;
         drop(store);
-        server
-            .restart()
+        self.crash()
             .unwrap_or_else(|e| panic!("restarting the Redis server failed: {}", reservation_store::error_chain(&e)));
         let reopened = self.runtime.block_on(RedisStore::connect(&self.url, Time::Local(clock), self.options.clone()));
         Some(reopened.unwrap_or_else(|e| {
@@ -246,5 +507,30 @@ impl Harness for RedisHarness {
 
     fn settings(&self) -> Settings {
         self.settings
+    }
+
+    fn faults(&self) -> Vec<Fault> {
+        match &self.servers {
+            Servers::Shared => Vec::new(),
+            Servers::Durable(_) => vec![Fault::CutConnections, Fault::Crash, Fault::Pause],
+            Servers::Replicated(servers) => {
+                let mut faults = vec![Fault::CutConnections, Fault::Crash, Fault::Pause];
+                if !servers.promoted.load(Ordering::SeqCst) {
+                    faults.push(Fault::Failover);
+                }
+                faults
+            }
+        }
+    }
+
+    fn inject(&self, fault: Fault) -> Result<(), StorageError> {
+        let server = self.server().ok_or_else(|| not_offered(fault))?;
+        match (fault, &self.servers) {
+            (Fault::CutConnections, _) => server.cut_connections().map(drop),
+            (Fault::Crash, _) => self.crash(),
+            (Fault::Pause, _) => server.pause(PAUSE),
+            (Fault::Failover, Servers::Replicated(servers)) => servers.failover(),
+            _ => Err(not_offered(fault)),
+        }
     }
 }

@@ -38,15 +38,45 @@
 //! changed. Any other error once the `EXEC` was sent, a timeout included, is
 //! [`StorageError::is_indeterminate`]: the write may have landed, or may yet land if the `EXEC`
 //! is still on its way; look the key up or repeat the operation. A connection that failed is
-//! closed, never used again (an answer may still be on its way).
+//! closed, never used again (an answer may still be on its way), and the pool's idle connections
+//! with it: they lead to the same server, which may have gone, so the next operation connects
+//! afresh.
+//!
+//! # Replicas and failover
+//!
+//! Redis replicates asynchronously: `EXEC` answers once the write is in the primary's memory (and,
+//! with `appendfsync always`, in its append-only file), before any replica has it. A store given
+//! several nodes ([`RedisOptions::with_nodes`]) makes each new connection to the one whose `ROLE`
+//! is `master`, and so follows a replica promoted after its primary died. But a write the
+//! primary acknowledged and had not yet sent to the replica is not on the new primary: a
+//! confirmation the store reported is then lost, and another owner may take the key.
+//!
+//! [`RedisOptions::with_replica_acks`] makes the store send `WAIT n timeout` after every committed
+//! `EXEC` (a lookup's write-back included, so that no answer rests on a write that is on the
+//! primary alone) and answer only when `n` replicas acknowledged it; with fewer, the operation
+//! fails with an indeterminate [`StorageError`]. `WAIT` is not strong consistency:
+//!
+//! - The write is visible on the primary before it is replicated: another client may read it
+//!   before the `WAIT` answers, and it stays if the `WAIT` times out. A timeout does not roll it
+//!   back.
+//! - A replica acknowledges a write it holds in memory, not on disk.
+//! - A failover to a replica that did not get the write loses it, acknowledged or not: with
+//!   `n` lower than the number of replicas, the one promoted may be one that did not acknowledge.
+//! - With every replica required (`n` the number of replicas) and a failover only ever to one of
+//!   them, every write the store acknowledged is on the new primary. A primary with no replica
+//!   left fails every operation until one is back.
+//!
+//! The expiry sweep of a local clock deletes without waiting: a deletion lost in a failover
+//! brings back an expired row, which the specification already treats as free.
 //!
 //! # Features
 //!
 //! - `conformance`: `RedisHarness`, the conformance suite's harness for this store.
 //! - `broken-variants`: test only, never for use. Planted bugs (a store that does not watch its
-//!   key, one that does not write back what changed nothing), each of which the conformance suite
-//!   must catch; only the crate's own tests enable it, through their dev-dependency on the crate.
-//!   A normal build has no way to make the store skip its `WATCH` or its write-back.
+//!   key, one that does not write back what changed nothing, and a harness whose server keeps
+//!   nothing on disk), each of which the conformance suite must catch; only the crate's own tests
+//!   enable it, through their dev-dependency on the crate. A normal build has no way to make the
+//!   store skip its `WATCH` or its write-back.
 //!
 //! # What is public, and for whom
 //!
@@ -55,7 +85,8 @@
 //!   another clock on the same pool ([`RedisStore::with_time`]); its upkeep
 //!   ([`RedisStore::sweep`]), its pool ([`RedisStore::connections`]) and its settings
 //!   ([`RedisStore::options`]). The settings, [`RedisOptions`], are public fields, with
-//!   [`RedisOptions::with_prefix`] and [`RedisOptions::with_max_connections`].
+//!   [`RedisOptions::with_prefix`], [`RedisOptions::with_max_connections`],
+//!   [`RedisOptions::with_nodes`] and [`RedisOptions::with_replica_acks`].
 //! - Feature `conformance`, a store's tests (`reservation conform redis`, this crate's tests and
 //!   benches): `RedisHarness`, made by `RedisHarness::connect` (a shared server) or
 //!   `RedisHarness::durable` (a server of its own that keeps every write on disk), with
@@ -66,9 +97,12 @@
 //!   where. A durable harness's server, `AofServer` (`RedisHarness::server`), can be killed and
 //!   started again (`AofServer::restart`, at `AofServer::url`): a test of what the store does
 //!   across a server crash needs it, as this crate's fault tests do; only a server the harness
-//!   started can be killed.
-//! - Feature `broken-variants`: `RedisOptions::broken_without_watch` and
-//!   `RedisOptions::broken_without_write_back`, for this crate's tests only (above).
+//!   started can be killed. A durable harness offers the conformance suite's faults (connections
+//!   cut, a crash, a pause of the server); `RedisHarness::replicated` (a primary that keeps
+//!   every write on disk and its replica, servers of its own) offers a failover besides.
+//! - Feature `broken-variants`: `RedisOptions::broken_without_watch`,
+//!   `RedisOptions::broken_without_write_back` and `RedisHarness::broken_forgetful`, for this
+//!   crate's tests only (above).
 //!
 //! Hidden from this documentation, `RedisStore::baseline_write` is public only for this crate's
 //! bench (a crate of its own), which measures the store's round trips without its decisions; it
@@ -119,7 +153,7 @@ impl Time<SystemClock> {
 }
 
 /// How a [`RedisStore`] uses its server. Start from [`RedisOptions::default`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct RedisOptions {
     /// The start of every Redis key the store writes (`{prefix}:r:…` rows, `{prefix}:x` the expiry
@@ -138,6 +172,17 @@ pub struct RedisOptions {
     pub sweep_every: u64,
     /// How long a tombstone (the empty value a free key's operation writes) lives in Redis; 10 s.
     pub tombstone_ttl: Duration,
+    /// More nodes of the same replicated set, besides the one whose URL the store is connected
+    /// with: each new connection then goes to the first of them, in order, whose `ROLE` is
+    /// `master`. None by default (the one URL, asked nothing). See
+    /// [`RedisOptions::with_nodes`].
+    pub nodes: Vec<String>,
+    /// How many replicas must have each committed write before the store answers (`WAIT`); 0 by
+    /// default, no wait. See [`RedisOptions::with_replica_acks`].
+    pub replica_acks: u32,
+    /// The longest `WAIT` for [`RedisOptions::replica_acks`] replicas (at least 1 ms: Redis's
+    /// `WAIT` with 0 would wait forever); 1 s by default.
+    pub replica_timeout: Duration,
     /// Whether the key is watched: always, but in a planted bug of the `broken-variants` feature.
     watch: bool,
     /// Whether an operation that changes nothing writes its key back: always, but in a planted
@@ -154,9 +199,39 @@ impl Default for RedisOptions {
             retries: 100,
             sweep_every: 1024,
             tombstone_ttl: Duration::from_secs(10),
+            nodes: Vec::new(),
+            replica_acks: 0,
+            replica_timeout: Duration::from_secs(1),
             watch: true,
             touch: true,
         }
+    }
+}
+
+/// The nodes are shown by their addresses only: a URL may hold a password.
+impl std::fmt::Debug for RedisOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|url| {
+                redis::Client::open(url.as_str())
+                    .map_or_else(|_| "an invalid URL".to_owned(), |c| c.get_connection_info().addr().to_string())
+            })
+            .collect();
+        f.debug_struct("RedisOptions")
+            .field("prefix", &self.prefix)
+            .field("max_connections", &self.max_connections)
+            .field("timeout", &self.timeout)
+            .field("retries", &self.retries)
+            .field("sweep_every", &self.sweep_every)
+            .field("tombstone_ttl", &self.tombstone_ttl)
+            .field("nodes", &nodes)
+            .field("replica_acks", &self.replica_acks)
+            .field("replica_timeout", &self.replica_timeout)
+            .field("watch", &self.watch)
+            .field("touch", &self.touch)
+            .finish()
     }
 }
 
@@ -190,6 +265,35 @@ impl RedisOptions {
     /// These options with at most `n` pooled connections.
     pub fn with_max_connections(mut self, n: usize) -> Self {
         self.max_connections = n;
+        self
+    }
+
+    /// These options with more nodes of the same replicated set (`redis://host:port/db` each),
+    /// tried after the URL the store is connected with. Each new connection asks the nodes, in
+    /// that order, for their `ROLE` and goes to the first that is `master`; a replica is never
+    /// written to. A connection that failed is closed, so after a failover (a replica promoted by
+    /// `REPLICAOF NO ONE` or by Sentinel) the next new connection reaches the new primary.
+    /// Each node's connect and answer is bounded by [`RedisOptions::timeout`]; when no node is
+    /// the primary, the operation fails with a determinate [`StorageError`].
+    pub fn with_nodes<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.nodes = urls.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// These options with `WAIT n timeout` after every committed `EXEC`, on the same connection:
+    /// the store answers only once `n` replicas have acknowledged the write (0: no wait). Fewer
+    /// acknowledgements within `timeout` is an indeterminate [`StorageError`]: the write is on the
+    /// primary and may or may not survive a failover. Keep `timeout` below
+    /// [`RedisOptions::timeout`], which bounds the answer to `WAIT` as any other (a longer wait
+    /// ends in an indeterminate timeout). See "Replicas and failover" in the crate documentation
+    /// for what this does and does not promise.
+    pub fn with_replica_acks(mut self, n: u32, timeout: Duration) -> Self {
+        self.replica_acks = n;
+        self.replica_timeout = timeout;
         self
     }
 }
@@ -241,6 +345,12 @@ impl Fail {
 
     fn corrupt(what: &'static str) -> impl FnOnce(String) -> Fail {
         move |message| Fail { what, error: Err(message), exec_sent: false }
+    }
+
+    /// A committed write that too few replicas acknowledged: it is on the primary only.
+    fn unreplicated(acks: u64, wanted: u32, timeout: u64) -> Fail {
+        let message = format!("{acks} of {wanted} replicas acknowledged the committed write within {timeout} ms");
+        Fail { what: "wait for replicas", error: Err(message), exec_sent: true }
     }
 
     /// Whether the write may have landed: the `EXEC` was sent, and the server did not refuse the
@@ -295,7 +405,7 @@ impl<C: Clock> RedisStore<C> {
         if options.prefix.is_empty() {
             return Err(StorageError::new("Redis: the key prefix is empty"));
         }
-        let pool = Pool::new(url, options.max_connections, options.timeout)?;
+        let pool = Pool::new(url, &options.nodes, options.max_connections, options.timeout)?;
         let store = RedisStore {
             pool: Arc::new(pool),
             time,
@@ -471,7 +581,28 @@ impl<C: Clock> RedisStore<C> {
             }
         }
         let done: Value = p.query_async(&mut **conn).await.map_err(Fail::at("write the row", true))?;
-        Ok(!matches!(done, Value::Nil))
+        let committed = !matches!(done, Value::Nil);
+        if committed && self.options.replica_acks > 0 {
+            self.wait_for_replicas(conn).await?;
+        }
+        Ok(committed)
+    }
+
+    /// `WAIT` for [`RedisOptions::replica_acks`] replicas: an indeterminate failure with fewer.
+    async fn wait_for_replicas(&self, conn: &mut Conn<'_>) -> Result<(), Fail> {
+        let wanted = self.options.replica_acks;
+        // `WAIT n 0` waits forever: the wait is at least 1 ms.
+        let timeout = u64::try_from(self.options.replica_timeout.as_millis()).unwrap_or(u64::MAX).max(1);
+        let acks: u64 = redis::cmd("WAIT")
+            .arg(wanted)
+            .arg(timeout)
+            .query_async(&mut **conn)
+            .await
+            .map_err(Fail::at("wait for replicas", true))?;
+        if acks < u64::from(wanted) {
+            return Err(Fail::unreplicated(acks, wanted, timeout));
+        }
+        Ok(())
     }
 
     /// One attempt of `job`: watch and read, decide, write.

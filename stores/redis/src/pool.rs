@@ -1,16 +1,22 @@
 //! A small pool of Redis connections, each used by one operation at a time (a `WATCH` belongs to
 //! its connection). Bounded: at most `max` connections, and every wait ends after `timeout`.
+//!
+//! Given several nodes, the pool makes each new connection to the first of them, in order, whose
+//! `ROLE` is `master`: never to a replica. A connection that failed is dropped by its user, and
+//! the idle ones with it, so after a failover the next operation makes a new connection, which
+//! finds the promoted node.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client};
+use redis::{AsyncConnectionConfig, Client, Value};
 use reservation_store::StorageError;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 pub(crate) struct Pool {
-    client: Client,
+    /// The nodes, in the order they are tried.
+    nodes: Vec<Client>,
     config: AsyncConnectionConfig,
     idle: Mutex<Vec<MultiplexedConnection>>,
     permits: Semaphore,
@@ -18,7 +24,8 @@ pub(crate) struct Pool {
     timeout: Duration,
 }
 
-/// A connection lent by the pool. Dropped, it is closed; [`Conn::keep`] gives it back.
+/// A connection lent by the pool. Dropped, it is closed, and so are the idle ones (they lead to
+/// the same server, which may be gone); [`Conn::keep`] gives it back.
 pub(crate) struct Conn<'p> {
     conn: Option<MultiplexedConnection>,
     pool: &'p Pool,
@@ -26,12 +33,17 @@ pub(crate) struct Conn<'p> {
 }
 
 impl Pool {
-    pub(crate) fn new(url: &str, max: usize, timeout: Duration) -> Result<Pool, StorageError> {
-        let client = Client::open(url).map_err(|e| StorageError::with_source("Redis: the connection URL", e))?;
+    /// A pool of connections to the node at `url`, or, when `others` are given, to whichever of
+    /// `url` and `others` is the primary.
+    pub(crate) fn new(url: &str, others: &[String], max: usize, timeout: Duration) -> Result<Pool, StorageError> {
+        let nodes = std::iter::once(url)
+            .chain(others.iter().map(String::as_str))
+            .map(|url| Client::open(url).map_err(|e| StorageError::with_source("Redis: the connection URL", e)))
+            .collect::<Result<Vec<_>, _>>()?;
         let config =
             AsyncConnectionConfig::new().set_connection_timeout(Some(timeout)).set_response_timeout(Some(timeout));
         let max = max.max(1);
-        Ok(Pool { client, config, idle: Mutex::new(Vec::new()), permits: Semaphore::new(max), max, timeout })
+        Ok(Pool { nodes, config, idle: Mutex::new(Vec::new()), permits: Semaphore::new(max), max, timeout })
     }
 
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<MultiplexedConnection>> {
@@ -52,13 +64,47 @@ impl Pool {
         let idle = self.idle().pop();
         let conn = match idle {
             Some(conn) => conn,
-            None => self
-                .client
-                .get_multiplexed_async_connection_with_config(&self.config)
-                .await
-                .map_err(|e| StorageError::with_source("Redis: no connection", e))?,
+            None => self.connect().await?,
         };
         Ok(Conn { conn: Some(conn), pool: self, _permit: permit })
+    }
+
+    /// A new connection: to the one node, or to the first node whose `ROLE` is `master`. Each
+    /// node's connect and answer is bounded by the timeout.
+    async fn connect(&self) -> Result<MultiplexedConnection, StorageError> {
+        if let [node] = self.nodes.as_slice() {
+            return node
+                .get_multiplexed_async_connection_with_config(&self.config)
+                .await
+                .map_err(|e| StorageError::with_source("Redis: no connection", e));
+        }
+        let mut seen = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            match self.primary(node).await {
+                Ok(conn) => return Ok(conn),
+                Err(why) => seen.push(format!("{}: {why}", node.get_connection_info().addr())),
+            }
+        }
+        Err(StorageError::new(format!(
+            "Redis: no connection: none of the {} nodes is the primary ({})",
+            self.nodes.len(),
+            seen.join("; ")
+        )))
+    }
+
+    /// A connection to `node` if its `ROLE` is `master`; else what it is.
+    async fn primary(&self, node: &Client) -> Result<MultiplexedConnection, String> {
+        let mut conn =
+            node.get_multiplexed_async_connection_with_config(&self.config).await.map_err(|e| e.to_string())?;
+        let role: Vec<Value> = redis::cmd("ROLE").query_async(&mut conn).await.map_err(|e| e.to_string())?;
+        let role: String = role
+            .into_iter()
+            .next()
+            .map(redis::from_redis_value)
+            .transpose()
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        if role == "master" { Ok(conn) } else { Err(format!("its role is `{role}`")) }
     }
 }
 
@@ -67,6 +113,14 @@ impl Conn<'_> {
     pub(crate) fn keep(mut self) {
         if let Some(conn) = self.conn.take() {
             self.pool.idle().push(conn);
+        }
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if self.conn.take().is_some() {
+            self.pool.idle().clear();
         }
     }
 }

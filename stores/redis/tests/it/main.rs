@@ -5,6 +5,7 @@
 
 mod conformance;
 mod corrupt;
+mod fault_check;
 mod faults;
 mod linearizability;
 mod options;

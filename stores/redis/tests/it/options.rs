@@ -59,3 +59,22 @@ fn the_benchmarks_baseline_writes_the_row_it_is_given() {
     assert!(h.runtime().block_on(store.baseline_write(&scope, &key, None)).expect("written"));
     assert_eq!(h.runtime().block_on(store.lookup(&scope, &key)).expect("looked up"), None);
 }
+
+#[test]
+fn options_show_their_nodes_by_address_never_by_password() {
+    let options = RedisOptions::default()
+        .with_nodes(["redis://user:s3cret@replica.internal:6380/0", "redis://primary.internal:6379/", "not a url"])
+        .with_replica_acks(1, std::time::Duration::from_millis(250));
+    let shown = format!("{options:?}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+    assert!(
+        shown.contains(r#"nodes: ["replica.internal:6380", "primary.internal:6379", "an invalid URL"]"#),
+        "{shown}"
+    );
+    assert!(shown.contains("replica_acks: 1, replica_timeout: 250ms"), "{shown}");
+    assert!(
+        shown.starts_with(r#"RedisOptions { prefix: "rsv", max_connections: 16, timeout: 5s, retries: 100"#),
+        "{shown}"
+    );
+    assert!(shown.ends_with("watch: true, touch: true }"), "{shown}");
+}
