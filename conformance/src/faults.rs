@@ -325,7 +325,7 @@ pub struct FaultRun {
     pub verdict: Result<(), Failure>,
 }
 
-/// A fault fired, with the stamp of the history's counter when it was.
+/// A fault fired, with the stamp of the history's counter when it had ended.
 struct Shot {
     fired: Fired,
     stamp: u64,
@@ -363,10 +363,9 @@ struct Worker {
     out: Vec<Event>,
 }
 
-/// The restart the nemesis asked for: when, and the history's stamp then.
+/// The restart the nemesis asked for: when.
 struct Restart {
     at: Duration,
-    stamp: u64,
     began: WallInstant,
 }
 
@@ -499,7 +498,7 @@ impl<H: Harness> World<'_, H> {
                 }
                 Some(Err(p)) => Err(format!("the harness's reopen panicked: {}", panic_message(&*p))),
             };
-            nemesis.ended(self, store.as_ref(), Fault::Restart, (restart.at, restart.stamp, restart.began), caused);
+            nemesis.ended(self, store.as_ref(), Fault::Restart, (restart.at, restart.began), caused);
         }
         for w in workers {
             events.extend(w.out);
@@ -691,28 +690,30 @@ impl Nemesis {
             }
             let fault = offered[self.r.below(offered.len() as u64) as usize];
             let at = world.started.elapsed();
-            let stamp = world.recorder.stamp.load(Ordering::SeqCst);
             let began = WallInstant::now();
             if fault == Fault::Restart {
-                return Some(Restart { at, stamp, began });
+                return Some(Restart { at, began });
             }
             let caused = world.fire(fault);
-            self.ended(world, Some(store), fault, (at, stamp, began), caused);
+            self.ended(world, Some(store), fault, (at, began), caused);
         }
         None
     }
 
-    /// Records `fault`, fired at `at` (stamp `stamp`) and begun at `began`, which `caused` says
-    /// whether it could be caused: probes the store until it answers, and after a crash,
+    /// Records `fault`, fired at `at` and begun at `began`, which `caused` says whether it could
+    /// be caused, with the history's stamp now that it has ended: a write acknowledged while the
+    /// fault was under way (a primary that takes writes its replica never gets, until it is
+    /// killed) is one it may lose too. Probes the store until it answers, and after a crash,
     /// failover or restart looks up every acknowledged ledger key.
     fn ended<H: Harness>(
         &mut self,
         world: &World<'_, H>,
         store: Option<&H::Store>,
         fault: Fault,
-        (at, stamp, began): (Duration, u64, WallInstant),
+        (at, began): (Duration, WallInstant),
         caused: Result<(), String>,
     ) {
+        let stamp = world.recorder.stamp.load(Ordering::SeqCst);
         let took = began.elapsed();
         let recovered_after = match (&caused, store) {
             (Ok(()), Some(store)) => world.probe(store),
@@ -789,8 +790,8 @@ fn owner_of<'n>(names: &'n Names, e: &Event) -> Option<&'n AggregateRef> {
 /// Whether the history `ops` of one key (ordered by call), which is not linearizable, becomes
 /// linearizable once an acknowledged confirmation is taken as one that may not have happened,
 /// with what came before the loss: its owner's operations called before it, and, when a fault
-/// that may lose writes began after it was acknowledged (at a stamp of `losses`), every
-/// operation that returned before the first such fault. The confirmation was lost.
+/// that may lose writes ended after it was acknowledged (at a stamp of `losses`), every
+/// operation that returned before the first such fault ended. The confirmation was lost.
 fn lost_key(names: &Names, ops: &[&Event], losses: &[u64]) -> bool {
     ops.iter().filter(|e| acknowledged_confirmation(names, e)).any(|ack| {
         let owner = owner_of(names, ack);
@@ -826,9 +827,10 @@ fn two_owners(names: &Names, ops: &[&Event]) -> bool {
 /// acknowledged confirmation, in key order: each one's history is not linearizable (faults
 /// tolerated), but becomes so once an acknowledged confirmation is taken as one that may not have
 /// happened, together with its owner's operations called before it and, when a fault that may
-/// lose writes (a crash, a failover, a restart) began after the confirmation was acknowledged,
-/// every operation that returned before the first such fault. `losses` are the stamps of the
-/// history's counter at which those faults began. A confirmation is acknowledged when the
+/// lose writes (a crash, a failover, a restart) ended after the confirmation was acknowledged,
+/// every operation that returned before the first such fault ended. `losses` are the stamps of
+/// the history's counter at which those faults had ended: a write acknowledged while one was under
+/// way may be lost by it. A confirmation is acknowledged when the
 /// specification says that its outcome tells its owner it holds the key.
 pub fn lost_confirmations(names: &Names, events: &[Event], losses: &[u64]) -> Vec<usize> {
     by_key(events)
