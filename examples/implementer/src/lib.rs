@@ -2,14 +2,22 @@
 //! memory, and an asynchronous one on a shared "database" that survives reopening. Both are "read
 //! the row, `spec::apply`, write the row" under one lock. The snippets of docs/implementing.md
 //! run the conformance suite against them (`tests/it`).
+//!
+//! The database stands in for a server: it can be killed and restarted (it refuses requests for a
+//! moment and keeps every row) and can cut its connections (an operation in flight then fails,
+//! and may or may not have taken effect), so that the suite's fault check has something to do to
+//! it, as it would to a real server.
 #![deny(missing_docs)]
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant as WallInstant};
 
 use reservation_store::{
-    Clock, Key, ManualClock, Outcome, Request, ReservationScope, ReservationStore, StoreResult, StoredReservation, spec,
+    Clock, Key, ManualClock, Outcome, Request, ReservationScope, ReservationStore, StorageError, StoreResult,
+    StoredReservation, spec,
 };
 
 type Rows = HashMap<(ReservationScope, Key), StoredReservation>;
@@ -65,7 +73,67 @@ impl ReservationStore for MyStore {
 /// The "database" of [`MyAsyncStore`]: shared by every store connected to it, so that a store
 /// closed and connected again finds its reservations.
 #[derive(Clone, Default)]
-pub struct Storage(Arc<Mutex<Rows>>);
+pub struct Storage(Arc<Database>);
+
+/// What a [`Storage`] holds: its rows, and its state as a server.
+#[derive(Default)]
+struct Database {
+    rows: Mutex<Rows>,
+    /// Counts the times every connection was cut: an operation that sees it move did not get
+    /// its answer.
+    cuts: AtomicU64,
+    /// Until when the server is down.
+    down_until: Mutex<Option<WallInstant>>,
+    /// Until when the connections are cut: answers due meanwhile are lost.
+    cut_until: Mutex<Option<WallInstant>>,
+}
+
+/// How long a killed server takes to start again.
+const RESTART: Duration = Duration::from_millis(20);
+/// How long cut connections take to come back.
+const RECONNECT: Duration = Duration::from_millis(5);
+
+/// Whether `slot` holds an instant still to come.
+fn until(slot: &Mutex<Option<WallInstant>>) -> bool {
+    slot.lock().unwrap_or_else(PoisonError::into_inner).is_some_and(|until| until > WallInstant::now())
+}
+
+impl Storage {
+    /// Kills the server and starts it again: every connection is cut, and for a moment every
+    /// request is refused. Rows are kept (the server writes each before it answers). Returns once
+    /// the server answers again.
+    pub fn kill_and_restart(&self) -> Result<(), StorageError> {
+        *self.0.down_until.lock().unwrap_or_else(PoisonError::into_inner) = Some(WallInstant::now() + RESTART);
+        self.0.cuts.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(RESTART);
+        Ok(())
+    }
+
+    /// Cuts every connection: operations in flight, and those that answer before the
+    /// connections come back, lose their answer. Returns once they are back.
+    pub fn cut_connections(&self) -> Result<(), StorageError> {
+        *self.0.cut_until.lock().unwrap_or_else(PoisonError::into_inner) = Some(WallInstant::now() + RECONNECT);
+        self.0.cuts.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(RECONNECT);
+        Ok(())
+    }
+
+    /// Runs `op` as a request to the server: refused while the server is down (nothing done), and
+    /// indeterminate when the connections were cut while it ran (it may have been done).
+    async fn request<T>(&self, op: impl FnOnce(&Mutex<Rows>) -> StoreResult<T>) -> StoreResult<T> {
+        if until(&self.0.down_until) {
+            return Err(StorageError::new("my database: the server is not answering").into());
+        }
+        let cuts = self.0.cuts.load(Ordering::SeqCst);
+        tokio::task::yield_now().await;
+        let answer = op(&self.0.rows);
+        tokio::task::yield_now().await;
+        if self.0.cuts.load(Ordering::SeqCst) != cuts || until(&self.0.cut_until) {
+            return Err(StorageError::indeterminate("my database: the connection was cut before the answer").into());
+        }
+        answer
+    }
+}
 
 /// An asynchronous store on a [`Storage`], driven by tokio.
 pub struct MyAsyncStore {
@@ -83,12 +151,12 @@ impl MyAsyncStore {
 
 impl ReservationStore for MyAsyncStore {
     async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
-        tokio::task::yield_now().await;
-        decide(&self.storage.0, request, &self.clock)
+        // Bad input is refused before anything is sent, whatever the server's state.
+        request.admitted()?;
+        self.storage.request(|rows| decide(rows, request, &self.clock)).await
     }
 
     async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
-        tokio::task::yield_now().await;
-        Ok(read(&self.storage.0, scope, key, &self.clock))
+        self.storage.request(|rows| Ok(read(rows, scope, key, &self.clock))).await
     }
 }
