@@ -4,6 +4,7 @@
 mod adversary;
 mod conformance;
 mod crash;
+mod faults;
 mod processes;
 mod store;
 
