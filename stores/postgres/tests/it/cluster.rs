@@ -83,9 +83,10 @@ impl Outside {
         Outside { name: name.to_owned(), version: columns[0].to_owned(), log: columns[6].to_owned() }
     }
 
-    /// The cluster's live processes, with their state letters: the postmaster (its command line
-    /// names the cluster's configuration) and those whose titles name the cluster.
-    fn processes(&self) -> Vec<(u32, char)> {
+    /// The cluster's live processes, with their state letters and whether each is a WAL sender:
+    /// the postmaster (its command line names the cluster's configuration) and those whose
+    /// titles name the cluster.
+    fn processes(&self) -> Vec<(u32, char, bool)> {
         let config = format!("/{}/{}/postgresql.conf", self.version, self.name);
         let title = format!("{}/{}: ", self.version, self.name);
         let mut found = Vec::new();
@@ -97,7 +98,7 @@ impl Outside {
             let state = stat.rsplit(')').next().and_then(|rest| rest.trim_start().chars().next());
             match state {
                 Some(state) if state != 'Z' && (command.contains(&config) || command.contains(&title)) => {
-                    found.push((pid, state));
+                    found.push((pid, state, command.contains(&format!("{title}walsender "))));
                 }
                 _ => {}
             }
@@ -151,15 +152,22 @@ fn each_fault_is_caused_and_the_store_finds_its_way_back() {
         h.runtime().block_on(confirm(&store, &scope, &key)).expect("confirmed before the fault");
         let (port, primary) = (h.primary_port().expect("a port"), Outside::of(&h.clusters()[0]));
         let (processes, sessions) = (primary.processes(), query(&h, port, &sessions_sql));
-        let (crashes, all_stopped, watching) =
-            (primary.logged("automatic recovery in progress"), AtomicBool::new(false), AtomicBool::new(true));
+        let (crashes, sender_stopped, all_stopped, watching) = (
+            primary.logged("automatic recovery in progress"),
+            AtomicBool::new(false),
+            AtomicBool::new(false),
+            AtomicBool::new(true),
+        );
         let start = Instant::now();
         std::thread::scope(|s| {
             s.spawn(|| {
                 while watching.load(Ordering::SeqCst) {
                     let now = primary.processes();
-                    if !now.is_empty() && now.iter().all(|(_, state)| *state == 'T') {
+                    if !now.is_empty() && now.iter().all(|(_, state, _)| *state == 'T') {
                         all_stopped.store(true, Ordering::SeqCst);
+                    }
+                    if now.iter().any(|(_, state, sender)| *sender && *state == 'T') {
+                        sender_stopped.store(true, Ordering::SeqCst);
                     }
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -168,7 +176,7 @@ fn each_fault_is_caused_and_the_store_finds_its_way_back() {
             watching.store(false, Ordering::SeqCst);
         });
         eprintln!("{fault}: caused in {:?}", start.elapsed());
-        let gone = |pids: &[(u32, char)]| !primary.processes().iter().any(|p| pids.iter().any(|q| q.0 == p.0));
+        let gone = |pids: &[(u32, char, bool)]| !primary.processes().iter().any(|p| pids.iter().any(|q| q.0 == p.0));
         match fault {
             Fault::CutConnections => {
                 assert!(!sessions.is_empty(), "the store had no session to cut");
@@ -178,7 +186,7 @@ fn each_fault_is_caused_and_the_store_finds_its_way_back() {
             Fault::Pause => {
                 assert!(all_stopped.load(Ordering::SeqCst), "the cluster's processes were never all stopped");
                 assert!(
-                    eventually(|| primary.processes().iter().all(|(_, state)| *state != 'T')),
+                    eventually(|| primary.processes().iter().all(|(_, state, _)| *state != 'T')),
                     "a process stayed stopped"
                 );
             }
@@ -187,6 +195,8 @@ fn each_fault_is_caused_and_the_store_finds_its_way_back() {
                 assert_eq!(primary.logged("automatic recovery in progress"), crashes + 1, "no crash recovery");
             }
             _ => {
+                assert!(sender_stopped.load(Ordering::SeqCst), "the standby never fell behind: no WAL sender stopped");
+                assert!(!all_stopped.load(Ordering::SeqCst), "the whole primary was stopped, not its WAL senders");
                 assert_ne!(h.primary_port(), Some(port), "the primary did not change");
                 assert!(primary.processes().is_empty(), "the old primary still runs");
                 assert_eq!(Outside::of(&h.clusters()[0]).logged("received promote request"), 1, "no promotion");
