@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use reservation_conformance::driver::CommandHarness;
+use reservation_conformance::faults::Fault;
 use reservation_conformance::{CheckResult, Harness, MemoryHarness, Report, Settings, run_matching_with};
 use reservation_model::cli::{BAD_ARGUMENTS, parse};
 use reservation_postgres::{PostgresHarness, PostgresOptions};
@@ -104,6 +105,11 @@ struct ConformArgs {
     /// quoting the adapter's last lines of standard error; 10 by default
     #[arg(long, value_name = "SECONDS", requires = "command", value_parser = seconds)]
     timeout: Option<Duration>,
+    /// With --command: the adapter's world can suffer FAULT, caused by running COMMAND (by `sh
+    /// -c`), which exits 0 once the fault has ended; the fault check fires it on its schedule
+    /// (repeat for several). FAULT is one of cut-connections, crash, pause, failover
+    #[arg(long, value_name = "FAULT=COMMAND", requires = "command", value_parser = fault_command)]
+    fault: Vec<(Fault, String)>,
     /// Run only the checks whose names contain PATTERN (repeat for several), such as `r3_`,
     /// `d1_`, `s1_`, `differential` or `linearizability`
     #[arg(long, value_name = "PATTERN")]
@@ -180,6 +186,18 @@ fn seconds(s: &str) -> Result<Duration, String> {
         .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
         .filter(|t| !t.is_zero())
         .ok_or_else(|| "not a number of seconds above 0".into())
+}
+
+/// `FAULT=COMMAND`: a fault the harness causes, by its name, and the command that causes it.
+fn fault_command(s: &str) -> Result<(Fault, String), String> {
+    let (name, command) = s.split_once('=').ok_or("not FAULT=COMMAND")?;
+    let fault = Fault::from_name(name.trim())
+        .filter(|f| !f.is_the_suites())
+        .ok_or_else(|| format!("`{name}` is not a fault a command causes (cut-connections, crash, pause, failover)"))?;
+    if command.trim().is_empty() {
+        return Err(format!("no command for the fault `{name}`"));
+    }
+    Ok((fault, command.to_owned()))
 }
 
 /// The suite's settings as the command line gives them.
@@ -296,7 +314,8 @@ fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-/// A harness with the command line's settings.
+/// A harness with the command line's settings; every other method is the harness's own (a method
+/// left to the trait's default here would quietly weaken the checks that use it).
 struct Tuned<'a, H> {
     harness: &'a H,
     settings: Settings,
@@ -331,6 +350,22 @@ impl<H: Harness> Harness for Tuned<'_, H> {
         keys: &[(&ReservationScope, &Key)],
     ) -> Vec<StoreResult<Option<StoredReservation>>> {
         self.harness.lookups(store, keys)
+    }
+
+    fn send_raw(
+        &self,
+        store: &Self::Store,
+        requests: &[reservation_conformance::RawRequest],
+    ) -> Option<Vec<reservation_conformance::RawAnswer>> {
+        self.harness.send_raw(store, requests)
+    }
+
+    fn faults(&self) -> Vec<Fault> {
+        self.harness.faults()
+    }
+
+    fn inject(&self, fault: Fault) -> Result<(), reservation_store::StorageError> {
+        self.harness.inject(fault)
     }
 }
 
@@ -411,9 +446,14 @@ fn conform_service<H: Harness>(
 
 /// The suite against the store behind the adapter `command`, through the driver: one line per
 /// check, or with `json` one JSON object per check and a summary.
-fn conform_command(command: &str, json: bool, timeout: Option<Duration>, suite: &Suite) -> ExitCode {
+fn conform_command(
+    command: &str,
+    json: bool,
+    (timeout, faults): (Option<Duration>, &[(Fault, String)]),
+    suite: &Suite,
+) -> ExitCode {
     let harness = match CommandHarness::start_with(command, timeout.unwrap_or(CommandHarness::TIMEOUT)) {
-        Ok(h) => h,
+        Ok(h) => faults.iter().fold(h, |h, (fault, command)| h.with_fault(*fault, command)),
         Err(e) => {
             // The driver's error says that the adapter did not start, and why.
             eprintln!("{}", error_chain(&e));
@@ -423,6 +463,9 @@ fn conform_command(command: &str, json: bool, timeout: Option<Duration>, suite: 
     let mut args = format!("--command {}", quoted(command));
     if let Some(t) = timeout {
         args.push_str(&format!(" --timeout {}", t.as_secs_f64()));
+    }
+    for (fault, command) in faults {
+        args.push_str(&format!(" --fault {}", quoted(&format!("{fault}={command}"))));
     }
     if !json {
         println!("conformance suite against {command} ({}):", Suite::describe(&suite.settings(harness.settings())));
@@ -495,7 +538,7 @@ fn main() -> ExitCode {
         Command::Conform(args) => {
             let suite = Suite::new(args.suite, args.only);
             match &args.command {
-                Some(command) => conform_command(command, args.json, args.timeout, &suite),
+                Some(command) => conform_command(command, args.json, (args.timeout, &args.fault), &suite),
                 None if conform(args.store, &suite) => ExitCode::SUCCESS,
                 None => ExitCode::from(1),
             }

@@ -106,6 +106,11 @@ impl Fault {
         matches!(self, Fault::Crash | Fault::Failover | Fault::Restart)
     }
 
+    /// The fault named `name` ([`Fault::name`]), if any.
+    pub fn from_name(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
+
     /// Whether the suite causes the fault itself, rather than the harness.
     pub const fn is_the_suites(self) -> bool {
         matches!(self, Fault::Restart | Fault::ClockJump)

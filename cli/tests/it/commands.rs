@@ -626,3 +626,61 @@ fn conform_command_ends_soon_after_the_adapter_stops_answering() {
     eprintln!("reservation conform --command ended {:?} after it started", started.elapsed());
     std::fs::remove_dir_all(&dir).expect("removed");
 }
+
+/// `conform --command … --fault crash=COMMAND`: the fault check runs the command on its schedule
+/// (here it only counts its runs, in a file), and passes on a store that loses nothing; a command
+/// that fails fails the check, quoting what it said; a fault the suite causes itself, or no
+/// command, is refused as a bad argument.
+#[test]
+fn conform_command_fires_the_faults_given_by_command() {
+    if !python3() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("reservation-fault-commands-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let fired = dir.join("fired");
+    let adapter = format!("python3 {PYTHON_STORE}");
+    let run = |faults: &[String]| {
+        let mut args = vec!["conform".to_owned(), "--command".to_owned(), adapter.clone()];
+        args.extend(["--only".to_owned(), "p1_faults".to_owned()]);
+        for fault in faults {
+            args.extend(["--fault".to_owned(), fault.clone()]);
+        }
+        Command::new(env!("CARGO_BIN_EXE_reservation")).args(&args).output().expect("the binary ran")
+    };
+
+    let o = run(&[format!("crash=echo crash >> {}", fired.display()), "pause=sleep 0.01".to_owned()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let runs = std::fs::read_to_string(&fired).unwrap_or_default();
+    assert!(
+        runs.lines().count() > 0 && runs.lines().all(|l| l == "crash"),
+        "the crash command never ran:\n{}",
+        text(&o)
+    );
+
+    let o = run(&["crash=echo the database would not stop >&2; exit 3".to_owned()]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("could not be caused") && out.contains("the database would not stop"), "{out}");
+
+    for bad in ["restart=true", "crash=", "crash", "meteor=true"] {
+        let o = run(&[bad.to_owned()]);
+        assert_eq!(o.status.code(), Some(64), "--fault {bad}: {}", text(&o));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `conform --command` sends the requests the typed API cannot make, as the driver's harness
+/// does: the Python store that reads `1.0` as a number is caught by the argument sweep (D6).
+#[test]
+fn conform_command_sends_raw_requests_and_catches_a_lenient_adapter() {
+    if !python3() {
+        return;
+    }
+    let adapter = format!("RESERVATION_PY_BUG=lenient-numbers python3 {PYTHON_STORE}");
+    let o = reservation(&["conform", "--command", &adapter, "--only", "d6_every"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("d6_every_invalid_argument_in_every_state_changes_nothing") && out.contains("D6"), "{out}");
+}

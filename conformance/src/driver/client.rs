@@ -22,6 +22,7 @@ use super::codec::{
 };
 use super::lock;
 use super::pipe::{self, Line, quote};
+use crate::faults::Fault;
 use crate::harness::{Capabilities, Harness, RawAnswer, RawRequest, Settings};
 
 /// Lines of the adapter's standard error kept for failure messages.
@@ -484,6 +485,8 @@ pub struct CommandHarness {
     hello: Hello,
     stores: AtomicU64,
     settings: Settings,
+    /// The faults the harness can cause, each by its command.
+    faults: Vec<(Fault, String)>,
 }
 
 impl CommandHarness {
@@ -509,7 +512,7 @@ impl CommandHarness {
         let hello = parse_hello(&ok)
             .map_err(|e| not_started(adapter.fail(&hello_json(), &format!("{e}: {}", quote(&ok.to_string())))))?;
         let settings = Settings::default().with_cases(1_000).with_differential_threads(8);
-        Ok(CommandHarness { adapter, hello, stores: AtomicU64::new(0), settings })
+        Ok(CommandHarness { adapter, hello, stores: AtomicU64::new(0), settings, faults: Vec::new() })
     }
 
     /// How many requests the driver has sent the adapter so far, `hello` and `open` included.
@@ -525,6 +528,23 @@ impl CommandHarness {
     /// This harness with `settings` for the randomized checks.
     pub fn with_settings(mut self, settings: Settings) -> Self {
         self.settings = settings;
+        self
+    }
+
+    /// Longest wait for a fault's command ([`CommandHarness::with_fault`]); past it the command is
+    /// killed and the fault counts as not caused.
+    pub const FAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+    /// This harness, able to cause `fault` by running `command` (by `sh -c`), for the fault check
+    /// ([`crate::faults`]): the command causes the fault in the adapter's world (kills and
+    /// restarts its database, promotes its replica, …) and exits 0 once it has ended. A command
+    /// that exits otherwise, or runs longer than [`CommandHarness::FAULT_TIMEOUT`], fails the
+    /// check, quoting the end of its standard error. The suite's own faults
+    /// ([`Fault::Restart`], [`Fault::ClockJump`]) need no command; one given for them is never
+    /// run.
+    pub fn with_fault(mut self, fault: Fault, command: impl Into<String>) -> Self {
+        self.faults.retain(|(f, _)| *f != fault);
+        self.faults.push((fault, command.into()));
         self
     }
 
@@ -563,6 +583,20 @@ impl Harness for CommandHarness {
 
     fn settings(&self) -> Settings {
         self.settings
+    }
+
+    /// The faults given by [`CommandHarness::with_fault`].
+    fn faults(&self) -> Vec<Fault> {
+        self.faults.iter().map(|(f, _)| *f).collect()
+    }
+
+    /// Runs the command of `fault` and waits for it to exit, for at most
+    /// [`CommandHarness::FAULT_TIMEOUT`].
+    fn inject(&self, fault: Fault) -> Result<(), StorageError> {
+        let Some((_, command)) = self.faults.iter().find(|(f, _)| *f == fault) else {
+            return Err(crate::faults::not_offered(fault));
+        };
+        run_fault_command(command, CommandHarness::FAULT_TIMEOUT)
     }
 
     /// Sends every request as it is written, with the store's id, then waits for their answers:
@@ -693,5 +727,56 @@ impl ReservationStore for CommandStore {
     async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
         let sent = self.begin(self.lookup_request(scope, key))?;
         self.found(&sent)
+    }
+}
+
+/// Most bytes of a fault command's standard error kept, its last ones, for the failure.
+const FAULT_STDERR: usize = 2_048;
+
+/// Runs `command` by `sh -c` and waits for it to exit 0, for at most `timeout` (then kills it).
+/// Its standard output is discarded; the last [`FAULT_STDERR`] bytes of its standard error are
+/// quoted when it fails.
+fn run_fault_command(command: &str, timeout: Duration) -> Result<(), StorageError> {
+    let mut child = Command::new("sh")
+        .args(["-c", command])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| StorageError::with_source(format!("the fault command `{command}` did not start"), e))?;
+    // Drained on a thread of its own, so that a command that writes much never blocks on a full
+    // pipe; only the end is kept.
+    let (said_tx, said_rx) = mpsc::channel();
+    if let Some(mut stderr) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let mut kept: VecDeque<u8> = VecDeque::new();
+            let mut buf = [0u8; 1024];
+            while let Ok(n @ 1..) = stderr.read(&mut buf) {
+                kept.extend(&buf[..n]);
+                let over = kept.len().saturating_sub(FAULT_STDERR);
+                kept.drain(..over);
+            }
+            let _ = said_tx.send(String::from_utf8_lossy(kept.make_contiguous()).trim().to_owned());
+        });
+    }
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    // A process the command left running may hold its standard error open: wait a moment only.
+    let said = said_rx.recv_timeout(Duration::from_secs(1)).unwrap_or_default();
+    let said = if said.is_empty() { String::new() } else { format!("; its standard error ends: {said}") };
+    match status {
+        Some(status) if status.success() => Ok(()),
+        Some(status) => Err(StorageError::new(format!("the fault command `{command}` exited with {status}{said}"))),
+        None => Err(StorageError::new(format!("the fault command `{command}` did not end within {timeout:?}{said}"))),
     }
 }
