@@ -189,7 +189,8 @@
 //!   [`RawRequest`] and [`RawAnswer`] ([`Harness::send_raw`]).
 //! - `MemoryStore`'s harness, for comparisons and the suite's own tests: [`MemoryHarness`].
 //! - A store in another language (the `reservation` program): [`driver::CommandHarness`] runs an
-//!   adapter program, [`driver::serve`] puts `MemoryStore` behind the protocol;
+//!   adapter program (and, with [`driver::CommandHarness::with_fault`], the shell commands that
+//!   cause the faults of its world), [`driver::serve`] puts `MemoryStore` behind the protocol;
 //!   [`driver::SCHEMA`], [`driver::PROTOCOL`] and [`driver::MAX_LINE`] are the protocol's; the
 //!   errors of an adapter that broke it carry a [`driver::ProtocolError`].
 //! - Test vectors, for an implementation that replays them in its own framework, and the

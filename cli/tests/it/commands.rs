@@ -290,20 +290,27 @@ fn conform_all_without_servers_skips_their_stores_saying_so() {
     assert!(text(&o).contains("PostgresStore: DOES NOT CONFORM: no server at"), "{}", text(&o));
 }
 
-/// Validates every line of `path` against the protocol schema's definition `def`; the count.
-fn valid_lines(path: &std::path::Path, def: &str) -> usize {
+/// Validates every line of `path` against the protocol schema's definition `def`: the count of
+/// lines, and the ids of those outside it. The argument sweep breaks the protocol's rules on
+/// purpose (a field missing, a number out of range, text that is not Unicode, which serde_json
+/// cannot even read): those lines are outside, and the caller requires each to have been refused.
+fn valid_lines(path: &std::path::Path, def: &str) -> (usize, Vec<u64>) {
     let mut schema: serde_json::Value =
         serde_json::from_str(reservation_conformance::driver::SCHEMA).expect("the schema is JSON");
     schema["oneOf"] = serde_json::json!([{"$ref": format!("#/$defs/{def}")}]);
     let validator = jsonschema::draft202012::new(&schema).expect("a valid schema");
     let text = std::fs::read_to_string(path).expect("the copied lines");
+    let mut outside = Vec::new();
     for line in text.lines() {
-        let message: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-        if let Err(e) = validator.validate(&message) {
-            panic!("not a valid {def}: {e}: {line}");
+        let valid = serde_json::from_str::<serde_json::Value>(line).is_ok_and(|m| validator.is_valid(&m));
+        if !valid {
+            let id = line.split("\"id\":").nth(1).and_then(|rest| {
+                rest.split(|c: char| !c.is_ascii_digit()).next().and_then(|digits| digits.parse().ok())
+            });
+            outside.push(id.unwrap_or_else(|| panic!("not a valid {def}, and no id: {line}")));
         }
     }
-    text.lines().count()
+    (text.lines().count(), outside)
 }
 
 #[test]
@@ -337,8 +344,22 @@ fn memory_store_behind_serve_conforms_through_the_driver_and_reports_json() {
         "{out}"
     );
     assert_eq!(lines.last().expect("a summary")["conforms"], true, "{out}");
-    let requests = valid_lines(&sent, "driver_line");
-    assert_eq!(requests, valid_lines(&answered, "adapter_line"), "every request and clock question is answered once");
+    let (requests, outside) = valid_lines(&sent, "driver_line");
+    let (answers, wrong) = valid_lines(&answered, "adapter_line");
+    assert_eq!(wrong, Vec::<u64>::new(), "answers of serve outside the protocol's schema");
+    assert_eq!(requests, answers, "every request and clock question is answered once");
+    // The argument sweep's requests outside the schema, each refused with an error.
+    assert!(!outside.is_empty(), "no request of the argument sweep reached the adapter");
+    let refused: std::collections::HashSet<u64> = std::fs::read_to_string(&answered)
+        .expect("the answers")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|a| a.get("error").is_some())
+        .filter_map(|a| a["id"].as_u64())
+        .collect();
+    for id in outside {
+        assert!(refused.contains(&id), "request {id}, outside the protocol's schema, was not refused");
+    }
     let asked = std::fs::read_to_string(&answered)
         .expect("the answers")
         .lines()

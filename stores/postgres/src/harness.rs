@@ -109,7 +109,7 @@ impl PostgresHarness {
             drop_stale_schemas(&store, secs).await;
             Ok::<_, StorageError>(store)
         })?;
-        let settings = Settings::default().with_cases(300).with_concurrency(8, 3_000, 10_000);
+        let settings = Settings::default().with_cases(600).with_concurrency(8, 3_000, 10_000);
         let clusters = clusters.map(Mutex::new);
         Ok(PostgresHarness { runtime, url: url.to_owned(), options, base, settings, clusters })
     }

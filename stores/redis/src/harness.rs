@@ -386,7 +386,7 @@ impl RedisHarness {
         );
         let options = options.with_prefix(prefix);
         let base = runtime.block_on(RedisStore::connect(url, Time::Local(ManualClock::new(START)), options.clone()))?;
-        let settings = Settings::default().with_cases(300).with_concurrency(8, 3_000, 10_000);
+        let settings = Settings::default().with_cases(600).with_concurrency(8, 3_000, 10_000);
         Ok(RedisHarness { runtime, url: url.to_owned(), options, base, settings, servers: Servers::Shared })
     }
 
