@@ -1078,6 +1078,18 @@ pub fn faults<H: Harness>(h: &H) -> Result<(), Failure> {
     crate::faults::run(h, &crate::faults::FaultSettings::default()).verdict
 }
 
+/// Durability under crashes at points the suite chooses ([`crate::crashes::run`] with the default
+/// [`crate::crashes::CrashSettings`]): keys driven through every state a row can hold, the store
+/// crashed right after an acknowledged change and in the middle of bursts (through the harness's
+/// [`crate::faults::Fault::Crash`] when it offers one, and its reopen), every key's whole state
+/// judged after each crash (P1), and again with the suite's clock set back (D10 across a restart).
+pub fn crashes<H: Harness>(h: &H) -> Result<(), Failure> {
+    if !Requirement::Durable.met_by(h.capabilities()) {
+        return Ok(());
+    }
+    crate::crashes::run(h, &crate::crashes::CrashSettings::default()).verdict
+}
+
 /// D10, the clock inside the critical section: an operation is held between its reading of the
 /// clock and its write ([`reservation_store::ManualClock::hold_next_reading`]) while the clock
 /// moves past an expiry and a lookup runs; then it is let go. Alice's pending reservation

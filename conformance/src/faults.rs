@@ -28,8 +28,8 @@
 //! owners; whether an outcome tells its owner that it holds the key is asked of the
 //! specification, never restated. Either fails the run with rule P1; otherwise a key whose
 //! history is not linearizable fails it as the linearizability check does. A failure lists every
-//! fault fired, with the seed and the command that replays the schedule
-//! (`RESERVATION_FAULT_SEED`).
+//! fault fired, with the seed and the command that replays the schedule (the suite's one seed:
+//! `RESERVATION_CONFORMANCE_SEED`, `reservation conform --seed`).
 //!
 //! [`Simulated`] gives any harness [`Fault::CutConnections`] and [`Fault::Pause`], for stores
 //! with no server to cut or pause.
@@ -147,8 +147,8 @@ const RECOVERY: Duration = Duration::from_secs(30);
 /// Owner A of the ledger keys, and owner B, by their index in [`Names::owners`].
 const OWNER_A: u8 = 0;
 const OWNER_B: u8 = 2;
-/// The environment variable that replaces the seed of every fault run.
-const SEED_VAR: &str = "RESERVATION_FAULT_SEED";
+/// The default seed of a fault run, when neither its settings nor the harness's give one.
+const DEFAULT_SEED: u64 = 0x5eed_fa17_0000_0001;
 
 /// How a fault run ([`run`]) goes: which faults, for how long, how often, and from which seed.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -156,7 +156,7 @@ pub struct FaultSettings {
     /// `None`: every fault offered.
     faults: Option<Vec<Fault>>,
     duration: Duration,
-    seed: u64,
+    seed: Option<u64>,
     max_faults: usize,
     gap: Duration,
     ops: usize,
@@ -170,7 +170,7 @@ impl Default for FaultSettings {
         FaultSettings {
             faults: None,
             duration: Duration::from_secs(2),
-            seed: 0x5eed_fa17_0000_0001,
+            seed: None,
             max_faults: 8,
             gap: Duration::from_millis(200),
             ops: 4_000,
@@ -192,10 +192,11 @@ impl FaultSettings {
         self
     }
 
-    /// These settings with the seed `seed`, of the schedule and of the workload.
-    /// `RESERVATION_FAULT_SEED` replaces it.
+    /// These settings with the seed `seed`, of the schedule and of the workload, instead of the
+    /// seed of the harness's [`crate::Settings`] (`RESERVATION_CONFORMANCE_SEED`, `reservation
+    /// conform --seed`), which every randomized check shares.
     pub fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+        self.seed = Some(seed);
         self
     }
 
@@ -225,9 +226,10 @@ impl FaultSettings {
         self
     }
 
-    /// The seed, replaced by `RESERVATION_FAULT_SEED` when it is set to a number.
-    fn seed(&self) -> u64 {
-        std::env::var(SEED_VAR).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(self.seed)
+    /// The seed: these settings', or the harness's settings' (the suite's one seed), or a fixed
+    /// one.
+    fn seed<H: Harness>(&self, harness: &H) -> u64 {
+        self.seed.or_else(|| harness.settings().with_env().seed).unwrap_or(DEFAULT_SEED)
     }
 
     /// Whether these settings let `fault` fire.
@@ -390,7 +392,7 @@ struct Nemesis {
 /// Records a history on one store of `harness` while faults fire on a seeded schedule, and judges
 /// it (see the module's documentation). Never panics: a harness that panics fails the verdict.
 pub fn run<H: Harness>(harness: &H, settings: &FaultSettings) -> FaultRun {
-    let seed = settings.seed();
+    let seed = settings.seed(harness);
     let mut report = FaultReport { seed, ..FaultReport::default() };
     let clock = ManualClock::new(START);
     let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -928,8 +930,10 @@ fn with_faults(mut failure: Failure, report: &FaultReport) -> Failure {
         failure.context.push(format!("fault {}: {fired}", i + 1));
     }
     failure.replay = Some(format!(
-        "{SEED_VAR}={} cargo test {}   (or the test that ran this fault check)",
-        report.seed, failure.check
+        "RESERVATION_CONFORMANCE_SEED={seed} cargo test {}   (or the test that ran this fault check)\n\
+         reservation conform … --seed {seed}   (through the driver: the command that ran, with this seed)",
+        failure.check,
+        seed = report.seed
     ));
     failure
 }

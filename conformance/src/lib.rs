@@ -99,7 +99,7 @@
 //!   confirmation acknowledged so far. The history is judged as the linearizability check's, with
 //!   faults tolerated; an acknowledged confirmation that disappears, or a key that two owners
 //!   were each told they hold, breaks P1. The failure lists every fault fired, with the seed that
-//!   replays the schedule (`RESERVATION_FAULT_SEED`). A store with no server to cut or pause gets
+//!   replays the schedule (`RESERVATION_CONFORMANCE_SEED`, or `reservation conform --seed`: the one seed of every randomized check). A store with no server to cut or pause gets
 //!   simulated ones from [`faults::Simulated`].
 //!
 //! Expected outcomes always come from the spec functions; no check restates a rule. The checks
@@ -219,6 +219,7 @@
 
 mod arguments;
 pub mod checks;
+pub mod crashes;
 pub mod differential;
 pub mod driver;
 #[doc(hidden)]
@@ -300,6 +301,7 @@ macro_rules! __for_each_check {
             linearizability_under_threads => linearizability,
             p1_faults_on_a_seeded_schedule_lose_no_acknowledged_confirmation => faults,
             p1_durable_reopen_keeps_every_reservation => durable [Durable],
+            p1_crashes_at_chosen_points_keep_every_state => crashes [Durable],
         }
     };
 }

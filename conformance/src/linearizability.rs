@@ -555,6 +555,67 @@ pub(crate) fn linearizable(names: &Names, ops: &[&Event]) -> Result<u64, Option<
     }
 }
 
+/// Every state in which some order of all of `ops` (one key's operations, ordered by call) that
+/// respects real time and gives every recorded result leaves the key: what a history allows the
+/// key to hold after it. At most 64 states, and the search stops after 200,000 nodes (what it
+/// found by then).
+pub(crate) fn final_states(names: &Names, ops: &[&Event]) -> Vec<Option<StoredReservation>> {
+    struct Collect<'a> {
+        names: &'a Names,
+        ops: &'a [&'a Event],
+        memo: HashSet<Node>,
+        found: Vec<Option<StoredReservation>>,
+    }
+    impl Collect<'_> {
+        fn go(&mut self, done: &mut Vec<u64>, count: usize, state: &Option<StoredReservation>, last: Instant) {
+            if count == self.ops.len() {
+                if !self.found.contains(state) {
+                    self.found.push(state.clone());
+                }
+                return;
+            }
+            if self.found.len() >= 64 || self.memo.len() >= 200_000 {
+                return;
+            }
+            if !self.memo.insert((done.clone(), state.clone(), last)) {
+                return;
+            }
+            let is_done = |done: &Vec<u64>, i: usize| done[i / 64] & (1 << (i % 64)) != 0;
+            let Some(min_ret) = (0..self.ops.len()).filter(|&i| !is_done(done, i)).map(|i| self.ops[i].returned).min()
+            else {
+                return;
+            };
+            for i in 0..self.ops.len() {
+                let e = self.ops[i];
+                if e.called > min_ret {
+                    break;
+                }
+                if is_done(done, i) {
+                    continue;
+                }
+                done[i / 64] |= 1 << (i % 64);
+                if matches!(e.ret, Return::Storage { indeterminate: true, .. }) {
+                    self.go(done, count + 1, state, last);
+                }
+                let mut now = e.clock_at_call.max(last);
+                while now <= e.clock_at_return {
+                    if let Some((next, _)) = apply(self.names, state, e, now) {
+                        self.go(done, count + 1, &next, now);
+                    }
+                    if now == Instant::MAX {
+                        break;
+                    }
+                    now = now.saturating_add_millis(1);
+                }
+                done[i / 64] &= !(1 << (i % 64));
+            }
+        }
+    }
+    let mut c = Collect { names, ops, memo: HashSet::new(), found: Vec::new() };
+    c.go(&mut vec![0u64; ops.len().div_ceil(64)], 0, &None, Instant::ZERO);
+    c.found
+}
+
 /// What a linearizability run did.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Stats {

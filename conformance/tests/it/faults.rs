@@ -153,7 +153,7 @@ fn a_restart_that_loses_acknowledged_confirmations_is_caught_by_p1() {
     assert!(r.lost > 0 && r.two_owners > 0, "{r}\n{text}");
     assert!(text.contains(&format!("{} acknowledged confirmations lost", r.lost)), "{text}");
     assert!(text.contains("was lost after fault") && text.contains("restart"), "{text}");
-    assert!(text.contains(&format!("RESERVATION_FAULT_SEED={} cargo test", r.seed)), "{text}");
+    assert!(text.contains(&format!("RESERVATION_CONFORMANCE_SEED={} cargo test", r.seed)), "{text}");
     for (i, fired) in r.fired.iter().enumerate() {
         assert!(text.contains(&format!("fault {}: {fired}", i + 1)), "{text}");
     }
@@ -216,7 +216,7 @@ fn a_cut_that_reports_applied_operations_as_not_applied_is_caught_by_linearizabi
     let failure = run.verdict.expect_err("the lies went unseen");
     let text = failure.to_string();
     assert_eq!(failure.property, Some(ATOMICITY), "{text}");
-    assert!(text.contains("is not linearizable") && text.contains("RESERVATION_FAULT_SEED="), "{text}");
+    assert!(text.contains("is not linearizable") && text.contains("RESERVATION_CONFORMANCE_SEED="), "{text}");
     assert!(run.report.determinate > 0 && run.report.lost == 0, "{}", run.report);
 }
 

@@ -13,3 +13,4 @@ mod schema;
 mod services;
 mod tokio_store;
 mod vectors;
+mod wal;

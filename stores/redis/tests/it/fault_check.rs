@@ -379,7 +379,7 @@ fn the_fault_check_catches_a_failover_without_wait_losing_acknowledged_confirmat
     assert!(run.report.lost > 0, "{}", run.report);
     let said = failure.to_string();
     assert!(said.contains("acknowledged confirmations lost") && said.contains("failover"), "{said}");
-    assert!(said.contains("RESERVATION_FAULT_SEED="), "{said}");
+    assert!(said.contains("RESERVATION_CONFORMANCE_SEED="), "{said}");
 }
 
 #[test]

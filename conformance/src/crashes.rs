@@ -1,0 +1,869 @@
+//! Crashes at points the suite chooses, and every key's whole state checked after each (P1, and
+//! D10 across a restart).
+//!
+//! A durable store's recovery code runs only after a crash, and a crash that lands at a random
+//! moment under load rarely meets its bugs: the last record of the log belongs to an operation
+//! still in flight, which may or may not have happened, and a lookup of confirmations alone never
+//! sees a version lowered, a hold lost or an expiry moved. [`run`] instead drives keys through
+//! every state a row can hold, then crashes the store where recovery bugs show:
+//!
+//! - *quiet points*: right after an acknowledged change (an *anchor*, the reservation of a fresh
+//!   key), with nothing in flight, so that the last record of the log is one whose effect must
+//!   survive;
+//! - *burst points*: while operations run on several threads, at the moment a lookup first shows
+//!   a write that has not been acknowledged yet (a write whose lock is let go before its record is
+//!   durable), or in the middle of the burst when none does.
+//!
+//! Each round takes fresh keys through [`RECIPES`] in four phases, the clock moving between
+//! phases: pending with several holds whose expiry joins moved, expired, taken afresh by another
+//! owner, confirmed and raised, confirmed again at a lower version (`AlreadyConfirmed`), released,
+//! kept (an older fact's release), freed by `ANY` and confirmed again lower, one hold abandoned,
+//! the last hold abandoned, a pending reservation released, and conflicts that change nothing.
+//! A round ends at a quiet point; then a burst round runs the same recipes on several threads and
+//! crashes in its middle. A crash is the harness's [`Fault::Crash`] when it offers one (the server
+//! killed and started again: the store object lives on and must find its way back), otherwise a
+//! restart through [`Harness::reopen`]; a harness that offers both gets both, one quiet point in
+//! two each.
+//!
+//! After every crash every key the run has touched is looked up, and its whole state (owner,
+//! holds, expiry, version, or free) is judged against what the acknowledged history allows: the
+//! history is decided key by key by the linearizability checker with faults tolerated, so an
+//! operation that failed with an indeterminate error may or may not have happened, and nothing
+//! else may be missing or changed. Then, for a store whose clock survives a restart
+//! ([`crate::Capabilities::clock_survives_reopen`]), the suite sets its clock back before the
+//! instant of the anchor and looks every key up again: the store must still decide at the
+//! anchor's instant, the latest at which it acknowledged a change (D10 across a restart), so an
+//! expired reservation stays expired.
+//!
+//! A state that a crash changed fails the run with P1 (D10 when only the clock set back shows
+//! it), naming the key, the field, the acknowledged operation whose effect is missing or changed,
+//! and the crash; the operations listed are those of that key around the crash.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant as WallInstant};
+
+use reservation_store::rules::Rule;
+use reservation_store::{
+    AggregateId, AggregateRef, AggregateType, Clock, HoldId, Instant, Key, ManualClock, Operation, ReleaseVersion,
+    ReservationScope, StoredReservation, Tenant, Ttl, Version, spec,
+};
+
+use crate::failure::Failure;
+use crate::faults::Fault;
+use crate::harness::{Capabilities, Harness, START, unique_namespace};
+use crate::linearizability::{
+    self, Call, Event, Faults, Names, Recorder, Return, XorShift, by_key, final_states, key_named, linearizable,
+};
+use crate::session::{panic_message, show_state};
+
+/// The check's name, as the suite lists it.
+const CHECK: &str = "crashes";
+/// How far the clock moves between two phases of a round, in milliseconds.
+const PHASE: u64 = 10;
+/// A short time to live: a reservation of the first phase has expired by the third.
+const SHORT: u64 = 15;
+/// A time to live that outlasts the run.
+const LONG: u64 = 1_000_000;
+/// How far the suite sets its clock back after a quiet crash: before the expiry of the first
+/// phase's short reservations, which had expired by the anchor.
+const BACK: u64 = 2 * PHASE;
+/// How long the suite waits for the store to answer again after a crash.
+const RECOVERY: Duration = Duration::from_secs(30);
+/// How long a watch point looks for an unacknowledged write before it crashes anyway.
+const WATCH: Duration = Duration::from_secs(2);
+/// Worker threads of a burst round.
+const WORKERS: usize = 3;
+/// Owners, by index: alice and bob.
+const A: u8 = 0;
+const B: u8 = 1;
+
+/// One step of a recipe: an operation, with its time to live or version as numbers.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Reserve(u8, u8, u64),
+    Confirm(u8, u64),
+    Release(u8, Option<u64>),
+    Abandon(u8, u8),
+}
+
+impl Step {
+    fn call(self) -> Call {
+        let ttl = |ms| Ttl::from_millis(ms).expect("the recipes' times to live are not zero");
+        Call::Op(match self {
+            Step::Reserve(owner, hold, ms) => Operation::Reserve { owner, hold, ttl: ttl(ms) },
+            Step::Confirm(owner, v) => Operation::Confirm { owner, version: Version::from_u64(v) },
+            Step::Release(owner, v) => Operation::Release {
+                owner,
+                version: v.map_or(ReleaseVersion::Any, |v| ReleaseVersion::At(Version::from_u64(v))),
+            },
+            Step::Abandon(owner, hold) => Operation::Abandon { owner, hold },
+        })
+    }
+}
+
+/// A recipe: what it drives a key to, and its steps, each with the phase (0 to 3) it runs in.
+type Recipe = (&'static str, &'static [(u8, Step)]);
+
+/// The recipes every round drives a fresh key through, one key each: together they leave rows in
+/// every state a row can hold, each made by the operations recovery bugs get wrong.
+pub const RECIPE_NAMES: [&str; 14] = {
+    let mut names = [""; 14];
+    let mut i = 0;
+    while i < RECIPES.len() {
+        names[i] = RECIPES[i].0;
+        i += 1;
+    }
+    names
+};
+
+const RECIPES: [Recipe; 14] = [
+    (
+        "pending with three holds, its expiry moved by two joins",
+        &[(0, Step::Reserve(A, 0, 25)), (1, Step::Reserve(A, 1, 30)), (2, Step::Reserve(A, 2, 30))],
+    ),
+    ("pending, expired", &[(0, Step::Reserve(A, 0, SHORT))]),
+    ("expired, then taken afresh by another owner", &[(0, Step::Reserve(A, 0, SHORT)), (2, Step::Reserve(B, 1, LONG))]),
+    ("expired, then confirmed by another owner", &[(0, Step::Reserve(B, 0, SHORT)), (2, Step::Confirm(A, 1))]),
+    ("confirmed, then raised", &[(0, Step::Confirm(A, 1)), (1, Step::Confirm(A, 3))]),
+    (
+        "confirmed over its pending, then confirmed lower (AlreadyConfirmed)",
+        &[(0, Step::Reserve(A, 0, LONG)), (1, Step::Confirm(A, 3)), (2, Step::Confirm(A, 2))],
+    ),
+    ("confirmed, then released", &[(0, Step::Confirm(A, 1)), (1, Step::Release(A, Some(1)))]),
+    (
+        "confirmed, raised, then an older fact's release (Kept)",
+        &[(0, Step::Confirm(A, 1)), (1, Step::Confirm(A, 3)), (2, Step::Release(A, Some(2)))],
+    ),
+    (
+        "released with ANY, then confirmed again lower",
+        &[(0, Step::Confirm(A, 2)), (1, Step::Release(A, None)), (2, Step::Confirm(A, 1))],
+    ),
+    (
+        "one hold of two abandoned",
+        &[(0, Step::Reserve(A, 0, LONG)), (1, Step::Reserve(A, 1, LONG)), (2, Step::Abandon(A, 0))],
+    ),
+    ("the last hold abandoned", &[(0, Step::Reserve(A, 0, LONG)), (1, Step::Abandon(A, 0))]),
+    (
+        "pending with two holds, released",
+        &[(0, Step::Reserve(A, 0, LONG)), (1, Step::Reserve(A, 1, LONG)), (2, Step::Release(A, Some(1)))],
+    ),
+    (
+        "confirmed, then conflicts that change nothing",
+        &[
+            (0, Step::Confirm(A, 2)),
+            (1, Step::Reserve(B, 0, LONG)),
+            (2, Step::Confirm(B, 5)),
+            (3, Step::Release(B, None)),
+        ],
+    ),
+    (
+        "pending, joined, then confirmed",
+        &[(0, Step::Reserve(A, 0, LONG)), (1, Step::Reserve(A, 1, LONG)), (3, Step::Confirm(A, 1))],
+    ),
+];
+
+/// How a crash was caused.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CrashKind {
+    /// The harness's [`Fault::Crash`]: the server killed and started again, the store object kept.
+    Crash,
+    /// [`Harness::reopen`]: the store closed and a new one opened on the same storage. Whether
+    /// that reaches the store's storage (its recovery) depends on the harness.
+    Reopen,
+}
+
+impl fmt::Display for CrashKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CrashKind::Crash => "a crash (the harness's Fault::Crash)",
+            CrashKind::Reopen => "a restart through the harness's reopen",
+        })
+    }
+}
+
+/// A crash the run caused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrashPoint {
+    /// Its number in the run, from 1.
+    pub n: usize,
+    /// How it was caused.
+    pub kind: CrashKind,
+    /// Where: `"quiet"` (right after an acknowledged change, nothing in flight) or the burst's
+    /// point (`"burst, a lookup saw an unacknowledged write"`, `"burst, midway"`).
+    pub point: &'static str,
+    /// The stamp of the history's counter when the crash began and when the store answered again.
+    pub began: u64,
+    /// See `began`.
+    pub ended: u64,
+    /// The instant of the latest change acknowledged before it: what the store must not decide
+    /// earlier than afterwards (D10 across a restart).
+    pub latest: Instant,
+}
+
+/// How a crash run ([`run`]) goes.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct CrashSettings {
+    seed: Option<u64>,
+    rounds: usize,
+}
+
+impl Default for CrashSettings {
+    /// Four rounds (eight crashes); the seed of the harness's [`crate::Settings`].
+    fn default() -> Self {
+        CrashSettings { seed: None, rounds: 4 }
+    }
+}
+
+impl CrashSettings {
+    /// These settings with the seed `seed`, instead of the harness's.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// These settings with `rounds` rounds, each a quiet crash and a burst crash (at least 1).
+    pub fn with_rounds(mut self, rounds: usize) -> Self {
+        self.rounds = rounds.max(1);
+        self
+    }
+}
+
+/// The default seed of a run, when neither the settings nor the harness's settings give one.
+const DEFAULT_SEED: u64 = 0x5eed_c4a5_0000_0001;
+
+/// What a crash run did.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct CrashReport {
+    /// The seed of the run.
+    pub seed: u64,
+    /// Operations recorded, lookups included.
+    pub ops: usize,
+    /// The crashes, in order.
+    pub crashes: Vec<CrashPoint>,
+    /// Keys the run touched.
+    pub keys: usize,
+    /// Lookups after crashes: every key touched, after each.
+    pub keys_checked: usize,
+    /// Whether the clock was set back after the quiet crashes (a store whose clock survives a
+    /// restart).
+    pub clock_set_back: bool,
+}
+
+impl CrashReport {
+    /// The crashes caused by `kind`.
+    pub fn count(&self, kind: CrashKind) -> usize {
+        self.crashes.iter().filter(|c| c.kind == kind).count()
+    }
+}
+
+impl fmt::Display for CrashReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {}: {} operations on {} keys, {} crashes through Fault::Crash and {} restarts through reopen, \
+             {} lookups of whole states after them, clock {}",
+            self.seed,
+            self.ops,
+            self.keys,
+            self.count(CrashKind::Crash),
+            self.count(CrashKind::Reopen),
+            self.keys_checked,
+            if self.clock_set_back { "set back after each quiet crash" } else { "never set back" },
+        )
+    }
+}
+
+/// A crash run: its report and its verdict.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct CrashRun {
+    /// What the run did.
+    pub report: CrashReport,
+    /// `Ok` when every key's history is linearizable with faults tolerated; otherwise the
+    /// failure, headlined P1 (or D10) when a crash changed a state.
+    pub verdict: Result<(), Failure>,
+}
+
+/// Whether `harness` can be crashed or restarted by the check: it offers [`Fault::Crash`], or it
+/// is durable (its [`Harness::reopen`]).
+fn kinds<H: Harness>(harness: &H, capabilities: Capabilities) -> Vec<CrashKind> {
+    let mut kinds = Vec::new();
+    if harness.faults().contains(&Fault::Crash) {
+        kinds.push(CrashKind::Crash);
+    }
+    if capabilities.durable {
+        kinds.push(CrashKind::Reopen);
+    }
+    kinds
+}
+
+/// What the run shares with its threads.
+struct Run<'a, H: Harness> {
+    harness: &'a H,
+    recorder: Recorder<'a, H>,
+    clock: &'a ManualClock,
+    kinds: Vec<CrashKind>,
+    clock_survives: bool,
+    /// Keys taken so far.
+    next_key: AtomicUsize,
+    /// Stamps (call) of the lookups made with the clock set back.
+    set_back: Mutex<BTreeMap<u64, Instant>>,
+    crashes: Vec<CrashPoint>,
+    /// The instant of the latest change acknowledged so far.
+    latest: AtomicU64,
+    /// Lookups made after crashes.
+    checked: AtomicUsize,
+    trouble: Option<Failure>,
+}
+
+/// Records a history on one store of `harness` while crashing it at the points this module
+/// describes, and judges it. Never panics: a harness that panics fails the verdict. A harness
+/// that can neither crash nor restart its store passes without running, with an empty report.
+pub fn run<H: Harness>(harness: &H, settings: &CrashSettings) -> CrashRun {
+    let seed = settings.seed.or_else(|| harness.settings().with_env().seed).unwrap_or(DEFAULT_SEED);
+    let mut report = CrashReport { seed, ..CrashReport::default() };
+    let clock = ManualClock::new(START);
+    let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let capabilities = harness.capabilities();
+        let kinds = kinds(harness, capabilities);
+        ((!kinds.is_empty()).then(|| harness.store(clock.clone())), capabilities, kinds)
+    }));
+    let (store, capabilities, kinds) = match opened {
+        Ok(opened) => opened,
+        Err(p) => return CrashRun { report, verdict: Err(Failure::panicked(CHECK, &*p)) },
+    };
+    let Some(store) = store else { return CrashRun { report, verdict: Ok(()) } };
+    let mut names = names();
+    let stamp = AtomicU64::new(0);
+    let mut run = Run {
+        harness,
+        recorder: Recorder { harness, names: &names, clock: &clock, stamp: &stamp },
+        clock: &clock,
+        kinds,
+        clock_survives: capabilities.clock_survives_reopen,
+        next_key: AtomicUsize::new(0),
+        set_back: Mutex::new(BTreeMap::new()),
+        crashes: Vec::new(),
+        latest: AtomicU64::new(START.as_millis()),
+        checked: AtomicUsize::new(0),
+        trouble: None,
+    };
+    let mut r = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    r.next();
+    let mut events = Vec::new();
+    let mut store = Some(store);
+    for round in 0..settings.rounds.max(1) {
+        for burst in [false, true] {
+            let Some(current) = store.take() else { break };
+            let kind = run.kind_for(round, burst);
+            store = run.round(current, &mut r, burst, kind, &mut events);
+            if run.trouble.is_some() {
+                break;
+            }
+        }
+        if run.trouble.is_some() || store.is_none() {
+            break;
+        }
+    }
+    let set_back = std::mem::take(&mut *run.set_back.lock().unwrap_or_else(PoisonError::into_inner));
+    let crashes = std::mem::take(&mut run.crashes);
+    let trouble = run.trouble.take();
+    let keys = run.next_key.load(Ordering::SeqCst);
+    report.keys_checked = run.checked.load(Ordering::SeqCst);
+    drop(run);
+    names.keys.extend((0..keys).map(key_named));
+    events.sort_by_key(|e| e.called);
+    report.ops = events.len();
+    report.keys = keys;
+    report.clock_set_back = capabilities.clock_survives_reopen;
+    report.crashes = crashes;
+    let verdict = match trouble {
+        Some(f) => Err(f),
+        None => judge(&names, &events, &report.crashes, &set_back),
+    };
+    CrashRun { verdict: verdict.map_err(|f| with_report(f, &report)), report }
+}
+
+/// The names of a crash run: a tenant scope in a namespace of its own, owners alice and bob, holds
+/// `h0` to `h2`; keys are added as the run takes them.
+fn names() -> Names {
+    let ty = AggregateType::new("rc-user").expect("a valid type");
+    let tenant = Tenant::id("acme").expect("a valid tenant");
+    let owner = |id: &str| AggregateRef::new(ty.clone(), tenant.clone(), AggregateId::new(id).expect("a valid id"));
+    Names {
+        scope: ReservationScope::new(ty.clone(), tenant.clone(), unique_namespace("rc-crashes")),
+        keys: Vec::new(),
+        owners: vec![owner("alice"), owner("bob")],
+        holds: (0..3).map(|i| HoldId::new(format!("h{i}")).expect("a valid hold")).collect(),
+    }
+}
+
+impl<H: Harness> Run<'_, H> {
+    /// How round `round`'s crash is caused: a burst's by a crash when the harness offers one (a
+    /// reopen cannot happen while operations are in flight); quiet points alternate.
+    fn kind_for(&self, round: usize, burst: bool) -> CrashKind {
+        match (burst, self.kinds.as_slice()) {
+            (true, [first, ..]) => *first,
+            (false, kinds) if !kinds.is_empty() => kinds[round % kinds.len()],
+            _ => CrashKind::Reopen,
+        }
+    }
+
+    /// Every key taken so far, with its name.
+    fn all_keys(&self) -> Vec<(usize, Key)> {
+        (0..self.next_key.load(Ordering::SeqCst)).map(|k| (k, key_named(k))).collect()
+    }
+
+    /// `n` fresh keys, by index.
+    fn fresh(&self, n: usize) -> Vec<usize> {
+        let first = self.next_key.fetch_add(n, Ordering::SeqCst);
+        (first..first + n).collect()
+    }
+
+    /// Runs `call` on key `key` from `thread`, and notes the instant of an acknowledged change.
+    fn op(&self, store: &H::Store, thread: usize, round: usize, key: usize, call: Call) -> Event {
+        let e = self.recorder.run(store, (thread, round), (key, &key_named(key)), call);
+        if matches!(e.ret, Return::Outcome(_)) && matches!(e.call, Call::Op(_)) {
+            self.latest.fetch_max(e.clock_at_return.as_millis(), Ordering::SeqCst);
+        }
+        e
+    }
+
+    /// One round on `store`: fresh keys through every recipe, then a crash of `kind`, quiet or in
+    /// the middle of a burst; every key looked up after it. The store to go on with.
+    fn round(
+        &mut self,
+        store: H::Store,
+        r: &mut XorShift,
+        burst: bool,
+        kind: CrashKind,
+        events: &mut Vec<Event>,
+    ) -> Option<H::Store> {
+        let keys = self.fresh(RECIPES.len());
+        let round = self.crashes.len();
+        let began;
+        let ended;
+        let point;
+        let store = if burst && kind == CrashKind::Crash {
+            let (b, p) = self.burst(&store, r, &keys, round, events);
+            began = b;
+            ended = self.recorder.stamp.load(Ordering::SeqCst);
+            point = p;
+            store
+        } else {
+            for phase in 0..4 {
+                self.phase(&store, r, &keys, phase, round, burst, events);
+            }
+            // The anchor: an acknowledged change at the latest instant, the last before the crash.
+            let anchor = self.fresh(1)[0];
+            events.push(self.op(&store, 0, round, anchor, Step::Reserve(A, 0, LONG).call()));
+            began = self.recorder.stamp.load(Ordering::SeqCst);
+            point = "quiet: right after an acknowledged change, nothing in flight";
+            // The clock is set back before the crash, so that the store's first readings after it
+            // are earlier than the anchor: a store whose clock survives a restart must still
+            // decide at the anchor's instant (D10 across a restart).
+            let now = self.clock.now();
+            if self.clock_survives {
+                self.clock.set(now.saturating_sub_millis(BACK));
+            }
+            let store = self.crash(store, kind)?;
+            ended = self.recorder.stamp.load(Ordering::SeqCst);
+            if self.clock_survives {
+                let all = self.all_keys();
+                let mut seen = self.recorder.lookups(&store, 0, &all);
+                self.checked.fetch_add(all.len(), Ordering::SeqCst);
+                for e in &mut seen {
+                    e.clock_at_call = now;
+                    e.clock_at_return = now;
+                }
+                if let Some(e) = seen.first() {
+                    let back = now.saturating_sub_millis(BACK);
+                    self.set_back.lock().unwrap_or_else(PoisonError::into_inner).insert(e.called, back);
+                }
+                events.extend(seen);
+                self.clock.set(now);
+            }
+            store
+        };
+        let latest = Instant::from_millis(self.latest.load(Ordering::SeqCst));
+        let n = self.crashes.len() + 1;
+        self.crashes.push(CrashPoint { n, kind, point, began, ended, latest });
+        // Every key touched so far, whole, at the suite's clock.
+        let all = self.all_keys();
+        events.extend(self.recorder.lookups(&store, 0, &all));
+        self.checked.fetch_add(all.len(), Ordering::SeqCst);
+        self.clock.advance(PHASE);
+        Some(store)
+    }
+
+    /// Phase `phase` of `keys`' recipes, one key after another in a seeded order (on several
+    /// threads when `concurrent`); the clock moves first, but for the first phase.
+    #[expect(clippy::too_many_arguments, reason = "one phase's whole context; a struct for it would be used once")]
+    fn phase(
+        &self,
+        store: &H::Store,
+        r: &mut XorShift,
+        keys: &[usize],
+        phase: u8,
+        round: usize,
+        concurrent: bool,
+        events: &mut Vec<Event>,
+    ) {
+        if phase > 0 {
+            self.clock.advance(PHASE);
+        }
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, r.below(i as u64 + 1) as usize);
+        }
+        let steps = |recipe: usize| RECIPES[recipe].1.iter().filter(move |(p, _)| *p == phase).map(|(_, s)| *s);
+        if !concurrent {
+            for &recipe in &order {
+                for step in steps(recipe) {
+                    events.push(self.op(store, 0, round, keys[recipe], step.call()));
+                }
+            }
+            return;
+        }
+        let chunks: Vec<Vec<usize>> =
+            (0..WORKERS).map(|w| order.iter().copied().skip(w).step_by(WORKERS).collect()).collect();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = chunks
+                .iter()
+                .enumerate()
+                .map(|(w, chunk)| {
+                    s.spawn(move || {
+                        let mut out = Vec::new();
+                        for &recipe in chunk {
+                            for step in steps(recipe) {
+                                out.push(self.op(store, w + 1, round, keys[recipe], step.call()));
+                            }
+                        }
+                        out
+                    })
+                })
+                .collect();
+            for (w, h) in handles.into_iter().enumerate() {
+                match h.join() {
+                    Ok(out) => events.extend(out),
+                    Err(p) => events.push(linearizability::panicked(w + 1, &*p)),
+                }
+            }
+        });
+    }
+
+    /// A burst round: every phase on several threads, and in the third a watch point: a write of
+    /// a fresh key on one thread while this one looks the key up, crashing at once when a lookup
+    /// shows the write before it is acknowledged, or when the write returns. The stamp at which
+    /// the crash began, and what its point was.
+    fn burst(
+        &mut self,
+        store: &H::Store,
+        r: &mut XorShift,
+        keys: &[usize],
+        round: usize,
+        events: &mut Vec<Event>,
+    ) -> (u64, &'static str) {
+        for phase in 0..2 {
+            self.phase(store, r, keys, phase, round, true, events);
+        }
+        self.clock.advance(PHASE);
+        let watched = self.fresh(1)[0];
+        let this = &*self;
+        let done = AtomicBool::new(false);
+        let done = &done;
+        let (began, point, more) = std::thread::scope(|s| {
+            // The workers run the third and fourth phases' steps at once, all at this instant.
+            let workers: Vec<_> = (0..WORKERS)
+                .map(|w| {
+                    s.spawn(move || {
+                        let mut out = Vec::new();
+                        for (i, &key) in keys.iter().enumerate().skip(w).step_by(WORKERS) {
+                            for (_, step) in RECIPES[i].1.iter().filter(|(p, _)| *p >= 2) {
+                                out.push(this.op(store, w + 1, round, key, step.call()));
+                            }
+                        }
+                        out
+                    })
+                })
+                .collect();
+            let writer = s.spawn(move || {
+                let e = this.op(store, WORKERS + 1, round, watched, Step::Reserve(B, 2, LONG).call());
+                done.store(true, Ordering::SeqCst);
+                e
+            });
+            // Lookups that see nothing tell nothing of the write, which had not happened yet:
+            // only the last of them is kept, so that the history stays short.
+            let mut looks: Vec<Event> = Vec::new();
+            let started = WallInstant::now();
+            let mut point = "burst: midway, when the watched write returned";
+            while !done.load(Ordering::SeqCst) && started.elapsed() < WATCH {
+                let e = this.recorder.run(store, (0, round), (watched, &key_named(watched)), Call::Lookup);
+                let seen = matches!(e.ret, Return::Lookup(Some(_)));
+                if looks.last().is_some_and(|l| matches!(l.ret, Return::Lookup(None))) {
+                    looks.pop();
+                }
+                looks.push(e);
+                if seen && !done.load(Ordering::SeqCst) {
+                    point = "burst: the moment a lookup showed a write not yet acknowledged";
+                    break;
+                }
+            }
+            let began = this.recorder.stamp.load(Ordering::SeqCst);
+            let crashed = this.inject_crash(store);
+            let mut out = looks;
+            match writer.join() {
+                Ok(e) => out.push(e),
+                Err(p) => out.push(linearizability::panicked(WORKERS + 1, &*p)),
+            }
+            for (w, h) in workers.into_iter().enumerate() {
+                match h.join() {
+                    Ok(more) => out.extend(more),
+                    Err(p) => out.push(linearizability::panicked(w + 1, &*p)),
+                }
+            }
+            (began, point, (out, crashed))
+        });
+        let (out, crashed) = more;
+        events.extend(out);
+        if let Err(f) = crashed {
+            self.trouble = Some(f);
+        }
+        (began, point)
+    }
+
+    /// Causes the harness's crash and waits until the store answers again.
+    fn inject_crash(&self, store: &H::Store) -> Result<(), Failure> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.harness.inject(Fault::Crash))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(Failure::without_rule(
+                    CHECK,
+                    format!("the harness could not cause a crash: {}", reservation_store::error_chain(&e)),
+                ));
+            }
+            Err(p) => {
+                return Err(Failure::without_rule(
+                    CHECK,
+                    format!("the harness's inject(Crash) panicked: {}", panic_message(&*p)),
+                ));
+            }
+        }
+        let began = WallInstant::now();
+        let probe = Key::new("probe").expect("a valid key");
+        while began.elapsed() < RECOVERY {
+            let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.harness.block_on(reservation_store::ReservationStore::lookup(
+                    store,
+                    &self.recorder.names.scope,
+                    &probe,
+                ))
+            }));
+            if answered.is_ok_and(|a| a.is_ok()) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Err(Failure::new(CHECK, Rule::P1, format!("the store did not answer within {RECOVERY:.0?} of a crash")))
+    }
+
+    /// Crashes `store` quietly by `kind`: the store to go on with, or `None` (the trouble noted).
+    fn crash(&mut self, store: H::Store, kind: CrashKind) -> Option<H::Store> {
+        match kind {
+            CrashKind::Crash => match self.inject_crash(&store) {
+                Ok(()) => Some(store),
+                Err(f) => {
+                    self.trouble = Some(f);
+                    None
+                }
+            },
+            CrashKind::Reopen => {
+                let reopened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.harness.reopen(store, self.clock.clone())
+                }));
+                match reopened {
+                    Ok(Some(store)) => Some(store),
+                    Ok(None) => {
+                        self.trouble = Some(Failure::new(
+                            CHECK,
+                            Rule::P1,
+                            "the harness declares the durable capability, but its reopen gave no store",
+                        ));
+                        None
+                    }
+                    Err(p) => {
+                        self.trouble = Some(Failure::panicked(CHECK, &*p));
+                        None
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Judges a crash run's history (ordered by call): key by key, linearizable with faults tolerated.
+/// A key that fails after a crash, whose operations before the crash are linearizable, lost or
+/// changed what the crash should have kept: P1, or D10 when only a lookup with the clock set back
+/// shows it.
+fn judge(
+    names: &Names,
+    events: &[Event],
+    crashes: &[CrashPoint],
+    set_back: &BTreeMap<u64, Instant>,
+) -> Result<(), Failure> {
+    linearizability::precheck(CHECK, names, events, Faults::Tolerated)?;
+    for (key, ops) in by_key(events) {
+        if linearizable(names, &ops).is_ok() {
+            continue;
+        }
+        // The shortest prefix by call that no order explains; its last operation went wrong.
+        let len = (1..=ops.len()).find(|n| linearizable(names, &ops[..*n]).is_err()).unwrap_or(ops.len());
+        let wrong = ops[len - 1];
+        let crash = crashes.iter().rev().find(|c| c.ended <= wrong.called);
+        let Some(crash) = crash else {
+            return Err(linearizability::report(CHECK, names, key, &ops));
+        };
+        let before: Vec<&Event> = ops.iter().copied().filter(|e| e.called < crash.began).collect();
+        if linearizable(names, &before).is_err() {
+            return Err(linearizability::report(CHECK, names, key, &ops));
+        }
+        return Err(crash_failure(names, key, &ops[..len], &before, crash, set_back.get(&wrong.called).copied()));
+    }
+    Ok(())
+}
+
+/// The fields in which `shown` differs from `allowed`, both as lookups show them.
+fn differing(shown: Option<&StoredReservation>, allowed: Option<&StoredReservation>) -> &'static str {
+    use reservation_store::spec::Reservation as R;
+    match (shown, allowed) {
+        (None, Some(_)) => "the reservation is gone: the key is free",
+        (Some(_), None) => "a reservation is there where the key must be free (or expired)",
+        (Some(R::Pending(_)), Some(R::Confirmed(_))) => "the confirmation is gone: the key is pending",
+        (Some(R::Confirmed(_)), Some(R::Pending(_))) => "the key is confirmed where it must be pending",
+        (Some(R::Pending(s)), Some(R::Pending(a))) if s.owner() != a.owner() => "the owner changed",
+        (Some(R::Pending(s)), Some(R::Pending(a))) if s.holds() != a.holds() => "the holds changed",
+        (Some(R::Pending(_)), Some(R::Pending(_))) => "the expiry changed",
+        (Some(R::Confirmed(s)), Some(R::Confirmed(a))) if s.owner != a.owner => "the owner changed",
+        (Some(R::Confirmed(_)), Some(R::Confirmed(_))) => "the version changed",
+        (None, None) => "nothing differs",
+    }
+}
+
+/// The failure of key `key`, whose operations `ops` (ending with the one that went wrong) no
+/// order explains once `crash` has happened, while those before it (`before`) are explained.
+fn crash_failure(
+    names: &Names,
+    key: usize,
+    ops: &[&Event],
+    before: &[&Event],
+    crash: &CrashPoint,
+    set_back: Option<Instant>,
+) -> Failure {
+    let wrong = ops[ops.len() - 1];
+    let at = wrong.clock_at_return;
+    let allowed: Vec<Option<StoredReservation>> = final_states(names, before);
+    let shown_at = |now: Instant| {
+        let mut v: Vec<Option<StoredReservation>> = Vec::new();
+        for s in &allowed {
+            let seen = spec::lookup(s.as_ref(), now).cloned();
+            if !v.contains(&seen) {
+                v.push(seen);
+            }
+        }
+        v
+    };
+    let expected = shown_at(at);
+    let allowed_text = expected.iter().map(|s| show_state(s.as_ref())).collect::<Vec<_>>().join(", or ");
+    let shown = match &wrong.ret {
+        Return::Lookup(shown) => Some(shown.clone()),
+        _ => None,
+    };
+    let (what, field) = match &shown {
+        Some(shown) => (
+            format!("a lookup shows {}", show_state(shown.as_ref())),
+            expected.first().map_or("", |a| differing(shown.as_ref(), a.as_ref())),
+        ),
+        None => (format!("the store answered {}", names.show(wrong)), "an operation's outcome differs"),
+    };
+    // With the clock set back: the clock's fault when the store shows what it would have shown
+    // at the earlier instant.
+    let clock_went_back = match (set_back, &shown) {
+        (Some(back), Some(shown)) => shown_at(back).contains(shown) && !expected.contains(shown),
+        _ => false,
+    };
+    let recipe = key_recipe(key);
+    let last_ack = before
+        .iter()
+        .rev()
+        .find(|e| matches!(e.call, Call::Op(_)) && matches!(e.ret, Return::Outcome(_)))
+        .map(|e| names.show(e));
+    let rule = if clock_went_back { Rule::D10 } else { Rule::P1 };
+    let problem = match set_back {
+        Some(back) if clock_went_back => format!(
+            "k{key}{recipe}: after crash {} ({}), the suite's clock set back to {back}, {what}, as at {back}; the \
+             store must decide at {at}, the latest instant at which it acknowledged a change before the crash, where \
+             the key shows {allowed_text}: the store's clock went back across the crash",
+            crash.n, crash.kind
+        ),
+        _ => format!(
+            "k{key}{recipe}: after crash {} ({}, {}), {what} at {at}; what the store acknowledged before the crash \
+             allows only {allowed_text}: {field}",
+            crash.n, crash.kind, crash.point
+        ),
+    };
+    let mut f = Failure::new(CHECK, rule, problem);
+    f.check_rule = Some(Rule::P1);
+    if let Some(ack) = last_ack {
+        f.context.push(format!("the last change of k{key} acknowledged before the crash: {ack}"));
+    }
+    f.context.push(format!(
+        "crash {}: {} at stamps {} .. {} ({})",
+        crash.n, crash.kind, crash.began, crash.ended, crash.point
+    ));
+    f.context.push(format!("scope s0 = {}; the clock started at {START}", names.scope));
+    // The key's operations around the crash: a few before it, then up to the one that went wrong.
+    let first_after = ops.iter().position(|e| e.called >= crash.began).unwrap_or(ops.len());
+    let from = first_after.saturating_sub(6);
+    let mut lines = String::new();
+    if from > 0 {
+        lines.push_str(&format!("\n      ({from} earlier operations of k{key} not shown)"));
+    }
+    for (i, e) in ops.iter().enumerate().skip(from) {
+        if i == first_after {
+            lines.push_str(&format!("\n      --- crash {}: {} ---", crash.n, crash.kind));
+        }
+        lines.push_str(&format!("\n      {}", names.show(e)));
+    }
+    if first_after == ops.len() {
+        lines.push_str(&format!("\n      --- crash {}: {} ---", crash.n, crash.kind));
+    }
+    f.transcript.push(format!("k{key}:{lines}"));
+    f
+}
+
+/// ` (the recipe's name)` of key `key`, or nothing for an anchor or a watched key.
+fn key_recipe(key: usize) -> String {
+    // Keys come in rounds of the recipes, each followed by one key of its own (the anchor, or
+    // the watched write of a burst).
+    let per_round = RECIPES.len() + 1;
+    match key % per_round {
+        i if i < RECIPES.len() => format!(" ({})", RECIPES[i].0),
+        _ => " (a key of its own, written last before the crash)".to_owned(),
+    }
+}
+
+/// `failure`, with the run's figures and the command that replays it.
+fn with_report(mut failure: Failure, report: &CrashReport) -> Failure {
+    failure.context.push(format!("crash run: {report}"));
+    for c in &report.crashes {
+        failure.context.push(format!("crash {}: {}, {}", c.n, c.kind, c.point));
+    }
+    failure.replay = Some(format!(
+        "RESERVATION_CONFORMANCE_SEED={seed} cargo test p1_crashes   (or the test that ran this check)\n\
+         reservation conform … --seed {seed}   (through the driver: the command that ran, with this seed)",
+        seed = report.seed
+    ));
+    failure
+}

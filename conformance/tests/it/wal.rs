@@ -1,0 +1,400 @@
+//! A durable store as a team outside might write one, with seven recovery bugs behind a switch
+//! each, and the crash check ([`reservation_conformance::crashes`]) catching every one on every
+//! seed, headlined P1 or D10 with the key and the field; the correct store passes every seed and
+//! the whole suite.
+//!
+//! The store keeps its rows in memory under one lock and appends a record of every change (the
+//! key, the instant, the operation, its rule and the row after it) to a write-ahead log. A
+//! writer thread commits the records in groups: asked for a commit, it gathers records for a
+//! short window, then makes them durable at once. An operation is acknowledged once its record
+//! is durable. A crash loses the records not yet durable and rebuilds the rows, and the clock's
+//! latest instant, from the log.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use reservation_conformance::crashes::{CrashKind, CrashRun, CrashSettings, run};
+use reservation_conformance::faults::{Fault, not_offered};
+use reservation_conformance::{Capabilities, Harness};
+use reservation_store::rules::Rule;
+use reservation_store::spec::{self, Reservation};
+use reservation_store::{
+    AggregateRef, Clock, HoldId, Instant, Key, ManualClock, Operation, Outcome, Request, ReservationScope,
+    ReservationStore, StorageError, StoreResult, StoredReservation,
+};
+
+/// A recovery bug of the kind real teams write, planted in [`WalHarness`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Bug {
+    /// An operation is acknowledged once its record is queued to the log writer, before it is
+    /// written.
+    AckBeforeWrite,
+    /// Recovery drops the last record of the log, even when it is whole.
+    DropLastRecord,
+    /// Recovery skips a second confirm of the same owner, taking it for a replayed duplicate, and
+    /// then decides a later release again, against the version it kept.
+    SkipDuplicateConfirm,
+    /// A confirm answered `AlreadyConfirmed` is logged with the request's lower version instead
+    /// of the version kept.
+    LogRequestedVersion,
+    /// Recovery does not restore the store's clock: after a crash it starts from nothing.
+    ClockNotRestored,
+    /// Recovery recomputes a join's expiry from the old expiry instead of the join's instant.
+    JoinFromOldExpiry,
+    /// A write lets its lock go before its record is durable: a lookup can show a row that a
+    /// crash then loses.
+    UnlockBeforeDurable,
+}
+
+/// How long the log writer gathers records before it commits them.
+const WINDOW: Duration = Duration::from_millis(2);
+/// How long the log writer sleeps when nobody asks for a commit.
+const IDLE: Duration = Duration::from_millis(200);
+
+/// A record of the log: one change.
+#[derive(Clone, Debug)]
+struct Record {
+    slot: (ReservationScope, Key),
+    at: Instant,
+    op: Operation<AggregateRef, HoldId>,
+    rule: Rule,
+    row: Option<StoredReservation>,
+}
+
+/// What the store holds in memory, under its lock.
+#[derive(Default)]
+struct Memory {
+    rows: HashMap<(ReservationScope, Key), StoredReservation>,
+    /// The latest instant the store decided at (D10).
+    latest: Instant,
+}
+
+/// The log: records queued for the writer, and those durable.
+#[derive(Default)]
+struct Log {
+    queued: Vec<Record>,
+    durable: Vec<Record>,
+    /// Records appended so far, and made durable so far.
+    appended: u64,
+    committed: u64,
+    /// Crashes so far: a record queued before a crash is gone.
+    crashes: u64,
+    /// Whether an operation waits for a commit.
+    wanted: bool,
+}
+
+/// The store's server: memory, the log, and the writer thread.
+struct Server {
+    bug: Option<Bug>,
+    memory: Mutex<Memory>,
+    log: Mutex<Log>,
+    changed: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Server {
+    fn start(bug: Option<Bug>) -> Arc<Server> {
+        let server = Arc::new(Server { bug, memory: Mutex::default(), log: Mutex::default(), changed: Condvar::new() });
+        let weak = Arc::downgrade(&server);
+        std::thread::spawn(move || writer(&weak));
+        server
+    }
+
+    /// Queues `record`: its number and the crash count it belongs to.
+    fn append(&self, record: Record) -> (u64, u64) {
+        let mut log = lock(&self.log);
+        log.queued.push(record);
+        log.appended += 1;
+        (log.appended, log.crashes)
+    }
+
+    /// Waits until record `n` of crash epoch `epoch` is durable: an indeterminate error when a
+    /// crash lost it first.
+    fn commit(&self, n: u64, epoch: u64) -> Result<(), StorageError> {
+        let mut log = lock(&self.log);
+        log.wanted = true;
+        self.changed.notify_all();
+        loop {
+            if log.crashes != epoch {
+                return Err(StorageError::indeterminate("the server crashed before the record was durable"));
+            }
+            if log.committed >= n {
+                return Ok(());
+            }
+            log = self.changed.wait(log).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// A crash: the records not yet durable are lost; memory is rebuilt from the log.
+    fn crash(&self) {
+        let mut memory = lock(&self.memory);
+        let mut log = lock(&self.log);
+        log.queued.clear();
+        log.appended = log.committed;
+        log.crashes += 1;
+        *memory = recover(&log.durable, self.bug);
+        self.changed.notify_all();
+    }
+}
+
+/// The log writer of `server`, until the server is gone.
+fn writer(server: &Weak<Server>) {
+    loop {
+        let Some(s) = server.upgrade() else { return };
+        let mut log = lock(&s.log);
+        if !log.wanted {
+            log = s.changed.wait_timeout(log, IDLE).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        let asked = log.wanted;
+        drop(log);
+        if asked {
+            // Group commit: gather what else comes in the window.
+            std::thread::sleep(WINDOW);
+        }
+        let mut log = lock(&s.log);
+        let records = std::mem::take(&mut log.queued);
+        log.committed += records.len() as u64;
+        log.durable.extend(records);
+        log.wanted = false;
+        s.changed.notify_all();
+    }
+}
+
+/// The rows and the clock that the durable records give, as recovery (with `bug`) rebuilds them.
+fn recover(records: &[Record], bug: Option<Bug>) -> Memory {
+    let records = match bug {
+        Some(Bug::DropLastRecord) => &records[..records.len().saturating_sub(1)],
+        _ => records,
+    };
+    let mut memory = Memory::default();
+    let mut skipped: HashSet<(ReservationScope, Key)> = HashSet::new();
+    for r in records {
+        let current = memory.rows.get(&r.slot).cloned();
+        let row = match (bug, &r.op, &current) {
+            (Some(Bug::SkipDuplicateConfirm), Operation::Confirm { owner, .. }, Some(Reservation::Confirmed(c)))
+                if c.owner == *owner =>
+            {
+                skipped.insert(r.slot.clone());
+                continue;
+            }
+            (Some(Bug::SkipDuplicateConfirm), Operation::Release { .. }, _) if skipped.contains(&r.slot) => {
+                spec::apply(current.clone(), r.at, r.op.as_ref()).next
+            }
+            (Some(Bug::JoinFromOldExpiry), Operation::Reserve { ttl, .. }, Some(Reservation::Pending(p)))
+                if matches!(r.rule, Rule::R3 | Rule::R4) =>
+            {
+                let holds = r.row.as_ref().and_then(|row| row.as_pending()).map(|p| p.holds().clone());
+                holds.and_then(|h| Reservation::pending(p.owner().clone(), h, p.expires_at().saturating_add(*ttl)))
+            }
+            _ => r.row.clone(),
+        };
+        match row {
+            Some(row) => memory.rows.insert(r.slot.clone(), row),
+            None => memory.rows.remove(&r.slot),
+        };
+        memory.latest = memory.latest.max(r.at);
+    }
+    if bug == Some(Bug::ClockNotRestored) {
+        memory.latest = Instant::ZERO;
+    }
+    memory
+}
+
+/// A store on a [`Server`], deciding by the suite's clock.
+pub struct WalStore {
+    server: Arc<Server>,
+    clock: ManualClock,
+}
+
+impl WalStore {
+    /// The instant to decide at: the clock, or the latest instant decided at if later (D10).
+    fn now(&self, memory: &mut Memory) -> Instant {
+        memory.latest = memory.latest.max(self.clock.now());
+        memory.latest
+    }
+}
+
+impl ReservationStore for WalStore {
+    async fn execute(&self, request: Request<'_>) -> StoreResult<Outcome> {
+        request.admitted()?;
+        let server = &self.server;
+        let mut memory = lock(&server.memory);
+        let now = self.now(&mut memory);
+        let slot = (request.scope.clone(), request.key.clone());
+        let current = memory.rows.get(&slot).cloned();
+        let step = spec::apply(current.clone(), now, request.operation);
+        let op = request.operation.map(Clone::clone, Clone::clone);
+        let row = match (server.bug, &op, step.outcome) {
+            (Some(Bug::LogRequestedVersion), Operation::Confirm { owner, version }, Outcome::AlreadyConfirmed) => {
+                Some(Some(Reservation::confirmed(owner.clone(), *version)))
+            }
+            _ => (step.next != current).then(|| step.next.clone()),
+        };
+        match &step.next {
+            Some(next) => memory.rows.insert(slot.clone(), next.clone()),
+            None => memory.rows.remove(&slot),
+        };
+        if let Some(row) = row {
+            let (n, epoch) = server.append(Record { slot, at: now, op, rule: step.rule, row });
+            match server.bug {
+                Some(Bug::AckBeforeWrite) => return Ok(step.outcome),
+                Some(Bug::UnlockBeforeDurable) => drop(memory),
+                _ => {}
+            }
+            server.commit(n, epoch)?;
+        }
+        Ok(step.outcome)
+    }
+
+    async fn lookup(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
+        let mut memory = lock(&self.server.memory);
+        let now = self.now(&mut memory);
+        Ok(spec::lookup(memory.rows.get(&(scope.clone(), key.clone())), now).cloned())
+    }
+}
+
+/// The harness of [`WalStore`]: a server per store; a crash of the latest one on
+/// [`Fault::Crash`], and a restart (a crash, then a new store on the same server) on reopen.
+pub struct WalHarness {
+    bug: Option<Bug>,
+    current: Mutex<Option<Arc<Server>>>,
+}
+
+impl WalHarness {
+    /// The store, with `bug` planted or none.
+    pub fn new(bug: Option<Bug>) -> Self {
+        WalHarness { bug, current: Mutex::new(None) }
+    }
+}
+
+impl Harness for WalHarness {
+    type Store = WalStore;
+
+    fn store(&self, clock: ManualClock) -> WalStore {
+        let server = Server::start(self.bug);
+        *lock(&self.current) = Some(server.clone());
+        WalStore { server, clock }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
+    }
+
+    fn reopen(&self, store: WalStore, clock: ManualClock) -> Option<WalStore> {
+        store.server.crash();
+        Some(WalStore { server: store.server, clock })
+    }
+
+    fn faults(&self) -> Vec<Fault> {
+        vec![Fault::Crash]
+    }
+
+    fn inject(&self, fault: Fault) -> Result<(), StorageError> {
+        match (fault, lock(&self.current).clone()) {
+            (Fault::Crash, Some(server)) => {
+                server.crash();
+                Ok(())
+            }
+            (fault, _) => Err(not_offered(fault)),
+        }
+    }
+}
+
+reservation_conformance::tests!(wal_store, WalHarness::new(None), durable, clock_survives_reopen);
+
+/// Seeds each variant runs.
+const SEEDS: u64 = 20;
+
+/// The crash check on `bug`'s store for every seed, several seeds at once.
+fn runs(bug: Option<Bug>) -> Vec<CrashRun> {
+    let seeds: Vec<u64> = (1..=SEEDS).collect();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = seeds
+            .chunks(5)
+            .map(|chunk| {
+                s.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|&seed| run(&WalHarness::new(bug), &CrashSettings::default().with_seed(seed)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("a crash run does not panic")).collect()
+    })
+}
+
+#[test]
+fn p1_the_correct_log_store_passes_the_crash_check_on_every_seed() {
+    for run in runs(None) {
+        if let Err(f) = &run.verdict {
+            panic!("seed {}: {f}", run.report.seed);
+        }
+        let r = &run.report;
+        assert!(r.count(CrashKind::Crash) >= 4 && r.count(CrashKind::Reopen) >= 2, "{r}");
+        assert!(r.clock_set_back && r.keys_checked > 100, "{r}");
+    }
+}
+
+/// Every seed's run of `bug` fails with `rule`, naming a key and a field.
+fn caught(bug: Bug, rule: Rule, field: &str) {
+    let mut first = None;
+    for run in runs(Some(bug)) {
+        let seed = run.report.seed;
+        let failure = run.verdict.expect_err(&format!("{bug:?} passed on seed {seed}: {}", run.report));
+        let text = failure.to_string();
+        assert_eq!(failure.rule, Some(rule), "{bug:?}, seed {seed}:\n{text}");
+        assert!(text.contains("after crash") && text.contains(field), "{bug:?}, seed {seed}:\n{text}");
+        assert!(text.contains(&format!("RESERVATION_CONFORMANCE_SEED={seed}")), "{text}");
+        first.get_or_insert(text);
+    }
+    eprintln!("{bug:?}, caught on {SEEDS} of {SEEDS} seeds; seed 1:\n{}", first.unwrap_or_default());
+}
+
+#[test]
+fn p1_an_acknowledgement_before_the_record_is_written_is_caught() {
+    caught(Bug::AckBeforeWrite, Rule::P1, "gone");
+}
+
+#[test]
+fn p1_recovery_that_drops_the_last_record_is_caught() {
+    caught(Bug::DropLastRecord, Rule::P1, "gone");
+}
+
+#[test]
+fn p1_recovery_that_skips_a_second_confirm_is_caught() {
+    caught(Bug::SkipDuplicateConfirm, Rule::P1, "the version changed");
+}
+
+#[test]
+fn p1_an_already_confirmed_logged_with_the_lower_version_is_caught() {
+    caught(Bug::LogRequestedVersion, Rule::P1, "the version changed");
+}
+
+#[test]
+fn d10_recovery_that_does_not_restore_the_clock_is_caught() {
+    caught(Bug::ClockNotRestored, Rule::D10, "clock went back across the crash");
+}
+
+#[test]
+fn p1_recovery_that_recomputes_a_join_from_the_old_expiry_is_caught() {
+    caught(Bug::JoinFromOldExpiry, Rule::P1, "the expiry changed");
+}
+
+#[test]
+fn p1_a_write_that_unlocks_before_it_is_durable_is_caught() {
+    caught(Bug::UnlockBeforeDurable, Rule::P1, "after crash");
+}
+
+#[test]
+fn the_same_seed_crashes_at_the_same_points() {
+    let one = run(&WalHarness::new(None), &CrashSettings::default().with_seed(7).with_rounds(2));
+    let two = run(&WalHarness::new(None), &CrashSettings::default().with_seed(7).with_rounds(2));
+    let points = |r: &CrashRun| r.report.crashes.iter().map(|c| (c.kind, c.n)).collect::<Vec<_>>();
+    assert_eq!(points(&one), points(&two));
+    assert_eq!(one.report.keys, two.report.keys);
+}
