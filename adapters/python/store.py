@@ -51,6 +51,10 @@ U64 = (1 << 64) - 1
 MAX_KEY, MAX_HOLD, MAX_NAME = 512, 128, 256
 
 
+class Indeterminate(Exception):
+    """A storage failure after which the operation may or may not have happened."""
+
+
 class Invalid(Exception):
     """An invalid argument (D6), by its name in SPEC.md's table of errors."""
 
@@ -393,6 +397,8 @@ def main():
             reply = {"id": rid, "ok": result}
         except Invalid as e:
             reply = {"id": rid, "error": {"kind": "InvalidArgument", "name": e.name, "message": str(e)}}
+        except Indeterminate as e:
+            reply = {"id": rid, "error": {"kind": "StorageError", "indeterminate": True, "message": str(e)}}
         except Exception as e:  # a bug of this store: the driver reports it, quoting the message
             reply = {"id": rid, "error": {"kind": "StorageError", "indeterminate": False, "message": repr(e)}}
         line = json.dumps(reply, ensure_ascii=False)

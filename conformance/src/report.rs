@@ -22,6 +22,9 @@ pub enum CheckResult {
 pub struct Report {
     /// `(check name, result, time taken)`, in the suite's order.
     pub checks: Vec<(&'static str, CheckResult, Duration)>,
+    /// What the checks could not know and the reader should: such as that durability was checked
+    /// only through the harness's reopen, which may not reach the store's recovery.
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -62,6 +65,9 @@ impl fmt::Display for Report {
                 CheckResult::Skipped(why) => writeln!(f, "  skipped {name}: {why}")?,
                 CheckResult::Failed(_) => writeln!(f, "  FAILED  {name}")?,
             }
+        }
+        for note in &self.notes {
+            writeln!(f, "note: {note}")?;
         }
         for failure in self.failures() {
             writeln!(f)?;
@@ -129,5 +135,27 @@ pub fn run_matching_with<H: Harness>(
     // An adapter that broke the protocol is reported once, by the first check it failed.
     let mut once = crate::failure::ProtocolOnce::default();
     crate::__for_each_check!(__run_all_list { harness, report, filter, on_check, once });
+    report.notes.extend(durability_note(harness, &report));
     report
+}
+
+/// How the durability checks that ran reached the store: through real crashes, or only through
+/// the harness's reopen, which may not run the store's recovery. `None` when none ran.
+fn durability_note<H: Harness>(harness: &H, report: &Report) -> Option<String> {
+    let ran = |name: &str| report.checks.iter().any(|(n, r, _)| *n == name && !matches!(r, CheckResult::Skipped(_)));
+    if !ran("p1_crashes_at_chosen_points_keep_every_state") {
+        return None;
+    }
+    let crashes = harness.faults().contains(&crate::faults::Fault::Crash);
+    Some(if crashes {
+        "durability (P1, and D10 across a restart) was checked through crashes the harness caused \
+         (Fault::Crash) and through its reopen"
+            .to_owned()
+    } else {
+        "durability (P1, and D10 across a restart) was checked only through the harness's reopen: it causes no \
+         crash (Harness::faults lists no Fault::Crash; through the driver, give --fault crash=COMMAND). A reopen \
+         that does not reach the store's storage (a server that keeps its rows in memory and only renames the \
+         store) passes these checks without running the store's recovery"
+            .to_owned()
+    })
 }

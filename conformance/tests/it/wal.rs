@@ -262,12 +262,19 @@ impl ReservationStore for WalStore {
 pub struct WalHarness {
     bug: Option<Bug>,
     current: Mutex<Option<Arc<Server>>>,
+    /// Whether it offers [`Fault::Crash`].
+    crashes: bool,
 }
 
 impl WalHarness {
     /// The store, with `bug` planted or none.
     pub fn new(bug: Option<Bug>) -> Self {
-        WalHarness { bug, current: Mutex::new(None) }
+        WalHarness { bug, current: Mutex::new(None), crashes: true }
+    }
+
+    /// The store, restarted only through its reopen: it offers no crash.
+    pub fn without_crash(bug: Option<Bug>) -> Self {
+        WalHarness { crashes: false, ..WalHarness::new(bug) }
     }
 }
 
@@ -290,7 +297,7 @@ impl Harness for WalHarness {
     }
 
     fn faults(&self) -> Vec<Fault> {
-        vec![Fault::Crash]
+        if self.crashes { vec![Fault::Crash] } else { Vec::new() }
     }
 
     fn inject(&self, fault: Fault) -> Result<(), StorageError> {
@@ -391,10 +398,132 @@ fn p1_a_write_that_unlocks_before_it_is_durable_is_caught() {
 }
 
 #[test]
+fn the_report_says_whether_durability_was_checked_through_crashes_or_only_reopen() {
+    let only = |name: &str| name.starts_with("p1_crashes");
+    let crashed = reservation_conformance::run_matching(&WalHarness::new(None), only);
+    let reopened = reservation_conformance::run_matching(&WalHarness::without_crash(None), only);
+    assert!(crashed.is_ok() && reopened.is_ok(), "{crashed}\n{reopened}");
+    let (crashed, reopened) = (crashed.to_string(), reopened.to_string());
+    assert!(crashed.contains("checked through crashes the harness caused"), "{crashed}");
+    assert!(reopened.contains("checked only through the harness's reopen"), "{reopened}");
+    // Restarts alone still reach this store's recovery: a planted recovery bug is caught.
+    let run = run(&WalHarness::without_crash(Some(Bug::DropLastRecord)), &CrashSettings::default().with_seed(3));
+    let r = &run.report;
+    assert!(r.count(CrashKind::Crash) == 0 && r.count(CrashKind::Reopen) == 8, "{r}");
+    assert_eq!(run.verdict.expect_err("a dropped record went unseen").rule, Some(Rule::P1));
+}
+
+#[test]
 fn the_same_seed_crashes_at_the_same_points() {
     let one = run(&WalHarness::new(None), &CrashSettings::default().with_seed(7).with_rounds(2));
     let two = run(&WalHarness::new(None), &CrashSettings::default().with_seed(7).with_rounds(2));
     let points = |r: &CrashRun| r.report.crashes.iter().map(|c| (c.kind, c.n)).collect::<Vec<_>>();
     assert_eq!(points(&one), points(&two));
     assert_eq!(one.report.keys, two.report.keys);
+}
+
+/// The same log store in Python behind the driver (`adapters/python/wal_store.py`), with its
+/// recovery bugs: the crash check reaches them through the protocol, the crash caused by a
+/// command (SIGUSR1 to the adapter), as `reservation conform --fault crash=…` causes it.
+mod through_the_driver {
+    use reservation_conformance::crashes::{CrashRun, CrashSettings, run};
+    use reservation_conformance::driver::CommandHarness;
+    use reservation_conformance::faults::Fault;
+    use reservation_conformance::services::service;
+    use reservation_store::rules::Rule;
+
+    const WAL_STORE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters/python/wal_store.py");
+
+    /// The crash check of the Python log store with `bug` (`""`: none) on `seed`; `None` without
+    /// python3.
+    fn crash_run(bug: &str, seed: u64) -> Option<CrashRun> {
+        let present = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+        service(
+            "python3 (for the Python log store behind the driver)",
+            if present { Ok(()) } else { Err("not installed") },
+        )?;
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let pid = dir.path().join("pid");
+        let pid = pid.display().to_string();
+        let adapter = format!("echo $$ > {pid}; RESERVATION_WAL_BUG={bug} exec python3 {WAL_STORE}");
+        let harness = CommandHarness::start(&adapter).expect("the Python log store starts");
+        // The adapter wrote its process id before it answered hello: the crash is one signal.
+        let id = std::fs::read_to_string(dir.path().join("pid")).expect("the adapter's process id");
+        let harness = harness.with_fault(Fault::Crash, format!("kill -USR1 {}", id.trim()));
+        Some(run(&harness, &CrashSettings::default().with_seed(seed)))
+    }
+
+    /// Seeds each variant runs through the driver.
+    const SEEDS: u64 = 20;
+
+    /// The runs of `bug` on every seed, four at once.
+    fn runs(bug: &'static str) -> Option<Vec<CrashRun>> {
+        let seeds: Vec<u64> = (1..=SEEDS).collect();
+        let runs: Vec<Option<CrashRun>> = std::thread::scope(|s| {
+            let handles: Vec<_> = seeds
+                .chunks(SEEDS.div_ceil(4) as usize)
+                .map(|chunk| s.spawn(move || chunk.iter().map(|&seed| crash_run(bug, seed)).collect::<Vec<_>>()))
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().expect("a crash run does not panic")).collect()
+        });
+        runs.into_iter().collect()
+    }
+
+    fn caught(bug: &'static str, rule: Rule, field: &str) {
+        let Some(runs) = runs(bug) else { return };
+        for run in &runs {
+            let seed = run.report.seed;
+            let failure = run.verdict.as_ref().expect_err(&format!("{bug} passed on seed {seed}: {}", run.report));
+            let text = failure.to_string();
+            assert_eq!(failure.rule, Some(rule), "{bug}, seed {seed}:\n{text}");
+            assert!(text.contains("after crash") && text.contains(field), "{bug}, seed {seed}:\n{text}");
+        }
+        eprintln!("{bug}: caught on {} of {SEEDS} seeds through the driver", runs.len());
+    }
+
+    #[test]
+    fn p1_the_correct_python_log_store_passes_on_every_seed() {
+        let Some(runs) = runs("") else { return };
+        for run in &runs {
+            if let Err(f) = &run.verdict {
+                panic!("seed {}: {f}", run.report.seed);
+            }
+            assert!(run.report.count(reservation_conformance::crashes::CrashKind::Crash) >= 4, "{}", run.report);
+        }
+    }
+
+    #[test]
+    fn p1_python_ack_before_write_is_caught() {
+        caught("ack-before-write", Rule::P1, "gone");
+    }
+
+    #[test]
+    fn p1_python_drop_last_record_is_caught() {
+        caught("drop-last-record", Rule::P1, "gone");
+    }
+
+    #[test]
+    fn p1_python_skip_duplicate_is_caught() {
+        caught("skip-duplicate", Rule::P1, "the version changed");
+    }
+
+    #[test]
+    fn p1_python_log_requested_version_is_caught() {
+        caught("log-requested-version", Rule::P1, "the version changed");
+    }
+
+    #[test]
+    fn d10_python_clock_not_restored_is_caught() {
+        caught("clock-not-restored", Rule::D10, "clock went back across the crash");
+    }
+
+    #[test]
+    fn p1_python_join_from_old_expiry_is_caught() {
+        caught("join-from-old-expiry", Rule::P1, "the expiry changed");
+    }
+
+    #[test]
+    fn p1_python_unlock_before_durable_is_caught() {
+        caught("unlock-before-durable", Rule::P1, "after crash");
+    }
 }
