@@ -653,20 +653,24 @@ impl<H: Harness> Run<'_, H> {
         }
         let began = WallInstant::now();
         let probe = Key::new("probe").expect("a valid key");
+        let mut last = String::new();
         while began.elapsed() < RECOVERY {
             let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.harness.block_on(reservation_store::ReservationStore::lookup(
-                    store,
-                    &self.recorder.names.scope,
-                    &probe,
-                ))
+                let scope = &self.recorder.names.scope;
+                self.harness.block_on(reservation_store::ReservationStore::lookup(store, scope, &probe))
             }));
-            if answered.is_ok_and(|a| a.is_ok()) {
-                return Ok(());
+            match answered {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e)) => last = crate::session::show_error(&e),
+                Err(p) => last = format!("the store panicked: {}", panic_message(&*p)),
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        Err(Failure::new(CHECK, Rule::P1, format!("the store did not answer within {RECOVERY:.0?} of a crash")))
+        Err(Failure::new(
+            CHECK,
+            Rule::P1,
+            format!("the store did not answer within {RECOVERY:.0?} of a crash; its last answer: {last}"),
+        ))
     }
 
     /// Crashes `store` quietly by `kind`: the store to go on with, or `None` (the trouble noted).

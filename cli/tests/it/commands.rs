@@ -705,3 +705,48 @@ fn conform_command_sends_raw_requests_and_catches_a_lenient_adapter() {
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("d6_every_invalid_argument_in_every_state_changes_nothing") && out.contains("D6"), "{out}");
 }
+
+const WAL_STORE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters/python/wal_store.py");
+
+/// `conform --command … --fault crash=COMMAND` on the Python store with a write-ahead log, run as
+/// PROTOCOL.md shows it: the crash check crashes it by the command and passes the correct store,
+/// saying durability was checked through crashes; a recovery bug fails it, headlined by its rule
+/// with the key and field, and the same `--seed` gives the same failure.
+#[test]
+fn conform_command_crash_check_catches_a_recovery_bug_and_the_seed_replays_it() {
+    if !python3() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("reservation-crash-commands-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let pid = dir.join("wal.pid");
+    let run = |bug: &str, seed: &str| {
+        let adapter = format!("echo $$ > {}; RESERVATION_WAL_BUG={bug} exec python3 {WAL_STORE}", pid.display());
+        let crash = format!("crash=kill -USR1 $(cat {})", pid.display());
+        let args = ["conform", "--command", &adapter, "--fault", &crash, "--only", "p1_crashes", "--seed", seed];
+        Command::new(env!("CARGO_BIN_EXE_reservation")).args(args).output().expect("the binary ran")
+    };
+    let o = run("", "5");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("ok      p1_crashes_at_chosen_points_keep_every_state"), "{out}");
+    assert!(out.contains("checked through crashes the harness caused"), "{out}");
+
+    let o = run("log-requested-version", "5");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("rule P1 broken") && out.contains("the version changed") && out.contains("after crash"),
+        "{out}"
+    );
+    let problem = |out: &str| out.lines().find(|l| l.starts_with("problem:")).map(str::to_owned);
+    let again = run("log-requested-version", "5");
+    assert_eq!(problem(&out), problem(&text(&again)), "the same seed failed otherwise:\n{}", text(&again));
+
+    let o = run("clock-not-restored", "6");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("rule D10 broken") && out.contains("clock went back across the crash"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -437,7 +437,8 @@ fn python_store_with_durable_passes_every_check_that_reopens() {
     assert!(h.hello().durable);
     let report =
         run_matching(&h, |name| name.starts_with("p1_") || name.starts_with("d10_") || name.starts_with("sweeper"));
-    assert_eq!(report.checks.len(), 5, "{report}");
+    assert_eq!(report.checks.len(), 6, "{report}");
+    assert!(report.to_string().contains("checked only through the harness's reopen"), "{report}");
     assert!(report.checks.iter().all(|(_, r, _)| *r == CheckResult::Passed), "{report}");
 }
 

@@ -401,3 +401,32 @@ fn a_store_whose_commits_are_acknowledged_before_they_are_on_disk_is_caught_by_a
     let options = options().broken_commit_before_flush();
     caught_losing(Replication::None, options, "crash, commits acknowledged before flush (planted)", Fault::Crash, 3);
 }
+
+/// The crash check on a cluster of its own: its server killed (SIGKILL) and restarted at the
+/// points the check chooses, every key compared whole after each (the figures of RELIABILITY.md).
+fn crash_run(options: PostgresOptions, what: &str) -> Option<reservation_conformance::crashes::CrashRun> {
+    use reservation_conformance::crashes::{CrashSettings, run};
+    let h = service(SERVICE, PostgresHarness::on_cluster(Replication::None, options))?;
+    let started = Instant::now();
+    let run = run(&h, &CrashSettings::default());
+    eprintln!("PostgreSQL, crash check, {what}: {} in {:.2?}", run.report, started.elapsed());
+    Some(run)
+}
+
+#[test]
+fn p1_the_crash_check_passes_on_a_crashing_server() {
+    let Some(run) = crash_run(options(), "crashes of the server") else { return };
+    if let Err(failure) = &run.verdict {
+        panic!("{failure}");
+    }
+    assert!(run.report.count(reservation_conformance::crashes::CrashKind::Crash) >= 4, "{}", run.report);
+}
+
+#[test]
+fn p1_commits_acknowledged_before_they_are_on_disk_are_caught_by_the_crash_check() {
+    let options = options().broken_commit_before_flush();
+    let Some(run) = crash_run(options, "commits acknowledged before flush (planted)") else { return };
+    let failure = run.verdict.expect_err("a crash lost acknowledged commits, and the crash check passed");
+    assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
+    assert!(failure.to_string().contains("after crash"), "{failure}");
+}

@@ -395,3 +395,32 @@ fn with_wait_for_the_one_replica_a_failover_loses_nothing() {
     checked_some(&run.report);
     assert!(run.report.indeterminate > 0, "no write waited in vain for the stopped replica: {}", run.report);
 }
+
+/// The crash check on `h`: its server killed and restarted at the points the check chooses, every
+/// key compared whole after each (the figures of RELIABILITY.md).
+fn crash_run(h: &RedisHarness, what: &str) -> reservation_conformance::crashes::CrashRun {
+    use reservation_conformance::crashes::{CrashSettings, run};
+    let started = std::time::Instant::now();
+    let run = run(h, &CrashSettings::default());
+    eprintln!("redis, crash check, {what}: {} in {:.2?}", run.report, started.elapsed());
+    run
+}
+
+#[test]
+fn p1_the_crash_check_passes_on_the_append_only_server() {
+    let Some(h) = durable_harness() else { return };
+    let run = crash_run(&h, "append-only server");
+    if let Err(failure) = &run.verdict {
+        panic!("{failure}");
+    }
+    assert!(run.report.count(reservation_conformance::crashes::CrashKind::Crash) >= 4, "{}", run.report);
+}
+
+#[test]
+fn p1_the_crash_check_catches_a_server_that_keeps_nothing_on_disk() {
+    let Some(h) = service("redis-server (for the forgetful server)", RedisHarness::broken_forgetful()) else { return };
+    let run = crash_run(&h, "forgetful server (planted)");
+    let failure = run.verdict.expect_err("a crash of a server that keeps nothing lost nothing");
+    assert_eq!(failure.rule, Some(reservation_store::rules::Rule::P1), "{failure}");
+    assert!(failure.to_string().contains("after crash"), "{failure}");
+}
