@@ -866,9 +866,38 @@ fn judge(names: &Names, events: &[Event], shots: &[Shot], report: &mut FaultRepo
         return Err(p1_failure(names, &keys, shots, &lost, &two));
     }
     match failing.first() {
-        Some(key) => Err(linearizability::report(CHECK, names, *key, &keys[key])),
+        Some(key) => Err(after_loss(names, *key, &keys[key], shots)
+            .unwrap_or_else(|| linearizability::report(CHECK, names, *key, &keys[key]))),
         None => Ok(()),
     }
+}
+
+/// The failure of key `key`, whose history `ops` is not linearizable, when what went wrong came
+/// after a fault that may lose writes (a crash, a failover, a restart) and everything called
+/// before that fault is linearizable: the fault lost or changed what the store had acknowledged
+/// (P1), not a race (H1). `None` otherwise.
+fn after_loss(names: &Names, key: usize, ops: &[&Event], shots: &[Shot]) -> Option<Failure> {
+    let len = (1..=ops.len()).find(|n| linearizable(names, &ops[..*n]).is_err())?;
+    let wrong = ops[len - 1];
+    let (n, shot) =
+        shots.iter().enumerate().rfind(|(_, s)| s.fired.fault.may_lose_writes() && s.stamp <= wrong.called)?;
+    let before: Vec<&Event> = ops.iter().copied().filter(|e| e.called < shot.stamp).collect();
+    if linearizable(names, &before).is_err() {
+        return None;
+    }
+    let mut f = linearizability::report(CHECK, names, key, &ops[..len]);
+    f.rule = Some(Rule::P1);
+    f.check_rule = Some(Rule::P1);
+    f.property = None;
+    f.step_rule = None;
+    f.problem = format!(
+        "k{key}: after fault {} ({}), {}; what the store had answered before it is explained by the specification, \
+         so the fault lost or changed a state the store acknowledged",
+        n + 1,
+        shot.fired,
+        names.show(wrong)
+    );
+    Some(f)
 }
 
 /// Most keys whose operations a P1 failure shows.

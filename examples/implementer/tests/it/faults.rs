@@ -82,3 +82,17 @@ fn the_readme_quotes_the_faults_snippet_exactly() {
     let quoted = lines[start..end].join("\n");
     assert!(readme.contains(&format!("{quoted}\n}}\n```")), "README.md does not quote the snippet:\n{quoted}");
 }
+
+/// The crash check: the server killed and started again at the points the check chooses, and
+/// the store restarted through `reopen`, every key compared whole after each.
+#[test]
+fn p1_the_crash_check_passes_on_a_crashing_server() {
+    use reservation_conformance::crashes::{CrashKind, CrashSettings, run};
+    let started = std::time::Instant::now();
+    let run = run(&MyServerHarness::new(), &CrashSettings::default());
+    eprintln!("implementer example, crash check: {} in {:.2?}", run.report, started.elapsed());
+    if let Err(failure) = run.verdict {
+        panic!("{failure}");
+    }
+    assert!(run.report.count(CrashKind::Crash) >= 4, "{}", run.report);
+}

@@ -23,3 +23,18 @@ fn restarts_cuts_pauses_and_clock_jumps_lose_nothing() {
     assert!(run.report.confirmations_checked > 0 && run.report.indeterminate > 0, "{}", run.report);
     assert_eq!((run.report.lost, run.report.two_owners), (0, 0), "{}", run.report);
 }
+
+/// The crash check through restarts: every handle closed and the file opened again at the points
+/// the check chooses, every key compared whole after each (the figures of RELIABILITY.md). A
+/// `SqliteStore` has no server to crash: its restart is a new process's open of the file.
+#[test]
+fn p1_the_crash_check_passes_through_restarts_of_the_file() {
+    use reservation_conformance::crashes::{CrashKind, CrashSettings, run};
+    let started = Instant::now();
+    let run = run(&SqliteHarness::new().expect("a scratch database"), &CrashSettings::default());
+    eprintln!("SQLite, crash check, restarts of the file: {} in {:.2?}", run.report, started.elapsed());
+    if let Err(failure) = run.verdict {
+        panic!("{failure}");
+    }
+    assert_eq!(run.report.count(CrashKind::Reopen), 8, "{}", run.report);
+}
