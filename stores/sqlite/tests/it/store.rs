@@ -868,3 +868,26 @@ fn a_failure_to_switch_to_wal_mode_is_reported_at_once() {
     let msg = storage_error(SqliteStore::open_with(&path, SystemClock, busy_options(u64::MAX, 2)));
     assert!(msg.contains("cannot switch to WAL mode"), "{msg}");
 }
+
+/// A file of schema version 1 (no clock table) is migrated at open: the clock table is added,
+/// the version set, the rows kept; and the store then persists the instant of its changes there.
+#[test]
+fn a_version_1_file_is_migrated_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = file_with_one_row(&dir);
+    let raw = Connection::open(&path).unwrap();
+    raw.execute_batch("DROP TABLE reservation_clock; PRAGMA user_version = 1;").unwrap();
+    drop(raw);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        block_on(store.lookup(&scope(None), &key("k"))).unwrap().map(|r| r.owner().clone()),
+        Some(owner(None, "a"))
+    );
+    block_on(store.confirm(&scope(None), &key("k2"), &owner(None, "a"), v(1))).unwrap();
+    drop(store);
+    let raw = Connection::open(&path).unwrap();
+    let version: i32 = raw.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let scopes: i64 = raw.query_row("SELECT count(*) FROM reservation_clock", [], |r| r.get(0)).unwrap();
+    assert_eq!(scopes, 1, "the change after the migration persisted no instant");
+}
