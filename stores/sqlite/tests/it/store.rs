@@ -156,15 +156,19 @@ fn extreme_instants_and_versions_round_trip() {
     let (s, a) = (scope(None), owner(None, "a"));
     let edges = [0, 1, i64::MAX as u64 - 1, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX - 2];
     let clock = ManualClock::new(Instant::ZERO);
+    // Each edge in a scope of its own: a reopened store never decides a scope at an instant
+    // earlier than its latest change (D10 across a restart), so the edges' reservations are
+    // looked up, after the reopen, each in its scope at its edge.
+    let edge = |i: usize| ReservationScope::parse("user", None, &format!("edge-{i}")).unwrap();
     {
         let store = open(&db(&dir), &clock);
         for (i, &at) in edges.iter().enumerate() {
             clock.set(Instant::from_millis(at));
             // The longest TTL saturates at Instant::MAX (D1); a short one lands just past `at`.
-            let k = key(&format!("max{i}"));
-            assert_eq!(block_on(store.reserve(&s, &k, &a, &hold("h"), ttl(u64::MAX))).unwrap(), ReserveOutcome::Taken);
+            let (e, k) = (edge(i), key(&format!("max{i}")));
+            assert_eq!(block_on(store.reserve(&e, &k, &a, &hold("h"), ttl(u64::MAX))).unwrap(), ReserveOutcome::Taken);
             let k = key(&format!("short{i}"));
-            assert_eq!(block_on(store.reserve(&s, &k, &a, &hold("h"), ttl(2))).unwrap(), ReserveOutcome::Taken);
+            assert_eq!(block_on(store.reserve(&e, &k, &a, &hold("h"), ttl(2))).unwrap(), ReserveOutcome::Taken);
         }
         for (i, n) in [1, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX].into_iter().enumerate() {
             let k = key(&format!("v{i}"));
@@ -175,9 +179,9 @@ fn extreme_instants_and_versions_round_trip() {
     let store = open(&db(&dir), &clock);
     for (i, &at) in edges.iter().enumerate() {
         clock.set(Instant::from_millis(at));
-        let found = block_on(store.lookup(&s, &key(&format!("max{i}")))).unwrap().unwrap();
+        let found = block_on(store.lookup(&edge(i), &key(&format!("max{i}")))).unwrap().unwrap();
         assert_eq!(found.as_pending().unwrap().expires_at(), Instant::MAX);
-        let found = block_on(store.lookup(&s, &key(&format!("short{i}")))).unwrap().unwrap();
+        let found = block_on(store.lookup(&edge(i), &key(&format!("short{i}")))).unwrap().unwrap();
         assert_eq!(found.as_pending().unwrap().expires_at(), Instant::from_millis(at + 2));
     }
     for (i, n) in [1, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX].into_iter().enumerate() {
@@ -191,10 +195,13 @@ fn extreme_instants_and_versions_round_trip() {
     }
     // SQL compares expiries in the clock's order across the i64 sign boundary: at the edge
     // i64::MAX + 1 the short reservations made at or before i64::MAX have expired, later ones not.
+    // A store opened anew, whose clock has not been read beyond that edge yet.
+    drop(store);
+    let store = open(&db(&dir), &clock);
     clock.set(Instant::from_millis(i64::MAX as u64 + 1));
     assert_eq!(store.sweep().unwrap(), 3);
     for (i, &at) in edges.iter().enumerate() {
-        let row = block_on(store.lookup(&s, &key(&format!("short{i}")))).unwrap();
+        let row = block_on(store.lookup(&edge(i), &key(&format!("short{i}")))).unwrap();
         assert_eq!(row.is_some(), at + 2 > i64::MAX as u64 + 1, "short{i}");
     }
     clock.set(Instant::MAX);
