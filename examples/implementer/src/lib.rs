@@ -1,6 +1,8 @@
 //! A `ReservationStore` written as a team outside this repository would: a synchronous store in
 //! memory, and an asynchronous one on a shared "database" that survives reopening. Both are "read
-//! the row, `spec::apply`, write the row" under one lock. The snippets of docs/implementing.md
+//! the row, `spec::apply`, write the row" under one lock, at an instant that never goes back: the
+//! database keeps, with each change, the instant it was decided at, per scope, and a store
+//! decides no earlier than that (rule D10 across a restart). The snippets of docs/implementing.md
 //! run the conformance suite against them (`tests/it`).
 //!
 //! The database stands in for a server: it can be killed and restarted (it refuses requests for a
@@ -16,31 +18,54 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant as WallInstant};
 
 use reservation_store::{
-    Clock, Key, ManualClock, Outcome, Request, ReservationScope, ReservationStore, StorageError, StoreResult,
-    StoredReservation, spec,
+    Clock, Instant, Key, ManualClock, Monotonic, Outcome, Request, ReservationScope, ReservationStore, StorageError,
+    StoreResult, StoredReservation, spec,
 };
 
-type Rows = HashMap<(ReservationScope, Key), StoredReservation>;
+/// What a store keeps: a row per (scope, key), and per scope the latest instant at which a
+/// reservation of it changed, written with the change (rule D10 across a restart).
+#[derive(Default)]
+struct Rows {
+    rows: HashMap<(ReservationScope, Key), StoredReservation>,
+    latest: HashMap<ReservationScope, Instant>,
+    /// Whether the latest instants are kept: always, but in the planted bug of the
+    /// `broken-variants` feature.
+    forget_clocks: bool,
+}
+
+impl Rows {
+    /// The instant to decide at in `scope`: the clock's reading, never earlier than the latest
+    /// change of the scope.
+    fn now(&self, scope: &ReservationScope, clock: &impl Clock) -> Instant {
+        let latest = if self.forget_clocks { None } else { self.latest.get(scope).copied() };
+        clock.now().max(latest.unwrap_or(Instant::ZERO))
+    }
+}
 
 /// Validates `request`, takes the lock, reads the clock and the row, decides with `spec::apply`
-/// and writes the row. The clock is read under the lock: read before it, an operation could act
-/// at an instant earlier than one that took effect before it.
+/// and writes the row, with the instant of the change. The clock is read under the lock: read
+/// before it, an operation could act at an instant earlier than one that took effect before it.
 fn decide(rows: &Mutex<Rows>, request: Request<'_>, clock: &impl Clock) -> StoreResult<Outcome> {
     request.admitted()?;
     let mut rows = rows.lock().unwrap_or_else(PoisonError::into_inner);
-    let now = clock.now();
+    let now = rows.now(request.scope, clock);
     let slot = (request.scope.clone(), request.key.clone());
-    let step = spec::apply(rows.get(&slot).cloned(), now, request.operation);
-    match step.next {
-        Some(next) => rows.insert(slot, next),
-        None => rows.remove(&slot),
-    };
+    let current = rows.rows.get(&slot).cloned();
+    let step = spec::apply(current.clone(), now, request.operation);
+    if step.next != current {
+        match step.next {
+            Some(next) => rows.rows.insert(slot, next),
+            None => rows.rows.remove(&slot),
+        };
+        rows.latest.insert(request.scope.clone(), now);
+    }
     Ok(step.outcome)
 }
 
 fn read(rows: &Mutex<Rows>, scope: &ReservationScope, key: &Key, clock: &impl Clock) -> Option<StoredReservation> {
     let rows = rows.lock().unwrap_or_else(PoisonError::into_inner);
-    spec::lookup(rows.get(&(scope.clone(), key.clone())), clock.now()).cloned()
+    let now = rows.now(scope, clock);
+    spec::lookup(rows.rows.get(&(scope.clone(), key.clone())), now).cloned()
 }
 
 /// A synchronous store in memory, on a clock the caller gives.
@@ -100,8 +125,8 @@ fn until(slot: &Mutex<Option<WallInstant>>) -> bool {
 
 impl Storage {
     /// Kills the server and starts it again: every connection is cut, and for a moment every
-    /// request is refused. Rows are kept (the server writes each before it answers). Returns once
-    /// the server answers again.
+    /// request is refused. Rows, and the instants of their changes, are kept (the server writes
+    /// each before it answers). Returns once the server answers again.
     pub fn kill_and_restart(&self) -> Result<(), StorageError> {
         *self.0.down_until.lock().unwrap_or_else(PoisonError::into_inner) = Some(WallInstant::now() + RESTART);
         self.0.cuts.fetch_add(1, Ordering::SeqCst);
@@ -135,9 +160,24 @@ impl Storage {
     }
 }
 
-/// An asynchronous store on a [`Storage`], driven by tokio.
+/// A planted bug, for the crate's own tests only (feature `broken-variants`, which nothing but the
+/// crate's dev-dependency on itself enables).
+#[cfg(feature = "broken-variants")]
+impl Storage {
+    /// BROKEN ON PURPOSE: the database keeps no instant of its changes, so a store connected again
+    /// on a clock set back decides at that earlier instant, and a pending reservation that had
+    /// expired before is live again (D10 across a restart, P1).
+    pub fn broken_forgets_clocks(self) -> Self {
+        self.0.rows.lock().unwrap_or_else(PoisonError::into_inner).forget_clocks = true;
+        self
+    }
+}
+
+/// An asynchronous store on a [`Storage`], driven by tokio. Its clock never goes back: not in
+/// this process ([`Monotonic`]), and not behind the latest change of a scope that the storage
+/// keeps.
 pub struct MyAsyncStore {
-    clock: ManualClock,
+    clock: Monotonic<ManualClock>,
     storage: Storage,
 }
 
@@ -145,7 +185,7 @@ impl MyAsyncStore {
     /// Connects to `storage` on `clock`.
     pub async fn connect(storage: &Storage, clock: ManualClock) -> Self {
         tokio::task::yield_now().await;
-        MyAsyncStore { clock, storage: storage.clone() }
+        MyAsyncStore { clock: Monotonic::new(clock), storage: storage.clone() }
     }
 }
 

@@ -233,7 +233,9 @@ impl Harness for PostgresHarness {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true)
+        // The store persists the instant of every change per scope (D10 across a restart); the
+        // checks share the schema, each in a namespace of its own, so none moves another's clock.
+        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
     }
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {

@@ -9,6 +9,20 @@
 //! one is the sweep of expired pending rows, which the tests prove equal to
 //! [`reservation_store::spec::lookup`].
 //!
+//! # The clock across a restart
+//!
+//! The table `reservation_clock` holds, per scope, the latest instant at which the store changed a
+//! reservation of it (rule D10 across a restart). An operation reads the scope's row in its first
+//! round trip, beside the reservation's, and decides at the later of its clock's reading and that
+//! instant (and never earlier than the store decided before); a change writes its instant there
+//! (`INSERT … ON CONFLICT DO UPDATE … WHERE latest < EXCLUDED.latest`, only when it is later) in
+//! its second round trip, before the `COMMIT`, so the instant commits with the change or not at
+//! all; a sweep writes its instant for the scopes it deleted from, in its one statement. A store
+//! reconnected after a crash on a clock set back thus keeps every pending reservation that had
+//! expired by its scope's latest change expired. Writers of one scope that move its clock at once
+//! queue on the scope's row from that write to their `COMMIT`; writers of different scopes never
+//! meet there. A schema of version 1, without the table, is migrated at connect.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use reservation_postgres::{PostgresOptions, PostgresStore, Time};
@@ -97,7 +111,8 @@
 //! - `broken-variants`: test only, never for use. Planted bugs that the conformance suite must
 //!   catch: a key locked by `SELECT … FOR UPDATE` alone, which misses a row not yet written; and
 //!   sessions with `synchronous_commit = off`, whose commits a server crash can lose after they
-//!   were acknowledged. Only the crate's own tests enable it, through their dev-dependency on the
+//!   were acknowledged; and a store that does not persist the instant of its changes, whose clock
+//!   goes back across a restart. Only the crate's own tests enable it, through their dev-dependency on the
 //!   crate. A normal build has no way to make the store skip its advisory lock or its durable
 //!   commit.
 //!
@@ -124,8 +139,9 @@
 //!   `PostgresHarness::options` say where. This crate's server tests (faults, silent networks,
 //!   corrupt rows, sweeps) are such tests; they cannot be written through the store alone, which
 //!   would leave a schema behind per test.
-//! - Feature `broken-variants`: `PostgresOptions::broken_row_lock_only` and
-//!   `PostgresOptions::broken_commit_before_flush`, for this crate's tests only (above).
+//! - Feature `broken-variants`: `PostgresOptions::broken_row_lock_only`,
+//!   `PostgresOptions::broken_commit_before_flush` and `PostgresOptions::broken_forgets_clock`,
+//!   for this crate's tests only (above).
 //!
 //! Hidden from this documentation, `PostgresStore::baseline_write` is public only for this
 //! crate's bench (a crate of its own), which measures the store's statements without its
@@ -189,8 +205,8 @@ impl Time<SystemClock> {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct PostgresOptions {
-    /// The PostgreSQL schema that holds the store's two tables (`reservation` and
-    /// `reservation_schema`); created if missing. `public` by default.
+    /// The PostgreSQL schema that holds the store's three tables (`reservation`,
+    /// `reservation_clock` and `reservation_schema`); created if missing. `public` by default.
     pub schema: String,
     /// Most connections in the pool; 16 by default.
     pub max_connections: usize,
@@ -231,6 +247,9 @@ pub struct PostgresOptions {
     /// Whether a commit is acknowledged before it is on disk: never, but in the planted bug of
     /// the `broken-variants` feature.
     commit_before_flush: bool,
+    /// Whether each change persists its instant and each operation reads it back (rule D10
+    /// across a restart): always, but in the planted bug of the `broken-variants` feature.
+    persist_clock: bool,
 }
 
 impl Default for PostgresOptions {
@@ -247,6 +266,7 @@ impl Default for PostgresOptions {
             application_name: "reservation-store".to_owned(),
             key_lock: KeyLock::Advisory,
             commit_before_flush: false,
+            persist_clock: true,
         }
     }
 }
@@ -291,6 +311,14 @@ impl PostgresOptions {
         self.commit_before_flush = true;
         self
     }
+
+    /// BROKEN ON PURPOSE: the store neither persists the instant of its changes nor reads it back,
+    /// so a store reopened on a clock set back decides at that earlier instant, and a pending
+    /// reservation that had expired before the restart is live again (D10 across a restart, P1).
+    pub fn broken_forgets_clock(mut self) -> Self {
+        self.persist_clock = false;
+        self
+    }
 }
 
 /// How an operation locks its (scope, key).
@@ -315,6 +343,10 @@ pub struct PostgresStore<C = SystemClock> {
     sql: schema::Sql,
     options: PostgresOptions,
     inserted: std::sync::Arc<AtomicU64>,
+    /// The latest instant this store (and its clones) decided at, in milliseconds: it never
+    /// decides at an earlier one, whatever its clock reads (rule D10), as
+    /// [`reservation_store::Monotonic`].
+    latest: std::sync::Arc<AtomicU64>,
 }
 
 impl<C: Clone> Clone for PostgresStore<C> {
@@ -325,6 +357,7 @@ impl<C: Clone> Clone for PostgresStore<C> {
             sql: self.sql.clone(),
             options: self.options.clone(),
             inserted: self.inserted.clone(),
+            latest: self.latest.clone(),
         }
     }
 }
@@ -481,7 +514,8 @@ impl<C: Clock> PostgresStore<C> {
             .build()
             .map_err(|e| StorageError::with_source("PostgreSQL: the connection pool", e))?;
         let sql = schema::Sql::new(&options.schema, options.key_lock)?;
-        let store = PostgresStore { pool, time, sql, options, inserted: Default::default() };
+        let store =
+            PostgresStore { pool, time, sql, options, inserted: Default::default(), latest: Default::default() };
         let mut client = store.client().await?;
         let limit = store.options.response_timeout;
         let prepared = tokio::time::timeout(limit, schema::prepare(&mut client, &store.sql, &store.options.schema))
@@ -505,6 +539,7 @@ impl<C: Clock> PostgresStore<C> {
             sql: self.sql.clone(),
             options: self.options.clone(),
             inserted: self.inserted.clone(),
+            latest: Default::default(),
         }
     }
 
@@ -542,7 +577,7 @@ impl<C: Clock> PostgresStore<C> {
     pub async fn sweep(&self) -> Result<u64, StorageError> {
         let client = self.client().await?;
         let swept = async {
-            let now = match &self.time {
+            let reading = match &self.time {
                 Time::Local(clock) => clock.now(),
                 Time::Database => {
                     let row =
@@ -550,9 +585,12 @@ impl<C: Clock> PostgresStore<C> {
                     row::instant(row.get(0))
                 }
             };
+            let now = self.decision_instant(reading, None);
             // One statement in its own transaction: once sent, it may have committed.
             let sortable = row::sortable(now.as_millis());
-            self.round().wait("sweep expired rows", true, client.execute(&self.sql.sweep, &[&sortable])).await
+            let row =
+                self.round().wait("sweep expired rows", true, client.query_one(&self.sql.sweep, &[&sortable])).await?;
+            Ok(row.get::<_, i64>(0).unsigned_abs())
         }
         .await;
         swept.map_err(|fail| drop_on(client, fail))
@@ -594,10 +632,11 @@ impl<C: Clock> PostgresStore<C> {
         }
     }
 
-    /// Begins a transaction, takes the key's lock (`shared` for a lookup), reads the row and then
-    /// (on the database's clock) the clock, in one pipeline: the server runs the statements in
-    /// order, so the row and the clock are read with the lock held.
-    async fn fetch(&self, client: &Object, pk: &RowKey<'_>, shared: bool) -> Result<(Option<Row>, Option<i64>), Fail> {
+    /// Begins a transaction, takes the key's lock (`shared` for a lookup), reads the row, then the
+    /// scope's persisted instant (with `persisted`) and (on the database's clock) the clock, in
+    /// one pipeline: the server runs the statements in order, so all are read with the lock held,
+    /// and the persisted instant after the row.
+    async fn fetch(&self, client: &Object, pk: &RowKey<'_>, shared: bool, persisted: bool) -> Result<Fetched, Fail> {
         let sql = &self.sql;
         let params = pk.params();
         let lock = pk.lock_id();
@@ -610,14 +649,25 @@ impl<C: Clock> PostgresStore<C> {
             Time::Database => Some(prepared(client, &sql.clock, limit).await?),
             Time::Local(_) => None,
         };
+        let latest_statement = match persisted {
+            true => Some(prepared(client, &sql.latest, limit).await?),
+            false => None,
+        };
+        let scope_params = [params[0], params[1], params[2]];
         let lock_params: [&(dyn ToSql + Sync); 2] = [&lock.0, &lock.1];
         // Nothing is written before the `COMMIT` of `write_and_commit`, so a timeout here is
         // determinate: the connection is dropped, and the transaction never commits.
         let round = self.round();
-        let (begin, locked, row, clock) = tokio::join!(
+        let (begin, locked, row, latest, clock) = tokio::join!(
             round.wait("begin", false, client.batch_execute("BEGIN")),
             round.wait("lock the key", false, client.execute(&lock_statement, &lock_params)),
             round.wait("read the row", false, client.query_opt(&select, &params)),
+            async {
+                match &latest_statement {
+                    Some(st) => round.wait("read the scope's clock", false, client.query_opt(st, &scope_params)).await,
+                    None => Ok(None),
+                }
+            },
             async {
                 match &clock_statement {
                     Some(st) => round
@@ -630,35 +680,54 @@ impl<C: Clock> PostgresStore<C> {
         );
         begin?;
         locked?;
-        Ok((row?, clock?))
+        let (row, latest, clock) = (row?, latest?, clock?);
+        let latest = match latest {
+            Some(r) => {
+                Some(row::instant_of(r.try_get(0).map_err(|e| Fail::corrupt("read the scope's clock")(e.to_string()))?))
+            }
+            None => None,
+        };
+        Ok(Fetched { row, clock, latest })
     }
 
-    /// [`PostgresStore::fetch`], then the row decoded and the clock read (the local clock now,
-    /// with the lock held).
+    /// The instant to decide at: the clock's `reading`, but never earlier than `persisted` (the
+    /// latest change of the scope, rule D10 across a restart) nor than an instant this store
+    /// decided at before (D10 in one process).
+    fn decision_instant(&self, reading: Instant, persisted: Option<Instant>) -> Instant {
+        let read = reading.max(persisted.unwrap_or(Instant::ZERO)).as_millis();
+        Instant::from_millis(self.latest.fetch_max(read, Ordering::SeqCst).max(read))
+    }
+
+    /// [`PostgresStore::fetch`], then the row decoded and the instant to decide at: the clock's
+    /// reading (the local clock now, with the lock held), never earlier than the scope's persisted
+    /// instant, which is returned too.
     async fn lock_and_read(
         &self,
         client: &Object,
         scope: &ReservationScope,
         pk: &RowKey<'_>,
         shared: bool,
-    ) -> Result<(Option<StoredReservation>, Instant), Fail> {
-        let (row, clock) = self.fetch(client, pk, shared).await?;
-        let now = match (&self.time, clock) {
+    ) -> Result<(Option<StoredReservation>, Instant, Option<Instant>), Fail> {
+        let Fetched { row, clock, latest } = self.fetch(client, pk, shared, self.options.persist_clock).await?;
+        let reading = match (&self.time, clock) {
             (Time::Local(c), _) => c.now(),
             (Time::Database, Some(millis)) => row::instant(millis),
             (Time::Database, None) => return Err(Fail::corrupt("read the clock")("no reading".into())),
         };
+        let now = self.decision_instant(reading, latest);
         let current = row.map(|r| row::decode(&r, scope)).transpose().map_err(Fail::corrupt("decode the row"))?;
-        Ok((current, now))
+        Ok((current, now, latest))
     }
 
-    /// Writes `next` as the row of `pk` (deletes it for `None`) and commits, in one pipeline:
-    /// once it is sent, a lost connection leaves the outcome unknown.
+    /// Writes `next` as the row of `pk` (deletes it for `None`), persists `advance` as the
+    /// scope's latest instant (when given) and commits, in one pipeline: once it is sent, a lost
+    /// connection leaves the outcome unknown.
     async fn write_and_commit(
         &self,
         client: &Object,
         pk: &RowKey<'_>,
         next: Option<&StoredReservation>,
+        advance: Option<Instant>,
     ) -> Result<(), Fail> {
         let params = pk.params();
         let statement = prepared(
@@ -667,6 +736,11 @@ impl<C: Clock> PostgresStore<C> {
             self.options.response_timeout,
         )
         .await?;
+        let advance_statement = match advance {
+            Some(_) => Some(prepared(client, &self.sql.advance, self.options.response_timeout).await?),
+            None => None,
+        };
+        let advance_to = advance.map(|at| row::sortable(at.as_millis()));
         let write = async {
             match next {
                 Some(next) => {
@@ -691,12 +765,23 @@ impl<C: Clock> PostgresStore<C> {
         // A write the server refused aborted the transaction, whatever became of the `COMMIT`:
         // that failure comes first, and is determinate. Any other failure once the `COMMIT` was
         // sent, a timeout included, is not.
+        let persist = async {
+            match (&advance_statement, &advance_to) {
+                (Some(st), Some(at)) => {
+                    let values: [&(dyn ToSql + Sync); 4] = [params[0], params[1], params[2], at];
+                    client.execute(st, &values).await.map(drop)
+                }
+                _ => Ok(()),
+            }
+        };
         let round = self.round();
-        let (written, committed) = tokio::join!(
+        let (written, persisted, committed) = tokio::join!(
             round.wait("write the row", true, write),
+            round.wait("persist the scope's clock", true, persist),
             round.wait("commit", true, client.batch_execute("COMMIT"))
         );
         written?;
+        persisted?;
         committed?;
         Ok(())
     }
@@ -705,20 +790,25 @@ impl<C: Clock> PostgresStore<C> {
     /// the outcome and whether a row was inserted.
     async fn transaction(&self, client: &Object, request: &Request<'_>) -> Result<(Outcome, bool), Fail> {
         let pk = RowKey::new(request.scope, request.key);
-        let (current, now) = self.lock_and_read(client, request.scope, &pk, false).await?;
+        let (current, now, persisted) = self.lock_and_read(client, request.scope, &pk, false).await?;
         let Step { next, outcome, .. } = spec::apply(current.clone(), now, request.operation);
         if next == current {
             // Nothing was written: whatever becomes of this `COMMIT`, nothing changes.
             self.round().wait("commit", false, client.batch_execute("COMMIT")).await?;
             return Ok((outcome, false));
         }
-        self.write_and_commit(client, &pk, next.as_ref()).await?;
+        // The instant of the change, in the change's transaction (D10 across a restart); written
+        // only when it moves the scope's clock, so that writers of one scope within one
+        // millisecond do not queue on its row.
+        let advance = (self.options.persist_clock && persisted.is_none_or(|p| p < now)).then_some(now);
+        self.write_and_commit(client, &pk, next.as_ref(), advance).await?;
         Ok((outcome, current.is_none()))
     }
 
     /// The benchmark's baseline: the statements of one operation that writes — begin, lock, read
     /// the row, write `next`, commit — with no decoding, no clock and no spec function between
-    /// them.
+    /// them, and without the scope's persisted instant (neither read nor written), so that the
+    /// ratio to it includes what persisting the instant costs.
     #[doc(hidden)]
     pub async fn baseline_write(
         &self,
@@ -729,8 +819,8 @@ impl<C: Clock> PostgresStore<C> {
         let client = self.client().await?;
         let pk = RowKey::new(scope, key);
         let result = async {
-            self.fetch(&client, &pk, false).await?;
-            self.write_and_commit(&client, &pk, next).await
+            self.fetch(&client, &pk, false, false).await?;
+            self.write_and_commit(&client, &pk, next, None).await
         }
         .await;
         result.map_err(|fail| {
@@ -760,13 +850,21 @@ impl<C: Clock> PostgresStore<C> {
         }
         .await;
         match result {
-            Ok((current, now)) => Ok(spec::lookup(current.as_ref(), now).cloned()),
+            Ok((current, now, _)) => Ok(spec::lookup(current.as_ref(), now).cloned()),
             Err(fail) => {
                 let _ = Object::take(client);
                 Err(fail.into_storage().into())
             }
         }
     }
+}
+
+/// What [`PostgresStore::fetch`] read: the row, the database's clock (on [`Time::Database`]) and
+/// the scope's persisted instant.
+struct Fetched {
+    row: Option<Row>,
+    clock: Option<i64>,
+    latest: Option<Instant>,
 }
 
 /// Closes `client` (it may be mid-transaction, or have an answer on its way) and converts `fail`.

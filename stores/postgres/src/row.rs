@@ -27,6 +27,11 @@ pub(crate) fn unsortable(x: i64) -> u64 {
     u64::from_be_bytes(x.to_be_bytes()) ^ (1 << 63)
 }
 
+/// A persisted instant (stored offset by 2⁶³, as [`sortable`] writes it).
+pub(crate) fn instant_of(stored: i64) -> Instant {
+    Instant::from_millis(unsortable(stored))
+}
+
 /// The database clock's reading in milliseconds as an instant; one before the Unix epoch is 0.
 pub(crate) fn instant(millis: i64) -> Instant {
     Instant::from_millis(u64::try_from(millis).unwrap_or(0))

@@ -6,8 +6,13 @@ use reservation_store::{MAX_KEY_LEN, MAX_NAME_LEN, StorageError};
 use crate::KeyLock;
 
 /// The version of the table layout this build writes and reads, kept in the one row of the
-/// table `reservation_schema`.
-pub const SCHEMA_VERSION: i32 = 1;
+/// table `reservation_schema`. Version 2 added the table `reservation_clock`; a schema of
+/// version 1 is migrated at connect.
+pub const SCHEMA_VERSION: i32 = 2;
+
+/// The version before [`SCHEMA_VERSION`], which [`prepare`] migrates: the same tables without
+/// `reservation_clock`.
+const PREVIOUS_VERSION: i32 = 1;
 
 /// The store's statements, on its schema's tables.
 #[derive(Clone, Debug)]
@@ -17,6 +22,8 @@ pub(crate) struct Sql {
     pub(crate) select: String,
     pub(crate) select_for_write: String,
     pub(crate) clock: String,
+    pub(crate) latest: String,
+    pub(crate) advance: String,
     pub(crate) upsert: String,
     pub(crate) delete: String,
     pub(crate) sweep: String,
@@ -28,6 +35,14 @@ pub(crate) struct Sql {
 pub(crate) fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
+
+/// The columns of `reservation_clock`, as [`COLUMNS`] describes `reservation`'s.
+const CLOCK_COLUMNS: [(&str, &str, bool); 4] = [
+    ("aggregate_type", "bytea", true),
+    ("tenant", "bytea", true),
+    ("namespace", "bytea", true),
+    ("latest", "bigint", true),
+];
 
 /// The columns of `reservation` as `pg_attribute` and `format_type` describe them: name, type,
 /// not null. An existing table must have exactly these.
@@ -53,6 +68,7 @@ impl Sql {
         }
         let s = quote(schema);
         let table = format!("{s}.reservation");
+        let clocks = format!("{s}.reservation_clock");
         let pk = "aggregate_type = $1 AND tenant = $2 AND namespace = $3 AND key = $4";
         let columns = "owner_tenant, owner_id, state, holds, expires_at, version";
         let select = format!("SELECT {columns} FROM {table} WHERE {pk}");
@@ -69,6 +85,14 @@ impl Sql {
             select,
             select_for_write,
             clock: "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint".to_owned(),
+            latest: format!("SELECT latest FROM {clocks} WHERE aggregate_type = $1 AND tenant = $2 AND namespace = $3"),
+            // The later of the two instants, written only when the new one is later: an upsert
+            // that finds a later or equal instant leaves the row as it is.
+            advance: format!(
+                "INSERT INTO {clocks} (aggregate_type, tenant, namespace, latest) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (aggregate_type, tenant, namespace) DO UPDATE SET latest = EXCLUDED.latest
+                 WHERE reservation_clock.latest < EXCLUDED.latest"
+            ),
             upsert: format!(
                 "INSERT INTO {table} (aggregate_type, tenant, namespace, key, {columns})
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
@@ -79,19 +103,50 @@ impl Sql {
             delete: format!("DELETE FROM {table} WHERE {pk}"),
             // The one statement that restates a rule (D1: a pending reservation is expired from
             // its expiry on), proven equal to `spec::lookup` by the tests; the index makes it a
-            // range scan.
-            sweep: format!("DELETE FROM {table} WHERE state = 0 AND expires_at <= $1"),
+            // range scan. A deletion is a change: the sweep's instant is persisted for every
+            // scope it deleted from, in the same statement (D10 across a restart).
+            sweep: format!(
+                "WITH gone AS (
+                     DELETE FROM {table} WHERE state = 0 AND expires_at <= $1
+                     RETURNING aggregate_type, tenant, namespace
+                 ), advanced AS (
+                     INSERT INTO {clocks} (aggregate_type, tenant, namespace, latest)
+                     SELECT DISTINCT aggregate_type, tenant, namespace, $1::bigint FROM gone
+                     ORDER BY 1, 2, 3
+                     ON CONFLICT (aggregate_type, tenant, namespace) DO UPDATE SET latest = EXCLUDED.latest
+                     WHERE reservation_clock.latest < EXCLUDED.latest
+                 )
+                 SELECT count(*) FROM gone"
+            ),
             count: format!("SELECT count(*) FROM {table}"),
             schema: s,
         })
+    }
+
+    /// The statement that creates `reservation_clock`: the latest instant at which the store
+    /// changed a reservation of each scope (rule D10 across a restart), offset by 2⁶³ as the rows'
+    /// instants are.
+    fn create_clock(&self) -> String {
+        let s = &self.schema;
+        format!(
+            "CREATE TABLE {s}.reservation_clock (
+    aggregate_type bytea NOT NULL CHECK (length(aggregate_type) BETWEEN 1 AND {MAX_NAME_LEN}),
+    tenant bytea NOT NULL CHECK (length(tenant) <= {MAX_NAME_LEN}),
+    namespace bytea NOT NULL CHECK (length(namespace) BETWEEN 1 AND {MAX_NAME_LEN}),
+    latest bigint NOT NULL,
+    PRIMARY KEY (aggregate_type, tenant, namespace)
+);"
+        )
     }
 
     /// The statements that create the schema's tables, with the length checks written from the
     /// same `MAX_*` constants that the types enforce.
     fn create(&self) -> String {
         let s = &self.schema;
+        let clock = self.create_clock();
         format!(
             "CREATE SCHEMA IF NOT EXISTS {s};
+{clock}
 CREATE TABLE {s}.reservation (
     aggregate_type bytea NOT NULL CHECK (length(aggregate_type) BETWEEN 1 AND {MAX_NAME_LEN}),
     tenant bytea NOT NULL CHECK (length(tenant) <= {MAX_NAME_LEN}),
@@ -154,7 +209,18 @@ pub(crate) async fn prepare(client: &mut Object, sql: &Sql, schema: &str) -> Res
         .query(&format!("SELECT version FROM {s}.reservation_schema"), &[])
         .await
         .map_err(failed("read the schema version"))?;
-    let versions: Vec<i32> = versions.iter().filter_map(|r| r.try_get(0).ok()).collect();
+    let mut versions: Vec<i32> = versions.iter().filter_map(|r| r.try_get(0).ok()).collect();
+    if versions == [PREVIOUS_VERSION] {
+        // The migration, under the schema's lock: the clock table, empty (no scope has a
+        // persisted instant yet), and the new version, in this one transaction.
+        tx.batch_execute(&format!(
+            "{} UPDATE {s}.reservation_schema SET version = {SCHEMA_VERSION};",
+            sql.create_clock()
+        ))
+        .await
+        .map_err(failed("migrate the tables to version 2"))?;
+        versions = vec![SCHEMA_VERSION];
+    }
     if versions != [SCHEMA_VERSION] {
         return Err(StorageError::new(format!(
             "PostgreSQL: schema {schema:?} records version {versions:?}; this build reads version {SCHEMA_VERSION} only"
@@ -169,34 +235,29 @@ pub(crate) async fn prepare(client: &mut Object, sql: &Sql, schema: &str) -> Res
 async fn verify(tx: &deadpool_postgres::Transaction<'_>, s: &str, schema: &str) -> Result<(), StorageError> {
     let refuse =
         |what: String| StorageError::new(format!("PostgreSQL: schema {schema:?}: the `reservation` table {what}"));
-    let rows = tx
-        .query(
-            "SELECT attname::text, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute
-             WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            &[&format!("{s}.reservation")],
-        )
-        .await
-        .map_err(failed("read the columns"))?;
-    let found: Vec<(String, String, bool)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
+    let found = columns(tx, &format!("{s}.reservation")).await?;
     let expected: Vec<(String, String, bool)> =
         crate::schema::COLUMNS.iter().map(|(n, t, nn)| ((*n).to_owned(), (*t).to_owned(), *nn)).collect();
     if found != expected {
         return Err(refuse(format!("has columns {found:?}; this build expects {expected:?}")));
     }
-    let pk: Option<String> = tx
-        .query_one(
-            "SELECT (SELECT string_agg(a.attname::text, ',' ORDER BY k.n)
-                     FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
-                     JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-                     WHERE i.indrelid = to_regclass($1) AND i.indisprimary)",
-            &[&format!("{s}.reservation")],
-        )
-        .await
-        .map_err(failed("read the primary key"))?
-        .get(0);
+    let pk = primary_key(tx, &format!("{s}.reservation")).await?;
     if pk.as_deref() != Some("aggregate_type,tenant,namespace,key") {
         return Err(refuse(format!(
             "has primary key {pk:?}; this build expects (aggregate_type, tenant, namespace, key)"
+        )));
+    }
+    let clock_found = columns(tx, &format!("{s}.reservation_clock")).await?;
+    let clock_expected: Vec<(String, String, bool)> =
+        CLOCK_COLUMNS.iter().map(|(n, t, nn)| ((*n).to_owned(), (*t).to_owned(), *nn)).collect();
+    if clock_found != clock_expected {
+        return Err(StorageError::new(format!(
+            "PostgreSQL: schema {schema:?}: the `reservation_clock` table has columns {clock_found:?}; this build expects {clock_expected:?}"
+        )));
+    }
+    if primary_key(tx, &format!("{s}.reservation_clock")).await?.as_deref() != Some("aggregate_type,tenant,namespace") {
+        return Err(StorageError::new(format!(
+            "PostgreSQL: schema {schema:?}: the `reservation_clock` table's primary key is not (aggregate_type, tenant, namespace)"
         )));
     }
     let index: Option<String> = tx
@@ -214,4 +275,35 @@ async fn verify(tx: &deadpool_postgres::Transaction<'_>, s: &str, schema: &str) 
             "lacks its expiry index `reservation_expiry` on (expires_at) WHERE state = 0 (found {other:?})"
         ))),
     }
+}
+
+/// The columns of `table` (schema-qualified): name, type, not null, in order.
+async fn columns(
+    tx: &deadpool_postgres::Transaction<'_>,
+    table: &str,
+) -> Result<Vec<(String, String, bool)>, StorageError> {
+    let rows = tx
+        .query(
+            "SELECT attname::text, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute
+             WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            &[&table],
+        )
+        .await
+        .map_err(failed("read the columns"))?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+}
+
+/// The columns of `table`'s primary key, in order, joined by commas; `None` without one.
+async fn primary_key(tx: &deadpool_postgres::Transaction<'_>, table: &str) -> Result<Option<String>, StorageError> {
+    Ok(tx
+        .query_one(
+            "SELECT (SELECT string_agg(a.attname::text, ',' ORDER BY k.n)
+                     FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+                     JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+                     WHERE i.indrelid = to_regclass($1) AND i.indisprimary)",
+            &[&table],
+        )
+        .await
+        .map_err(failed("read the primary key"))?
+        .get(0))
 }

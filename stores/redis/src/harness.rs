@@ -335,12 +335,18 @@ pub struct RedisHarness {
 impl RedisHarness {
     /// A harness on a new [`AofServer`], durable.
     pub fn durable() -> Result<Self, StorageError> {
-        Self::on_own(AofServer::start(None)?)
+        Self::durable_with(RedisOptions::default())
     }
 
-    /// A harness on `server`, its own.
-    fn on_own(server: AofServer) -> Result<Self, StorageError> {
-        let mut harness = Self::connect(&server.url(), RedisOptions::default())?;
+    /// A harness on a new [`AofServer`], durable, whose stores use `options`
+    /// (`options.prefix` is replaced by the harness's own).
+    pub fn durable_with(options: RedisOptions) -> Result<Self, StorageError> {
+        Self::on_own(AofServer::start(None)?, options)
+    }
+
+    /// A harness on `server`, its own, whose stores use `options`.
+    fn on_own(server: AofServer, options: RedisOptions) -> Result<Self, StorageError> {
+        let mut harness = Self::connect(&server.url(), options)?;
         harness.servers = Servers::Durable(server);
         Ok(harness)
     }
@@ -350,7 +356,7 @@ impl RedisHarness {
     /// every acknowledged write, and the suite's checks after a crash must say so.
     #[cfg(feature = "broken-variants")]
     pub fn broken_forgetful() -> Result<Self, StorageError> {
-        Self::on_own(AofServer::start_keeping(None, false)?)
+        Self::on_own(AofServer::start_keeping(None, false)?, RedisOptions::default())
     }
 
     /// A harness on a primary [`AofServer`] and its replica (an [`AofServer`] too), both of its
@@ -491,7 +497,10 @@ impl Harness for RedisHarness {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(self.server().is_some())
+        // On a server of its own, which keeps every write on disk, the store's persisted instants
+        // (one per scope, written with each change) survive the kill at every reopen too.
+        let own = self.server().is_some();
+        Capabilities::default().with_durable(own).with_clock_survives_reopen(own)
     }
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {

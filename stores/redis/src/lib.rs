@@ -13,6 +13,15 @@
 //! read while no other can commit on its key, as a lock would give, and a decision by an older
 //! clock reading can never land after a later reading was acted on.
 //!
+//! Every change also persists, inside its `MULTI`, the instant it was decided at as its scope's
+//! latest (rule D10 across a restart): a sorted set per scope, `{prefix}:c:…`, holding that
+//! instant as its one member (8 big-endian bytes at score 0, so the greatest member is the latest
+//! instant, exactly; `ZADD` then `ZREMRANGEBYRANK … 0 -2` keep the later of the old and the new).
+//! The first round trip reads it (`ZRANGE … -1 -1`), unwatched, and the store decides at the
+//! later of its clock's reading and that instant, and never earlier than it decided before. With
+//! an append-only file, a store reconnected after a crash on a clock set back keeps every pending
+//! reservation that had expired by its scope's latest change expired.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use reservation_redis::{RedisOptions, RedisStore, Time};
@@ -73,8 +82,8 @@
 //!
 //! - `conformance`: `RedisHarness`, the conformance suite's harness for this store.
 //! - `broken-variants`: test only, never for use. Planted bugs (a store that does not watch its
-//!   key, one that does not write back what changed nothing, and a harness whose server keeps
-//!   nothing on disk), each of which the conformance suite must catch; only the crate's own tests
+//!   key, one that does not write back what changed nothing, one that does not persist the
+//!   instant of its changes, and a harness whose server keeps nothing on disk), each of which the conformance suite must catch; only the crate's own tests
 //!   enable it, through their dev-dependency on the crate. A normal build has no way to make the
 //!   store skip its `WATCH` or its write-back.
 //!
@@ -89,7 +98,7 @@
 //!   [`RedisOptions::with_nodes`] and [`RedisOptions::with_replica_acks`].
 //! - Feature `conformance`, a store's tests (`reservation conform redis`, this crate's tests and
 //!   benches): `RedisHarness`, made by `RedisHarness::connect` (a shared server) or
-//!   `RedisHarness::durable` (a server of its own that keeps every write on disk), with
+//!   `RedisHarness::durable` or `RedisHarness::durable_with` (a server of its own that keeps every write on disk), with
 //!   `RedisHarness::with_settings`; `redis_url`, the test server's URL
 //!   (`RESERVATION_REDIS_URL`). A test that works beside the suite, under the harness's key
 //!   prefix, takes its stores from `RedisHarness::store_with` (with a clock of its choosing) and
@@ -101,8 +110,8 @@
 //!   cut, a crash, a pause of the server); `RedisHarness::replicated` (a primary that keeps
 //!   every write on disk and its replica, servers of its own) offers a failover besides.
 //! - Feature `broken-variants`: `RedisOptions::broken_without_watch`,
-//!   `RedisOptions::broken_without_write_back` and `RedisHarness::broken_forgetful`, for this
-//!   crate's tests only (above).
+//!   `RedisOptions::broken_without_write_back`, `RedisOptions::broken_forgets_clock` and
+//!   `RedisHarness::broken_forgetful`, for this crate's tests only (above).
 //!
 //! Hidden from this documentation, `RedisStore::baseline_write` is public only for this crate's
 //! bench (a crate of its own), which measures the store's round trips without its decisions; it
@@ -156,8 +165,8 @@ impl Time<SystemClock> {
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct RedisOptions {
-    /// The start of every Redis key the store writes (`{prefix}:r:…` rows, `{prefix}:x` the expiry
-    /// index); `rsv` by default. Stores with different prefixes never see each other's keys.
+    /// The start of every Redis key the store writes (`{prefix}:r:…` rows, `{prefix}:c:…` the
+    /// scopes' clocks, `{prefix}:x` the expiry index); `rsv` by default. Stores with different prefixes never see each other's keys.
     pub prefix: String,
     /// Most connections in the pool; 16 by default.
     pub max_connections: usize,
@@ -188,6 +197,9 @@ pub struct RedisOptions {
     /// Whether an operation that changes nothing writes its key back: always, but in a planted
     /// bug of the `broken-variants` feature.
     touch: bool,
+    /// Whether each change persists its instant and each operation reads it back (rule D10
+    /// across a restart): always, but in a planted bug of the `broken-variants` feature.
+    persist_clock: bool,
 }
 
 impl Default for RedisOptions {
@@ -204,6 +216,7 @@ impl Default for RedisOptions {
             replica_timeout: Duration::from_secs(1),
             watch: true,
             touch: true,
+            persist_clock: true,
         }
     }
 }
@@ -231,6 +244,7 @@ impl std::fmt::Debug for RedisOptions {
             .field("replica_timeout", &self.replica_timeout)
             .field("watch", &self.watch)
             .field("touch", &self.touch)
+            .field("persist_clock", &self.persist_clock)
             .finish()
     }
 }
@@ -251,6 +265,15 @@ impl RedisOptions {
     /// decision by an older clock reading can land after a later reading was acted on (rule D10).
     pub fn broken_without_write_back(mut self) -> Self {
         self.touch = false;
+        self
+    }
+
+    /// BROKEN ON PURPOSE: the store neither persists the instant of its changes nor reads it back,
+    /// so a store reconnected after a server restart on a clock set back decides at that earlier
+    /// instant, and a pending reservation that had expired before is live again (D10 across a
+    /// restart, P1).
+    pub fn broken_forgets_clock(mut self) -> Self {
+        self.persist_clock = false;
         self
     }
 }
@@ -307,6 +330,10 @@ pub struct RedisStore<C = SystemClock> {
     options: RedisOptions,
     index: Vec<u8>,
     inserted: Arc<AtomicU64>,
+    /// The latest instant this store (and its clones) decided at, in milliseconds: it never
+    /// decides at an earlier one, whatever its clock reads (rule D10), as
+    /// [`reservation_store::Monotonic`].
+    latest: Arc<AtomicU64>,
 }
 
 impl<C: Clone> Clone for RedisStore<C> {
@@ -317,6 +344,7 @@ impl<C: Clone> Clone for RedisStore<C> {
             options: self.options.clone(),
             index: self.index.clone(),
             inserted: self.inserted.clone(),
+            latest: self.latest.clone(),
         }
     }
 }
@@ -412,6 +440,7 @@ impl<C: Clock> RedisStore<C> {
             index: row::index_key(&options.prefix),
             options,
             inserted: Arc::default(),
+            latest: Arc::default(),
         };
         let mut conn = store.pool.get().await?;
         redis::cmd("PING")
@@ -430,6 +459,7 @@ impl<C: Clock> RedisStore<C> {
             options: self.options.clone(),
             index: self.index.clone(),
             inserted: self.inserted.clone(),
+            latest: Arc::default(),
         }
     }
 
@@ -449,7 +479,7 @@ impl<C: Clock> RedisStore<C> {
     /// transaction); returns how many. On Redis's clock, Redis deletes them itself: 0.
     pub async fn sweep(&self) -> Result<u64, StorageError> {
         let Time::Local(clock) = &self.time else { return Ok(0) };
-        let now = clock.now();
+        let now = self.decision_instant(clock.now(), None);
         let mut conn = self.pool.get().await?;
         let candidates: Vec<Vec<u8>> = redis::cmd("ZRANGEBYSCORE")
             .arg(&self.index)
@@ -477,8 +507,16 @@ impl<C: Clock> RedisStore<C> {
             let free = spec::lookup(current.as_ref(), now).is_none();
             let mut p = redis::pipe();
             match &current {
-                // Expired by the store's clock: the spec calls it free, so it goes.
-                Some(_) if free => p.atomic().cmd("DEL").arg(&key).cmd("ZREM").arg(&self.index).arg(&key),
+                // Expired by the store's clock: the spec calls it free, so it goes, and the
+                // sweep's instant is persisted as its scope's (a deletion is a change: reopened on
+                // a clock set back, the store must not find the key free while it was live).
+                Some(_) if free => {
+                    p.atomic().cmd("DEL").arg(&key).cmd("ZREM").arg(&self.index).arg(&key);
+                    if self.options.persist_clock {
+                        self.advance_clock(&mut p, &row::clock_key(&self.options.prefix, &scope), now);
+                    }
+                    &mut p
+                }
                 // Live: it stays, and so does its index entry.
                 Some(Reservation::Pending(_)) => p.cmd("UNWATCH"),
                 // Confirmed or free: the index entry is stale.
@@ -494,18 +532,31 @@ impl<C: Clock> RedisStore<C> {
         Ok(deleted)
     }
 
-    /// Reads the row of `key` (watching it) and the clock, in one round trip.
+    /// Reads the row of `key` (watching it), its scope's persisted instant (from `clock_key`,
+    /// not watched) and the clock, in one round trip; returns the row's bytes, the row, the
+    /// instant to decide at (the clock's reading, never earlier than the persisted instant) and
+    /// the persisted instant.
+    ///
+    /// The scope's clock is not watched: watching it would make every two writers of one scope
+    /// conflict, and retry, as if they wrote one key. Unwatched, a writer of another key of the
+    /// scope may persist a later instant between this read and this `EXEC`; the two operations
+    /// overlap, so ordering this one first is a valid order, and the persisted instant keeps the
+    /// later of the two (the sorted set keeps its greatest member).
     async fn watch_and_read(
         &self,
         conn: &mut Conn<'_>,
         key: &[u8],
+        clock_key: &[u8],
         scope: &ReservationScope,
-    ) -> Result<(Option<Vec<u8>>, Option<StoredReservation>, Instant), Fail> {
+    ) -> Result<(Option<Vec<u8>>, Option<StoredReservation>, Instant, Option<Instant>), Fail> {
         let mut p = redis::pipe();
         if self.options.watch {
             p.cmd("WATCH").arg(key).ignore();
         }
         p.cmd("GET").arg(key);
+        if self.options.persist_clock {
+            p.cmd("ZRANGE").arg(clock_key).arg(-1).arg(-1);
+        }
         if matches!(self.time, Time::Redis) {
             p.cmd("TIME");
         }
@@ -513,7 +564,18 @@ impl<C: Clock> RedisStore<C> {
         let mut values = values.into_iter();
         let raw: Option<Vec<u8>> = redis::from_redis_value(values.next().unwrap_or(Value::Nil))
             .map_err(|e| Fail::corrupt("read the row")(e.to_string()))?;
-        let now = match &self.time {
+        let persisted = if self.options.persist_clock {
+            let members: Vec<Vec<u8>> = redis::from_redis_value(values.next().unwrap_or(Value::Nil))
+                .map_err(|e| Fail::corrupt("read the scope's clock")(e.to_string()))?;
+            members
+                .last()
+                .map(|m| row::clock_instant(m))
+                .transpose()
+                .map_err(Fail::corrupt("read the scope's clock"))?
+        } else {
+            None
+        };
+        let reading = match &self.time {
             Time::Local(clock) => clock.now(),
             Time::Redis => {
                 let (secs, micros): (u64, u64) = redis::from_redis_value(values.next().unwrap_or(Value::Nil))
@@ -521,17 +583,36 @@ impl<C: Clock> RedisStore<C> {
                 Instant::from_millis(secs.saturating_mul(1000).saturating_add(micros / 1000))
             }
         };
+        let now = self.decision_instant(reading, persisted);
         let current = raw
             .as_deref()
             .map(|b| row::decode(b, scope))
             .transpose()
             .map_err(Fail::corrupt("decode the row"))?
             .flatten();
-        Ok((raw, current, now))
+        Ok((raw, current, now, persisted))
     }
 
-    /// `MULTI`, the write of `key` (`next` when `changed`, else the same bytes `raw` back),
-    /// `EXEC`: whether it committed.
+    /// The instant to decide at: the clock's `reading`, but never earlier than `persisted` (the
+    /// latest change of the scope, rule D10 across a restart) nor than an instant this store
+    /// decided at before (D10 in one process).
+    fn decision_instant(&self, reading: Instant, persisted: Option<Instant>) -> Instant {
+        let read = reading.max(persisted.unwrap_or(Instant::ZERO)).as_millis();
+        Instant::from_millis(self.latest.fetch_max(read, Ordering::SeqCst).max(read))
+    }
+
+    /// Adds to the transaction `p` the persistence of `at` as the latest instant of the scope
+    /// whose clock is `clock_key`: its member, then all members but the greatest removed, so the
+    /// set keeps the later of `at` and what it held (a maximum, the one computation on instants
+    /// done in Redis).
+    fn advance_clock(&self, p: &mut redis::Pipeline, clock_key: &[u8], at: Instant) {
+        p.cmd("ZADD").arg(clock_key).arg(0).arg(&row::clock_member(at)[..]).ignore();
+        p.cmd("ZREMRANGEBYRANK").arg(clock_key).arg(0).arg(-2).ignore();
+    }
+
+    /// `MULTI`, the write of `key` (`next` when `changed`, else the same bytes `raw` back), the
+    /// persistence of `advance` as the latest instant of the scope whose clock is `clock_key`
+    /// (when given, with a change), `EXEC`: whether it committed.
     async fn write(
         &self,
         conn: &mut Conn<'_>,
@@ -539,6 +620,7 @@ impl<C: Clock> RedisStore<C> {
         raw: Option<&[u8]>,
         next: Option<&StoredReservation>,
         changed: bool,
+        advance: Option<(&[u8], Instant)>,
     ) -> Result<bool, Fail> {
         let mut p = redis::pipe();
         p.atomic();
@@ -579,6 +661,9 @@ impl<C: Clock> RedisStore<C> {
                     }
                 }
             }
+            if let Some((clock_key, at)) = advance {
+                self.advance_clock(&mut p, clock_key, at);
+            }
         }
         let done: Value = p.query_async(&mut **conn).await.map_err(Fail::at("write the row", true))?;
         let committed = !matches!(done, Value::Nil);
@@ -612,7 +697,8 @@ impl<C: Clock> RedisStore<C> {
             Job::Lookup(scope, key) => (*scope, *key),
         };
         let row_key = row::row_key(&self.options.prefix, scope, key);
-        let (raw, current, now) = self.watch_and_read(conn, &row_key, scope).await?;
+        let clock_key = row::clock_key(&self.options.prefix, scope);
+        let (raw, current, now, persisted) = self.watch_and_read(conn, &row_key, &clock_key, scope).await?;
         let (next, answer) = match job {
             Job::Execute(request) => {
                 let Step { next, outcome, .. } = spec::apply(current.clone(), now, request.operation);
@@ -621,7 +707,11 @@ impl<C: Clock> RedisStore<C> {
             }
             Job::Lookup(..) => (current.clone(), Answer::Found(spec::lookup(current.as_ref(), now).cloned())),
         };
-        if !self.write(conn, &row_key, raw.as_deref(), next.as_ref(), next != current).await? {
+        // The instant of a change, in the change's transaction (D10 across a restart); only when
+        // it moves the scope's clock.
+        let advance =
+            (self.options.persist_clock && persisted.is_none_or(|p| p < now)).then_some((&clock_key[..], now));
+        if !self.write(conn, &row_key, raw.as_deref(), next.as_ref(), next != current, advance).await? {
             return Ok(Attempt::Conflict);
         }
         Ok(Attempt::Done(answer))
@@ -629,7 +719,8 @@ impl<C: Clock> RedisStore<C> {
 
     /// The benchmark's baseline: the commands of one operation that writes — `WATCH` and `GET`,
     /// then `MULTI`, the write of `next`, `EXEC` — with no decoding, no clock and no spec function
-    /// between them.
+    /// between them, and without the scope's persisted instant (neither read nor written), so
+    /// that the ratio to it includes what persisting the instant costs.
     #[doc(hidden)]
     pub async fn baseline_write(
         &self,
@@ -647,7 +738,8 @@ impl<C: Clock> RedisStore<C> {
             .query_async(&mut *conn)
             .await
             .map_err(|e| Fail::at("read the row", false)(e).into_storage())?;
-        let done = self.write(&mut conn, &row_key, raw.as_deref(), next, true).await.map_err(Fail::into_storage)?;
+        let done =
+            self.write(&mut conn, &row_key, raw.as_deref(), next, true, None).await.map_err(Fail::into_storage)?;
         conn.keep();
         Ok(done)
     }

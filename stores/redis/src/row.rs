@@ -58,6 +58,36 @@ pub(crate) fn parse_row_key(prefix: &str, bytes: &[u8]) -> Option<(ReservationSc
     Some((scope, Key::new(parts[3]).ok()?))
 }
 
+/// The Redis key of `scope`'s clock: `{prefix}:c:` then the aggregate type, the tenant and the
+/// namespace, each as its length, `:` and its bytes, as in [`row_key`]. A sorted set holding one
+/// member, the latest instant at which the store changed a reservation of the scope (rule D10
+/// across a restart) as 8 big-endian bytes, at score 0: members of one score sort by their
+/// bytes, so the greatest is the latest instant, exactly (a score, a double, is exact only up
+/// to 2⁵³).
+pub(crate) fn clock_key(prefix: &str, scope: &ReservationScope) -> Vec<u8> {
+    let mut out = Vec::with_capacity(prefix.len() + 16 + scope.namespace.as_str().len());
+    out.extend_from_slice(prefix.as_bytes());
+    out.extend_from_slice(b":c:");
+    for part in [scope.aggregate_type.as_str().as_bytes(), scope.tenant.as_bytes(), scope.namespace.as_str().as_bytes()]
+    {
+        out.extend_from_slice(part.len().to_string().as_bytes());
+        out.push(b':');
+        out.extend_from_slice(part);
+    }
+    out
+}
+
+/// An instant as the member of a clock's sorted set ([`clock_key`]).
+pub(crate) fn clock_member(at: Instant) -> [u8; 8] {
+    at.as_millis().to_be_bytes()
+}
+
+/// The instant a clock's member holds; refuses anything [`clock_member`] would not have written.
+pub(crate) fn clock_instant(member: &[u8]) -> Result<Instant, String> {
+    let bytes: [u8; 8] = member.try_into().map_err(|_| format!("a clock member of {} bytes, not 8", member.len()))?;
+    Ok(Instant::from_millis(u64::from_be_bytes(bytes)))
+}
+
 /// The sorted set of pending rows by expiry, for the sweep on a local clock.
 pub(crate) fn index_key(prefix: &str) -> Vec<u8> {
     format!("{prefix}:x").into_bytes()

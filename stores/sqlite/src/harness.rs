@@ -11,7 +11,9 @@ use crate::{SqliteOptions, SqliteStore, Synchronous};
 /// `SqliteStore` handles on one database file. Every store the suite asks for is another handle
 /// on that file, so the checks also exercise several handles sharing it; every check works in a
 /// namespace of its own. Durable: [`Harness::reopen`] closes the handle and opens the file again,
-/// as a process restart would.
+/// as a process restart would; the reopened store's clock never goes back behind the latest change
+/// of a scope (capability `clock_survives_reopen`, rule D10 across a restart), which the store
+/// persists per scope, so that the checks sharing the file never move each other's clocks.
 ///
 /// A store that cannot be opened panics inside [`Harness::store`], which the suite reports as the
 /// failure of the check that asked for it.
@@ -85,7 +87,7 @@ impl Harness for SqliteHarness {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true)
+        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
     }
 
     fn settings(&self) -> Settings {

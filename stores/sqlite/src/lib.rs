@@ -8,7 +8,10 @@
 //! [`SqliteOptions`] holds the settings, [`OpenCheck`] the consistency check run at open.
 //!
 //! With the feature `conformance`, `SqliteHarness` is the conformance suite's harness for this
-//! store: the one the command line, this crate's tests and the fuzzer share.
+//! store: the one the command line, this crate's tests and the fuzzer share. The feature
+//! `broken-variants` is for this crate's tests only, never for use: `SqliteOptions::broken_forgets_clock`,
+//! a planted bug (a store that does not persist the instant of its changes) that the tests show
+//! the suite catching. Only the crate's dev-dependency on itself enables it.
 //!
 //! # What is public, and for whom
 //!
@@ -78,12 +81,22 @@ pub use schema::SCHEMA_VERSION;
 /// | `expires_at` | the expiry | NULL |
 /// | `version` | NULL | the confirmed version |
 ///
+/// A second table, `reservation_clock`, holds one row per scope: its three parts, the primary key,
+/// and `latest`, the latest instant at which the store changed a reservation of the scope (rule
+/// D10 across a restart). Every change writes it in its own transaction, when its instant is
+/// later; every operation and lookup reads it and decides at the later of the clock's reading and
+/// `latest`, so a file reopened after a crash on a clock set back keeps an expired reservation
+/// expired. It is per scope, not one for the file, because processes and the suite's checks share
+/// a file, each scope on its own clock.
+///
 /// Instants and versions are `u64`; SQLite integers are `i64`. They are stored offset by 2⁶³
 /// (`x - 2⁶³`, computed as a bit flip), a bijection that keeps their order, so every value,
 /// [`Instant::MAX`] included, round-trips and SQL compares expiries correctly. `CHECK`
 /// constraints reject a row whose columns do not fit its state. The schema is identified by
 /// `PRAGMA application_id` and versioned by `PRAGMA user_version` ([`SCHEMA_VERSION`]); a file
-/// with another application id, other tables, or another schema version is refused at open.
+/// with another application id, other tables, or another schema version is refused at open; a
+/// file of version 1, which had no `reservation_clock`, is migrated at open (the table created,
+/// empty, and the version set, in one transaction).
 ///
 /// # Transactions and durability
 ///
@@ -134,6 +147,9 @@ pub struct SqliteStore<C = SystemClock> {
     writer: Mutex<()>,
     /// New rows since the last automatic sweep.
     inserted: AtomicU64,
+    /// The latest instant this store object decided at, in milliseconds: it never decides at an
+    /// earlier one, whatever its clock reads (rule D10), as [`reservation_store::Monotonic`].
+    latest: AtomicU64,
 }
 
 impl<C> std::fmt::Debug for SqliteStore<C> {
@@ -190,6 +206,7 @@ impl<C: Clock> SqliteStore<C> {
             pool: Mutex::new(Vec::new()),
             writer: Mutex::new(()),
             inserted: AtomicU64::new(0),
+            latest: AtomicU64::new(0),
         };
         let conn = store.connect()?;
         store.prepare_schema(&conn)?;
@@ -237,7 +254,7 @@ impl<C: Clock> SqliteStore<C> {
     pub fn sweep(&self) -> Result<usize, StorageError> {
         let conn = self.take()?;
         let deleted = self.write_txn(&conn, |conn| {
-            let now = self.clock.now();
+            let now = self.now(None);
             row::delete_expired(conn, now)
         });
         self.settle(conn, deleted)
@@ -447,15 +464,22 @@ impl<C: Clock> SqliteStore<C> {
         let pk = RowKey::new(scope, key);
         let result = self.write_txn(&conn, |conn| {
             let current = read_row(conn, scope, &pk)?;
+            let persisted = self.persisted_latest(conn, &pk)?;
             // The clock is read inside the transaction, so the order of the operations on the key
             // and the order of the instants they saw agree.
-            let now = self.clock.now();
+            let now = self.now(persisted);
             let step = transition(current.clone(), now);
             let inserted = current.is_none() && step.next.is_some();
             if step.next != current {
                 match &step.next {
                     Some(next) => write_row(conn, &pk, next)?,
                     None => row::delete_row(conn, &pk)?,
+                }
+                // The instant of the change, in the change's transaction (D10 across a restart);
+                // only when it moves the scope's clock, so that the clock row is written at most
+                // once per scope and millisecond.
+                if self.options.persist_clock && persisted.is_none_or(|p| p < now) {
+                    row::advance_latest(conn, &pk, now)?;
                 }
             }
             Ok((step.outcome, inserted))
@@ -478,6 +502,19 @@ impl<C: Clock> SqliteStore<C> {
         }
     }
 
+    /// The latest instant persisted for `pk`'s scope (none in the planted bug that forgets it).
+    fn persisted_latest(&self, conn: &Connection, pk: &RowKey<'_>) -> Result<Option<Instant>, Fail> {
+        if self.options.persist_clock { row::read_latest(conn, pk) } else { Ok(None) }
+    }
+
+    /// The instant to decide at: the clock's reading, but never earlier than `persisted` (the
+    /// latest change of the scope, rule D10 across a restart) nor than an instant this store
+    /// object decided at before (D10 in one process).
+    fn now(&self, persisted: Option<Instant>) -> Instant {
+        let read = self.clock.now().max(persisted.unwrap_or(Instant::ZERO)).as_millis();
+        Instant::from_millis(self.latest.fetch_max(read, Ordering::SeqCst).max(read))
+    }
+
     fn read(&self, scope: &ReservationScope, key: &Key) -> StoreResult<Option<StoredReservation>> {
         let conn = self.take()?;
         let pk = RowKey::new(scope, key);
@@ -486,11 +523,16 @@ impl<C: Clock> SqliteStore<C> {
         // a write that changed it (rule D10). In WAL mode no writer blocks a reader, so the read
         // is not retried: a read that still finds the database busy after SQLite's busy timeout
         // (another connection in exclusive locking mode) is a storage error at once.
-        let (result, now) = {
+        //
+        // The row is read before the scope's persisted instant: a write of another process that
+        // lands between the two is then judged, if at all, at an instant no earlier than its own.
+        let result = {
             let _turn = lock(&self.writer);
-            (read_row(&conn, scope, &pk), self.clock.now())
+            read_row(&conn, scope, &pk)
+                .and_then(|row| Ok((row, self.persisted_latest(&conn, &pk)?)))
+                .map(|(row, persisted)| (row, self.now(persisted)))
         };
-        let current = self.settle(conn, result)?;
+        let (current, now) = self.settle(conn, result)?;
         Ok(spec::lookup(current.as_ref(), now).cloned())
     }
 }

@@ -74,6 +74,9 @@ pub struct SqliteOptions {
     pub wal_autocheckpoint: u32,
     /// The consistency check run at open; [`OpenCheck::None`] by default.
     pub open_check: OpenCheck,
+    /// Whether each change persists its instant and each operation reads it back (rule D10
+    /// across a restart): always, but in a planted bug of the `broken-variants` feature.
+    pub(crate) persist_clock: bool,
 }
 
 impl Default for SqliteOptions {
@@ -86,6 +89,22 @@ impl Default for SqliteOptions {
             max_idle_connections: 8,
             wal_autocheckpoint: 1000,
             open_check: OpenCheck::None,
+            persist_clock: true,
         }
+    }
+}
+
+/// A planted bug, for the crate's own tests only (feature `broken-variants`, which nothing but the
+/// crate's dev-dependency on itself enables): it makes the store wrong, so that a test can show
+/// the conformance suite and the crate's tests catching it. Never enable the feature in a build
+/// that stores anything.
+#[cfg(feature = "broken-variants")]
+impl SqliteOptions {
+    /// BROKEN ON PURPOSE: the store neither persists the instant of its changes nor reads it back,
+    /// so a store reopened on a clock set back decides at that earlier instant, and a pending
+    /// reservation that had expired before the restart is live again (D10 across a restart, P1).
+    pub fn broken_forgets_clock(mut self) -> Self {
+        self.persist_clock = false;
+        self
     }
 }

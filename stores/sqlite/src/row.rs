@@ -17,7 +17,15 @@ const UPSERT_ROW: &str = "INSERT OR REPLACE INTO reservation
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 const DELETE_ROW: &str =
     "DELETE FROM reservation WHERE aggregate_type = ?1 AND tenant = ?2 AND namespace = ?3 AND key = ?4";
-const DELETE_EXPIRED: &str = "DELETE FROM reservation WHERE state = 0 AND expires_at <= ?1";
+const DELETE_EXPIRED: &str =
+    "DELETE FROM reservation WHERE state = 0 AND expires_at <= ?1 RETURNING aggregate_type, tenant, namespace";
+const SELECT_LATEST: &str =
+    "SELECT latest FROM reservation_clock WHERE aggregate_type = ?1 AND tenant = ?2 AND namespace = ?3";
+/// Keeps the later of the persisted instant and the new one: the one computation on instants
+/// that SQL does here, a maximum.
+const ADVANCE_LATEST: &str = "INSERT INTO reservation_clock (aggregate_type, tenant, namespace, latest)
+    VALUES (?1, ?2, ?3, ?4)
+    ON CONFLICT (aggregate_type, tenant, namespace) DO UPDATE SET latest = max(latest, excluded.latest)";
 
 const PENDING: i64 = 0;
 const CONFIRMED: i64 = 1;
@@ -54,6 +62,34 @@ impl<'a> RowKey<'a> {
     fn params(&self) -> [&'a [u8]; 4] {
         [self.aggregate_type, self.tenant, self.namespace, self.key]
     }
+
+    /// The scope's part of the key: the primary key of its row in `reservation_clock`.
+    fn scope_params(&self) -> [&'a [u8]; 3] {
+        [self.aggregate_type, self.tenant, self.namespace]
+    }
+}
+
+/// The latest instant at which the store changed a reservation of `pk`'s scope, as persisted;
+/// `None` for a scope with no change since the clock table was created.
+pub(crate) fn read_latest(conn: &Connection, pk: &RowKey<'_>) -> Result<Option<Instant>, Fail> {
+    let mut select = conn.prepare_cached(SELECT_LATEST)?;
+    let mut rows = select.query(pk.scope_params())?;
+    match rows.next()? {
+        None => Ok(None),
+        Some(row) => Ok(Some(Instant::from_millis(unsortable(row.get(0)?)))),
+    }
+}
+
+/// Persists `at` as the latest instant of `pk`'s scope, unless a later one is persisted already.
+pub(crate) fn advance_latest(conn: &Connection, pk: &RowKey<'_>, at: Instant) -> Result<(), Fail> {
+    let [aggregate_type, tenant, namespace] = pk.scope_params();
+    conn.prepare_cached(ADVANCE_LATEST)?.execute(params![
+        aggregate_type,
+        tenant,
+        namespace,
+        sortable(at.as_millis())
+    ])?;
+    Ok(())
 }
 
 pub(crate) fn read_row(
@@ -150,7 +186,19 @@ pub(crate) fn delete_row(conn: &Connection, pk: &RowKey<'_>) -> Result<(), Fail>
     Ok(())
 }
 
-/// Deletes every pending row expired at `now`; returns how many it deleted.
+/// Deletes every pending row expired at `now`, and persists `now` as the latest instant of each
+/// scope it deleted from (a deletion is a change: reopened on a clock set back, the store must not
+/// find the key free at an instant when its reservation was live); returns how many it deleted.
 pub(crate) fn delete_expired(conn: &Connection, now: Instant) -> Result<usize, Fail> {
-    Ok(conn.prepare_cached(DELETE_EXPIRED)?.execute([sortable(now.as_millis())])?)
+    let scopes: Vec<[Vec<u8>; 3]> = conn
+        .prepare_cached(DELETE_EXPIRED)?
+        .query_map([sortable(now.as_millis())], |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?]))?
+        .collect::<Result<_, _>>()?;
+    let deleted = scopes.len();
+    let distinct: BTreeSet<&[Vec<u8>; 3]> = scopes.iter().collect();
+    let mut advance = conn.prepare_cached(ADVANCE_LATEST)?;
+    for [aggregate_type, tenant, namespace] in distinct {
+        advance.execute(params![aggregate_type, tenant, namespace, sortable(now.as_millis())])?;
+    }
+    Ok(deleted)
 }

@@ -1,5 +1,6 @@
-//! The file's schema: the one table and its index, the application id and the schema version,
-//! and the checks that a file holds exactly these before a store uses it.
+//! The file's schema: the reservations' table and its index, the scopes' clock table, the
+//! application id and the schema version, the checks that a file holds exactly these before a
+//! store uses it, and the migration of a file of the previous version.
 
 use reservation_store::{Clock, MAX_KEY_LEN, MAX_NAME_LEN, StorageError};
 use rusqlite::Connection;
@@ -7,7 +8,13 @@ use rusqlite::Connection;
 use crate::SqliteStore;
 
 /// The version of the table layout this build writes and reads, kept in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i32 = 1;
+/// Version 2 added the `reservation_clock` table; a file of version 1 is migrated at open.
+pub const SCHEMA_VERSION: i32 = 2;
+
+/// The version before [`SCHEMA_VERSION`]: the `reservation` table and its index, without the
+/// scopes' clocks. Opening such a file adds the clock table (an empty one: no scope has a
+/// persisted instant yet) and sets the version, in one transaction.
+const PREVIOUS_VERSION: i32 = 1;
 
 /// `PRAGMA application_id` of a reservation store file: the bytes `RSRV`.
 const APPLICATION_ID: i32 = 0x5253_5256;
@@ -41,6 +48,21 @@ fn create_table() -> String {
 
 const CREATE_INDEX: &str = "CREATE INDEX reservation_expiry ON reservation (expires_at) WHERE state = 0";
 
+/// The latest instant at which the store changed a reservation of each scope (rule D10 across a
+/// restart), stored offset by 2⁶³ as the row's instants are; one row per scope that has had a
+/// change since the table was created.
+fn create_clock_table() -> String {
+    format!(
+        "CREATE TABLE reservation_clock (
+    aggregate_type BLOB NOT NULL CHECK (typeof(aggregate_type) = 'blob' AND length(aggregate_type) BETWEEN 1 AND {MAX_NAME_LEN}),
+    tenant BLOB NOT NULL CHECK (typeof(tenant) = 'blob' AND length(tenant) <= {MAX_NAME_LEN}),
+    namespace BLOB NOT NULL CHECK (typeof(namespace) = 'blob' AND length(namespace) BETWEEN 1 AND {MAX_NAME_LEN}),
+    latest INTEGER NOT NULL CHECK (typeof(latest) = 'integer'),
+    PRIMARY KEY (aggregate_type, tenant, namespace)
+) WITHOUT ROWID"
+    )
+}
+
 impl<C: Clock> SqliteStore<C> {
     /// Checks that the file is a reservation store of this schema version, or empty; creates the
     /// schema in an empty one. Never writes to a file it refuses.
@@ -68,7 +90,7 @@ impl<C: Clock> SqliteStore<C> {
             return Err(self.fail(format_args!("the file cannot be put in WAL mode (it is in {mode} mode)")));
         }
         if found.0 == APPLICATION_ID {
-            return Ok(());
+            return if found.1 == PREVIOUS_VERSION { self.migrate(conn) } else { Ok(()) };
         }
         // An empty database: create the schema, unless another connection just did.
         let created = self.write_txn(conn, |conn| {
@@ -76,23 +98,51 @@ impl<C: Clock> SqliteStore<C> {
             if found == (0, 0, 0) {
                 conn.execute_batch(&create_table())?;
                 conn.execute_batch(CREATE_INDEX)?;
+                conn.execute_batch(&create_clock_table())?;
                 conn.pragma_update(None, "application_id", APPLICATION_ID)?;
                 conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             }
             Ok(found)
         });
         let found = created.map_err(|f| self.convert(f))?;
-        self.judge_schema(conn, found)
+        self.judge_schema(conn, found)?;
+        // Another connection, of an older build, may have just created a file of the previous version.
+        if found.0 == APPLICATION_ID && found.1 == PREVIOUS_VERSION { self.migrate(conn) } else { Ok(()) }
+    }
+
+    /// Migrates a file of [`PREVIOUS_VERSION`], verified as such, to [`SCHEMA_VERSION`]: creates
+    /// the clock table and sets the version, in one transaction, unless another connection just
+    /// did; then verifies the result.
+    fn migrate(&self, conn: &Connection) -> Result<(), StorageError> {
+        let migrated = self.write_txn(conn, |conn| {
+            let version: i32 = conn.query_row("SELECT user_version FROM pragma_user_version", [], |r| r.get(0))?;
+            if version == PREVIOUS_VERSION {
+                conn.execute_batch(&create_clock_table())?;
+                conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            }
+            Ok(version)
+        });
+        let version = migrated.map_err(|f| self.convert(f))?;
+        if version != PREVIOUS_VERSION && version != SCHEMA_VERSION {
+            return Err(self.fail(format_args!(
+                "the reservation schema is version {version}, this build knows only version {SCHEMA_VERSION}"
+            )));
+        }
+        self.verify_objects(conn, SCHEMA_VERSION)
     }
 
     fn judge_schema(&self, conn: &Connection, (app, version, objects): (i32, i32, i64)) -> Result<(), StorageError> {
         if app == APPLICATION_ID {
+            if version == PREVIOUS_VERSION {
+                // Migrated once the file is in WAL mode; verified as what it is until then.
+                return self.verify_objects(conn, PREVIOUS_VERSION);
+            }
             if version != SCHEMA_VERSION {
                 return Err(self.fail(format_args!(
                     "the reservation schema is version {version}, this build knows only version {SCHEMA_VERSION}"
                 )));
             }
-            self.verify_objects(conn)
+            self.verify_objects(conn, SCHEMA_VERSION)
         } else if (app, version, objects) == (0, 0, 0) {
             Ok(())
         } else {
@@ -102,24 +152,28 @@ impl<C: Clock> SqliteStore<C> {
         }
     }
 
-    /// Verifies every object of the file's schema: exactly the `reservation` table and its
-    /// expiry index, each as this schema version defines it. A trigger, a view, another table or
-    /// index (SQLite's own `sqlite_*` statistics excepted), or a missing or altered object could
-    /// change what the store reads back, so each is refused, named.
-    fn verify_objects(&self, conn: &Connection) -> Result<(), StorageError> {
+    /// Verifies every object of the file's schema: exactly the `reservation` table, its expiry
+    /// index and (from version 2) the `reservation_clock` table, each as schema `version` defines
+    /// it. A trigger, a view, another table or index (SQLite's own `sqlite_*` statistics
+    /// excepted), or a missing or altered object could change what the store reads back, so each
+    /// is refused, named.
+    fn verify_objects(&self, conn: &Connection, version: i32) -> Result<(), StorageError> {
         let found: Vec<(String, String, Option<String>)> = conn
             .prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")
             .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect())
             .map_err(|e| self.error("cannot read the schema", e))?;
-        let expected =
-            [("table", "reservation", create_table()), ("index", "reservation_expiry", CREATE_INDEX.to_owned())];
+        let mut expected =
+            vec![("table", "reservation", create_table()), ("index", "reservation_expiry", CREATE_INDEX.to_owned())];
+        if version >= SCHEMA_VERSION {
+            expected.push(("table", "reservation_clock", create_clock_table()));
+        }
         for (kind, name, want) in &expected {
             match found.iter().find(|(k, n, _)| k == kind && n == name) {
                 None => return Err(self.fail(format_args!("the {name} {kind} is missing"))),
                 Some((_, _, sql)) if sql.as_deref() != Some(want.as_str()) => {
-                    return Err(self.fail(format_args!(
-                        "the {name} {kind} is not the one schema version {SCHEMA_VERSION} defines"
-                    )));
+                    return Err(
+                        self.fail(format_args!("the {name} {kind} is not the one schema version {version} defines"))
+                    );
                 }
                 Some(_) => {}
             }

@@ -169,8 +169,8 @@ pub fn print_table<S, B, SF, BF>(
 /// The rows the sweep case wrote, with the spec's state of each key.
 pub type SweepCase = Vec<(Key, Option<StoredReservation>)>;
 
-/// Writes 120 keys through `store` at instants from START to START+19, with TTLs that end
-/// before, at and after START+20, some confirmed, some confirmed over an expired pending, some
+/// Writes 120 keys through `store` at instants from START to START+19, in the order of their
+/// instants, with TTLs that end before, at and after START+20, some confirmed, some confirmed over an expired pending, some
 /// joined; each outcome checked against the spec. Returns the keys with their states and the
 /// instant the sweep is to run at (START+20, where the clock is left).
 pub fn sweep_case<S: ReservationStore>(
@@ -187,29 +187,37 @@ pub fn sweep_case<S: ReservationStore>(
         seed ^= seed << 17;
         seed % n
     };
-    let mut expected = Vec::new();
-    for i in 0..120 {
-        let key = Key::new(format!("k{i}")).expect("a valid key");
-        let mut state: Option<StoredReservation> = None;
+    // Each operation drawn as (instant, key, owner, confirm or reserve, version or TTL), then run in
+    // the order of their instants (a stable sort keeps each key's own order): the store's clock
+    // never goes back (D10), so the operations cannot run at instants drawn out of order.
+    let mut plan = Vec::new();
+    for i in 0..120_usize {
         for _ in 0..=next(3) {
-            clock.set(START.saturating_add_millis(next(20)));
-            let who = AggregateRef::parse("user", Some("acme"), &format!("owner-{}", next(2))).expect("owner");
-            let operation = match next(4) {
-                0 => Operation::Confirm { owner: &who, version: Version::from_u64(next(3)) },
-                _ => Operation::Reserve {
-                    owner: &who,
-                    hold: &hold,
-                    ttl: Ttl::from_millis(1 + next(15)).expect("non-zero"),
-                },
-            };
-            let outcome =
-                runtime.block_on(store.execute(Request::new(scope, &key, operation))).expect("no storage error");
-            let step = spec::apply(state.clone(), clock.now(), operation);
-            assert_eq!(outcome, step.outcome);
-            state = step.next;
+            let at = next(20);
+            let who = next(2);
+            let confirm = next(4) == 0;
+            let n = if confirm { next(3) } else { 1 + next(15) };
+            plan.push((at, i, who, confirm, n));
         }
-        expected.push((key, state));
     }
+    plan.sort_by_key(|(at, ..)| *at);
+    let keys: Vec<Key> = (0..120).map(|i| Key::new(format!("k{i}")).expect("a valid key")).collect();
+    let mut states: Vec<Option<StoredReservation>> = vec![None; keys.len()];
+    for (at, i, who, confirm, n) in plan {
+        clock.set(START.saturating_add_millis(at));
+        let who = AggregateRef::parse("user", Some("acme"), &format!("owner-{who}")).expect("owner");
+        let operation = if confirm {
+            Operation::Confirm { owner: &who, version: Version::from_u64(n) }
+        } else {
+            Operation::Reserve { owner: &who, hold: &hold, ttl: Ttl::from_millis(n).expect("non-zero") }
+        };
+        let outcome =
+            runtime.block_on(store.execute(Request::new(scope, &keys[i], operation))).expect("no storage error");
+        let step = spec::apply(states[i].clone(), clock.now(), operation);
+        assert_eq!(outcome, step.outcome);
+        states[i] = step.next;
+    }
+    let expected: Vec<_> = keys.into_iter().zip(states).collect();
     let now = START.saturating_add_millis(20);
     clock.set(now);
     (expected, now)

@@ -23,9 +23,10 @@ impl Harness for MyAsyncHarness {
     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.runtime.block_on(f)
     }
-    // Durable stores only: declare it, reopen on the same storage, and say `durable` below.
+    // Durable stores only: declare it, reopen on the same storage, and say `durable` below; a
+    // store that persists the instant of each change says `clock_survives_reopen` too.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true)
+        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
     }
     fn reopen(&self, store: MyAsyncStore, clock: ManualClock) -> Option<MyAsyncStore> {
         drop(store);
@@ -33,5 +34,5 @@ impl Harness for MyAsyncHarness {
     }
 }
 
-reservation_conformance::tests!(my_async_store, MyAsyncHarness::new(), durable);
+reservation_conformance::tests!(my_async_store, MyAsyncHarness::new(), durable, clock_survives_reopen);
 // end of snippet

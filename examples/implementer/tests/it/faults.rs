@@ -30,7 +30,7 @@ impl Harness for MyServerHarness {
         self.runtime.block_on(f)
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true)
+        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
     }
     fn reopen(&self, store: MyAsyncStore, clock: ManualClock) -> Option<MyAsyncStore> {
         drop(store);
@@ -52,7 +52,7 @@ impl Harness for MyServerHarness {
 }
 
 // Every check, the fault check with this harness's faults among them.
-reservation_conformance::tests!(my_server_store, MyServerHarness::new(), durable);
+reservation_conformance::tests!(my_server_store, MyServerHarness::new(), durable, clock_survives_reopen);
 
 #[test]
 fn crashes_and_cut_connections_fire_and_lose_nothing() {

@@ -4,6 +4,7 @@
 //! documents resolves; and README.md's own snippet, compiled, run and compared with its quote.
 
 mod async_store;
+mod clock;
 mod faults;
 mod guide;
 mod links;

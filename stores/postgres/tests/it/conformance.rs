@@ -1,5 +1,5 @@
-//! The whole conformance suite, durable included, against PostgreSQL.
+//! The whole conformance suite, durable and D10 across a restart included, against PostgreSQL.
 
 use crate::harness;
 
-reservation_conformance::tests!(postgres, ?harness(), durable);
+reservation_conformance::tests!(postgres, ?harness(), durable, clock_survives_reopen);

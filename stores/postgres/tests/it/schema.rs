@@ -45,6 +45,43 @@ fn concurrent_first_connects_create_the_tables_once() {
     assert!(results.iter().all(Result::is_ok), "{results:?}");
 }
 
+/// A schema of version 1 (no clock table) is migrated at connect: the clock table added, the
+/// version set, the rows kept.
+#[test]
+fn a_version_1_schema_is_migrated_at_connect() {
+    use reservation_store::*;
+    let Some(h) = harness() else { return };
+    let schema = fresh_schema("migrate");
+    let store = connect(&h, &schema).expect("a new schema is created");
+    let scope = ReservationScope::parse("user", Some("acme"), "user-name").unwrap();
+    let alice = AggregateRef::parse("user", Some("acme"), "alice-id").unwrap();
+    let key = Key::new("alice").unwrap();
+    h.runtime().block_on(store.confirm(&scope, &key, &alice, Version::stream(1).unwrap())).unwrap();
+    store.close();
+    sql(
+        &h,
+        &format!("DROP TABLE \"{schema}\".reservation_clock; UPDATE \"{schema}\".reservation_schema SET version = 1"),
+    );
+    let migrated = connect(&h, &schema);
+    let found = migrated.as_ref().ok().map(|store| {
+        let found = h.runtime().block_on(store.lookup(&scope, &key)).unwrap();
+        store.close();
+        found.map(|r| r.owner().clone())
+    });
+    let version = h.runtime().block_on(async {
+        let row = admin()
+            .await
+            .query_one(&format!("SELECT version FROM \"{schema}\".reservation_schema"), &[])
+            .await
+            .unwrap();
+        row.get::<_, i32>(0)
+    });
+    drop_schema(&h, &schema);
+    migrated.expect("a version 1 schema is migrated");
+    assert_eq!(found, Some(Some(alice)));
+    assert_eq!(version, SCHEMA_VERSION);
+}
+
 #[test]
 fn an_unknown_schema_version_is_refused() {
     let Some(h) = harness() else { return };

@@ -3,6 +3,7 @@
 //! restarts, a `redis-server` of their own with an append-only file. Without a server the tests
 //! say so in one line and pass, unless `RESERVATION_REQUIRE_SERVICES=1`.
 
+mod clock;
 mod conformance;
 mod corrupt;
 mod fault_check;

@@ -76,5 +76,5 @@ fn options_show_their_nodes_by_address_never_by_password() {
         shown.starts_with(r#"RedisOptions { prefix: "rsv", max_connections: 16, timeout: 5s, retries: 100"#),
         "{shown}"
     );
-    assert!(shown.ends_with("watch: true, touch: true }"), "{shown}");
+    assert!(shown.ends_with("watch: true, touch: true, persist_clock: true }"), "{shown}");
 }

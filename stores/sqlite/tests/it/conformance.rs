@@ -1,5 +1,5 @@
 //! The whole conformance suite against `SqliteStore` through its `SqliteHarness` (feature
-//! `conformance`), with the durable capability on.
+//! `conformance`), with the durable and clock_survives_reopen capabilities on.
 
 use reservation_conformance::Settings;
 use reservation_sqlite::SqliteHarness;
@@ -13,4 +13,15 @@ fn harness() -> SqliteHarness {
         .with_settings(Settings::default().with_cases(1_000))
 }
 
-reservation_conformance::tests!(sqlite_store, harness(), durable);
+reservation_conformance::tests!(sqlite_store, harness(), durable, clock_survives_reopen);
+
+/// The suite's check of D10 across a restart has teeth here: on the planted bug that neither
+/// persists the instant of a change nor reads it back, it fails, on D10.
+#[test]
+fn d10_restart_catches_a_store_that_forgets_its_clock() {
+    let options = reservation_sqlite::SqliteOptions::default().broken_forgets_clock();
+    let harness = SqliteHarness::scratch(options).unwrap();
+    let failure = reservation_conformance::checks::d10_restart(&harness)
+        .expect_err("a store that forgets its clock passed the check of D10 across a restart");
+    assert_eq!(failure.rule, Some(reservation_store::rules::Rule::D10), "{failure}");
+}

@@ -144,3 +144,103 @@ fn sqlite_crash_keeps_every_acknowledged_operation() {
         check_after_crash(&path, sync, 2);
     }
 }
+
+/// Set in the child of [`d10_clock_survives_a_crash`]: the file it writes to.
+const CLOCK_CHILD_ENV: &str = "RESERVATION_SQLITE_CLOCK_CHILD";
+/// Set in the child too when the store is the planted bug that forgets its clock.
+const CLOCK_BROKEN_ENV: &str = "RESERVATION_SQLITE_CLOCK_BROKEN";
+/// Where the clock starts, and the TTL of bob's reservation.
+const T0: u64 = 1_000_000;
+const TTL: u64 = 10;
+
+fn clock_options(broken: bool) -> SqliteOptions {
+    let options = SqliteOptions::default();
+    if broken { options.broken_forgets_clock() } else { options }
+}
+
+/// The child: bob reserves `bob` at `T0` for `TTL`; at `T0 + 2·TTL`, when bob's reservation has
+/// expired, alice reserves `alice` (a change, whose instant the store persists). Then it says
+/// `READY` and waits to be killed.
+fn clock_child(path: &str, broken: bool) -> ! {
+    let clock = ManualClock::new(Instant::from_millis(T0));
+    let store = SqliteStore::open_with(path, clock.clone(), clock_options(broken)).unwrap();
+    let (s, ttl) = (scope(), Ttl::from_millis(TTL).unwrap());
+    let bob = AggregateRef::parse("user", Some("acme"), "bob-id").unwrap();
+    let alice = AggregateRef::parse("user", Some("acme"), "alice-id").unwrap();
+    let hold = HoldId::new("h").unwrap();
+    assert_eq!(
+        block_on(store.reserve(&s, &Key::new("bob").unwrap(), &bob, &hold, ttl)).unwrap(),
+        ReserveOutcome::Taken
+    );
+    clock.set(Instant::from_millis(T0 + 2 * TTL));
+    assert_eq!(
+        block_on(store.reserve(&s, &Key::new("alice").unwrap(), &alice, &hold, ttl)).unwrap(),
+        ReserveOutcome::Taken
+    );
+    // Written straight to the process's stdout and flushed: the parent waits for it.
+    let mut out = std::io::stdout();
+    writeln!(out, "READY").unwrap();
+    out.flush().unwrap();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    unreachable!("the child is killed before its stdin closes")
+}
+
+/// Runs the child on a fresh file, kills it (SIGKILL: no close, no checkpoint), reopens the file
+/// on a clock set back to `T0`, and returns what a lookup of bob's key shows and the outcome of
+/// carol's reserve of it, with what carol's reservation shows afterwards.
+fn after_the_crash(broken: bool) -> (Option<StoredReservation>, ReserveOutcome, Option<StoredReservation>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("clock.db");
+    let env = if broken { "1" } else { "" };
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash::d10_clock_survives_a_crash", "--nocapture", "--test-threads=1"])
+        .env(CLOCK_CHILD_ENV, &path)
+        .env(CLOCK_BROKEN_ENV, env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // The test harness may print the test's name on the same line, before it.
+    while !lines.next().expect("the child stopped before it was ready").unwrap().ends_with("READY") {}
+    child.kill().unwrap();
+    assert!(!child.wait().unwrap().success(), "the child was supposed to die");
+
+    let clock = ManualClock::new(Instant::from_millis(T0));
+    let store = SqliteStore::open_with(&path, clock, clock_options(broken)).unwrap();
+    let (s, key) = (scope(), Key::new("bob").unwrap());
+    let shown = block_on(store.lookup(&s, &key)).unwrap();
+    let carol = AggregateRef::parse("user", Some("acme"), "carol-id").unwrap();
+    let hold = HoldId::new("h").unwrap();
+    let outcome = block_on(store.reserve(&s, &key, &carol, &hold, Ttl::from_millis(TTL).unwrap())).unwrap();
+    let after = block_on(store.lookup(&s, &key)).unwrap();
+    (shown, outcome, after)
+}
+
+/// D10 across a restart (and P1): a process changes a reservation at `T0 + 2·TTL`, after bob's
+/// reservation expired at `T0 + TTL`, and is killed. Reopened on a clock set back to `T0`, the
+/// store decides at `T0 + 2·TTL` all the same: bob's reservation stays expired, carol takes the
+/// key, and her reservation expires a TTL after `T0 + 2·TTL`. The planted bug that forgets the
+/// clock shows bob's reservation live again and refuses carol: the test catches it.
+#[test]
+fn d10_clock_survives_a_crash() {
+    if let Ok(path) = std::env::var(CLOCK_CHILD_ENV) {
+        clock_child(&path, std::env::var(CLOCK_BROKEN_ENV).is_ok_and(|v| !v.is_empty()));
+    }
+    let bob = AggregateRef::parse("user", Some("acme"), "bob-id").unwrap();
+    let carol = AggregateRef::parse("user", Some("acme"), "carol-id").unwrap();
+    let hold = HoldId::new("h").unwrap();
+    let (shown, outcome, after) = after_the_crash(false);
+    assert_eq!(shown, None, "bob's reservation expired before the crash, and is live again after it");
+    assert_eq!(outcome, ReserveOutcome::Taken);
+    let expected = Reservation::pending(carol, [hold.clone()].into(), Instant::from_millis(T0 + 3 * TTL)).unwrap();
+    assert_eq!(after, Some(expected), "carol's reservation was decided at an instant before the crash's");
+
+    // The planted bug: what this test exists to catch.
+    let (shown, outcome, _) = after_the_crash(true);
+    let live = Reservation::pending(bob, [hold].into(), Instant::from_millis(T0 + TTL)).unwrap();
+    assert_eq!(shown, Some(live), "the store that forgets its clock should show bob's reservation live again");
+    assert_eq!(outcome, ReserveOutcome::Conflict);
+}

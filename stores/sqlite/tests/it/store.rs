@@ -156,15 +156,19 @@ fn extreme_instants_and_versions_round_trip() {
     let (s, a) = (scope(None), owner(None, "a"));
     let edges = [0, 1, i64::MAX as u64 - 1, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX - 2];
     let clock = ManualClock::new(Instant::ZERO);
+    // Each edge in a scope of its own: a reopened store never decides a scope at an instant
+    // earlier than its latest change (D10 across a restart), so the edges' reservations are
+    // looked up, after the reopen, each in its scope at its edge.
+    let edge = |i: usize| ReservationScope::parse("user", None, &format!("edge-{i}")).unwrap();
     {
         let store = open(&db(&dir), &clock);
         for (i, &at) in edges.iter().enumerate() {
             clock.set(Instant::from_millis(at));
             // The longest TTL saturates at Instant::MAX (D1); a short one lands just past `at`.
-            let k = key(&format!("max{i}"));
-            assert_eq!(block_on(store.reserve(&s, &k, &a, &hold("h"), ttl(u64::MAX))).unwrap(), ReserveOutcome::Taken);
+            let (e, k) = (edge(i), key(&format!("max{i}")));
+            assert_eq!(block_on(store.reserve(&e, &k, &a, &hold("h"), ttl(u64::MAX))).unwrap(), ReserveOutcome::Taken);
             let k = key(&format!("short{i}"));
-            assert_eq!(block_on(store.reserve(&s, &k, &a, &hold("h"), ttl(2))).unwrap(), ReserveOutcome::Taken);
+            assert_eq!(block_on(store.reserve(&e, &k, &a, &hold("h"), ttl(2))).unwrap(), ReserveOutcome::Taken);
         }
         for (i, n) in [1, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX].into_iter().enumerate() {
             let k = key(&format!("v{i}"));
@@ -175,9 +179,9 @@ fn extreme_instants_and_versions_round_trip() {
     let store = open(&db(&dir), &clock);
     for (i, &at) in edges.iter().enumerate() {
         clock.set(Instant::from_millis(at));
-        let found = block_on(store.lookup(&s, &key(&format!("max{i}")))).unwrap().unwrap();
+        let found = block_on(store.lookup(&edge(i), &key(&format!("max{i}")))).unwrap().unwrap();
         assert_eq!(found.as_pending().unwrap().expires_at(), Instant::MAX);
-        let found = block_on(store.lookup(&s, &key(&format!("short{i}")))).unwrap().unwrap();
+        let found = block_on(store.lookup(&edge(i), &key(&format!("short{i}")))).unwrap().unwrap();
         assert_eq!(found.as_pending().unwrap().expires_at(), Instant::from_millis(at + 2));
     }
     for (i, n) in [1, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX].into_iter().enumerate() {
@@ -191,10 +195,13 @@ fn extreme_instants_and_versions_round_trip() {
     }
     // SQL compares expiries in the clock's order across the i64 sign boundary: at the edge
     // i64::MAX + 1 the short reservations made at or before i64::MAX have expired, later ones not.
+    // A store opened anew, whose clock has not been read beyond that edge yet.
+    drop(store);
+    let store = open(&db(&dir), &clock);
     clock.set(Instant::from_millis(i64::MAX as u64 + 1));
     assert_eq!(store.sweep().unwrap(), 3);
     for (i, &at) in edges.iter().enumerate() {
-        let row = block_on(store.lookup(&s, &key(&format!("short{i}")))).unwrap();
+        let row = block_on(store.lookup(&edge(i), &key(&format!("short{i}")))).unwrap();
         assert_eq!(row.is_some(), at + 2 > i64::MAX as u64 + 1, "short{i}");
     }
     clock.set(Instant::MAX);
@@ -867,4 +874,27 @@ fn a_failure_to_switch_to_wal_mode_is_reported_at_once() {
     }
     let msg = storage_error(SqliteStore::open_with(&path, SystemClock, busy_options(u64::MAX, 2)));
     assert!(msg.contains("cannot switch to WAL mode"), "{msg}");
+}
+
+/// A file of schema version 1 (no clock table) is migrated at open: the clock table is added,
+/// the version set, the rows kept; and the store then persists the instant of its changes there.
+#[test]
+fn a_version_1_file_is_migrated_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = file_with_one_row(&dir);
+    let raw = Connection::open(&path).unwrap();
+    raw.execute_batch("DROP TABLE reservation_clock; PRAGMA user_version = 1;").unwrap();
+    drop(raw);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        block_on(store.lookup(&scope(None), &key("k"))).unwrap().map(|r| r.owner().clone()),
+        Some(owner(None, "a"))
+    );
+    block_on(store.confirm(&scope(None), &key("k2"), &owner(None, "a"), v(1))).unwrap();
+    drop(store);
+    let raw = Connection::open(&path).unwrap();
+    let version: i32 = raw.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let scopes: i64 = raw.query_row("SELECT count(*) FROM reservation_clock", [], |r| r.get(0)).unwrap();
+    assert_eq!(scopes, 1, "the change after the migration persisted no instant");
 }
