@@ -428,5 +428,9 @@ fn p1_commits_acknowledged_before_they_are_on_disk_are_caught_by_the_crash_check
     let Some(run) = crash_run(options, "commits acknowledged before flush (planted)") else { return };
     let failure = run.verdict.expect_err("a crash lost acknowledged commits, and the crash check passed");
     assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
-    assert!(failure.to_string().contains("after crash"), "{failure}");
+    // What the crash loses depends on what the server had flushed: acknowledged rows (a key's
+    // state changed after the crash), or even the store's tables, created just before (the store
+    // never answers again).
+    let text = failure.to_string();
+    assert!(text.contains("after crash") || text.contains("did not answer within 30s of a crash"), "{text}");
 }
