@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use reservation_store::rules::Rule;
 use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
 
+pub use crate::ceiling::Ceiling;
 use crate::config::ModelConfig;
 use crate::model::{ALWAYS, Coverage, ReservationModel, Scenario};
 use crate::trace::trace_text;
@@ -59,6 +60,8 @@ pub struct CheckOptions {
     pub target: Option<&'static str>,
     /// Print a progress line to stderr every this often.
     pub progress: Option<Duration>,
+    /// After the check, measure the checker's ceiling beside it ([`Ceiling`]).
+    pub ceiling: bool,
 }
 
 impl Default for CheckOptions {
@@ -72,6 +75,7 @@ impl Default for CheckOptions {
             stop_at_failure: false,
             target: None,
             progress: None,
+            ceiling: false,
         }
     }
 }
@@ -128,12 +132,28 @@ pub struct CheckReport {
     pub verdicts: Vec<Verdict>,
     /// The rules and scenarios the run reached.
     pub coverage: Coverage,
+    /// The process's peak resident memory once the check ended, in bytes, where the system
+    /// reports it.
+    pub peak_memory: Option<u64>,
+    /// The checker's ceiling, measured after the check when [`CheckOptions::ceiling`] asks.
+    pub ceiling: Option<Ceiling>,
 }
 
 impl CheckReport {
     /// Unique states per second.
     pub fn states_per_second(&self) -> f64 {
         if self.seconds > 0.0 { self.unique_states as f64 / self.seconds } else { 0.0 }
+    }
+
+    /// Generated states (repeats included) per second.
+    pub fn generated_per_second(&self) -> f64 {
+        if self.seconds > 0.0 { self.total_states as f64 / self.seconds } else { 0.0 }
+    }
+
+    /// The check's generated states per second over the ceiling's, when it was measured.
+    pub fn ratio_to_ceiling(&self) -> Option<f64> {
+        let c = self.ceiling?.generated_per_second();
+        (c > 0.0).then(|| self.generated_per_second() / c)
     }
 
     /// The always-properties that failed.
@@ -182,6 +202,21 @@ impl CheckReport {
         let _ = writeln!(out, "depth: {}", self.max_depth);
         let _ = writeln!(out, "seconds: {:.2}", self.seconds);
         let _ = writeln!(out, "states per second: {:.0}", self.states_per_second());
+        let _ = writeln!(out, "generated states per second: {:.0}", self.generated_per_second());
+        if let Some(bytes) = self.peak_memory {
+            let _ = writeln!(out, "peak memory: {} MB", bytes / (1024 * 1024));
+        }
+        if let (Some(c), Some(ratio)) = (self.ceiling, self.ratio_to_ceiling()) {
+            let _ = writeln!(
+                out,
+                "ceiling (a trivial model, {} unique states, {} generated, {:.2} s): {:.0} generated states per second; ratio {:.2}",
+                c.unique_states,
+                c.total_states,
+                c.seconds,
+                c.generated_per_second(),
+                ratio
+            );
+        }
         let _ = writeln!(out, "complete: {}", if self.complete { "yes" } else { "NO (stopped early)" });
         let _ = writeln!(out, "properties:");
         for v in &self.verdicts {
@@ -228,7 +263,8 @@ impl CheckReport {
                 "{{\"owners\":{},\"attempts\":{},\"keys\":{},\"horizon\":{},\"ttl\":{},\"skew\":{},",
                 "\"dropped_assumptions\":[{}],\"strategy\":\"{:?}\",\"threads\":{},\"symmetry\":{},",
                 "\"unique_states\":{},\"total_states\":{},\"depth\":{},\"seconds\":{:.3},",
-                "\"states_per_second\":{:.0},\"complete\":{},\"holds\":{},\"failed\":[{}],\"unreached_rules\":[{}],\"unreached_scenarios\":[{}],",
+                "\"states_per_second\":{:.0},\"generated_per_second\":{:.0},\"peak_memory_mb\":{},",
+                "\"ceiling_generated_per_second\":{},\"ratio_to_ceiling\":{},\"complete\":{},\"holds\":{},\"failed\":[{}],\"unreached_rules\":[{}],\"unreached_scenarios\":[{}],",
                 "\"counterexamples\":[{}]}}"
             ),
             c.owners,
@@ -246,6 +282,10 @@ impl CheckReport {
             self.max_depth,
             self.seconds,
             self.states_per_second(),
+            self.generated_per_second(),
+            self.peak_memory.map_or("null".to_string(), |b| (b / (1024 * 1024)).to_string()),
+            self.ceiling.map_or("null".to_string(), |c| format!("{:.0}", c.generated_per_second())),
+            self.ratio_to_ceiling().map_or("null".to_string(), |r| format!("{r:.3}")),
             self.complete,
             self.holds(),
             failed.join(","),
@@ -397,16 +437,24 @@ fn finish<C: Checker<ReservationModel>>(
             }
         })
         .collect();
+    let peak_memory = crate::ceiling::peak_memory();
+    let unique_states = checker.unique_state_count();
+    let ceiling = options.ceiling.then(|| {
+        let symmetry = options.symmetry && options.strategy != Strategy::Bfs;
+        crate::ceiling::measure(unique_states, options.threads, symmetry)
+    });
     CheckReport {
         config,
         options,
-        unique_states: checker.unique_state_count(),
+        unique_states,
         total_states: checker.state_count(),
         max_depth: checker.max_depth(),
         seconds: elapsed.as_secs_f64(),
         complete,
         verdicts,
         coverage: model.coverage(),
+        peak_memory,
+        ceiling,
     }
 }
 

@@ -44,6 +44,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod ceiling;
 pub mod check;
 pub mod cli;
 mod config;
