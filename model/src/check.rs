@@ -439,6 +439,9 @@ fn finish<C: Checker<ReservationModel>>(
         .collect();
     let peak_memory = crate::ceiling::peak_memory();
     let unique_states = checker.unique_state_count();
+    let (total_states, max_depth, coverage) = (checker.state_count(), checker.max_depth(), model.coverage());
+    // The visited set goes before the ceiling's run, which builds one as large.
+    drop(checker);
     let ceiling = options.ceiling.then(|| {
         let symmetry = options.symmetry && options.strategy != Strategy::Bfs;
         crate::ceiling::measure(unique_states, options.threads, symmetry)
@@ -447,12 +450,12 @@ fn finish<C: Checker<ReservationModel>>(
         config,
         options,
         unique_states,
-        total_states: checker.state_count(),
-        max_depth: checker.max_depth(),
+        total_states,
+        max_depth,
         seconds: elapsed.as_secs_f64(),
         complete,
         verdicts,
-        coverage: model.coverage(),
+        coverage,
         peak_memory,
         ceiling,
     }
