@@ -80,12 +80,20 @@ pub struct Ceiling {
     pub total_states: usize,
     /// Wall time.
     pub seconds: f64,
+    /// Processor time the process spent meanwhile (every thread), where the system reports it.
+    pub cpu_seconds: Option<f64>,
 }
 
 impl Ceiling {
-    /// Generated states per second: the checker's ceiling.
+    /// Generated states per second of wall time.
     pub fn generated_per_second(&self) -> f64 {
         if self.seconds > 0.0 { self.total_states as f64 / self.seconds } else { 0.0 }
+    }
+
+    /// Generated states per processor second, where the system reports processor time: the
+    /// checker's ceiling, unmoved by other processes' load.
+    pub fn generated_per_cpu_second(&self) -> Option<f64> {
+        self.cpu_seconds.filter(|c| *c > 0.0).map(|c| self.total_states as f64 / c)
     }
 }
 
@@ -106,13 +114,27 @@ pub(crate) fn measure(unique: usize, threads: usize, symmetry: bool) -> Ceiling 
     if symmetry {
         builder = builder.symmetry();
     }
-    let start = Instant::now();
+    let (start, cpu) = (Instant::now(), cpu_seconds());
     let checker = builder.spawn_dfs().join();
     Ceiling {
         unique_states: checker.unique_state_count(),
         total_states: checker.state_count(),
         seconds: start.elapsed().as_secs_f64(),
+        cpu_seconds: cpu_seconds().zip(cpu).map(|(end, start)| end - start),
     }
+}
+
+/// The processor time the process has used so far, every thread's, user and system, in seconds
+/// (Linux: fields 14 and 15 of `/proc/self/stat`, in the kernel's fixed 100 ticks per second),
+/// or `None` where it cannot be read.
+pub(crate) fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name, in parentheses, may hold spaces: count fields after it.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some((user + system) as f64 / 100.0)
 }
 
 /// The process's peak resident memory, in bytes (Linux: `VmHWM` of `/proc/self/status`), or
@@ -140,5 +162,6 @@ mod tests {
         assert_eq!(c.unique_states, 10_000);
         assert_eq!(c.total_states, 4 * (9 + 8) * 1000 + 1);
         assert!(c.generated_per_second() > 0.0);
+        assert!(c.cpu_seconds.is_none_or(|s| s >= 0.0));
     }
 }

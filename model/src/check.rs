@@ -132,6 +132,8 @@ pub struct CheckReport {
     pub verdicts: Vec<Verdict>,
     /// The rules and scenarios the run reached.
     pub coverage: Coverage,
+    /// Processor time the check used (every thread), where the system reports it.
+    pub cpu_seconds: Option<f64>,
     /// The process's peak resident memory once the check ended, in bytes, where the system
     /// reports it.
     pub peak_memory: Option<u64>,
@@ -150,10 +152,21 @@ impl CheckReport {
         if self.seconds > 0.0 { self.total_states as f64 / self.seconds } else { 0.0 }
     }
 
-    /// The check's generated states per second over the ceiling's, when it was measured.
+    /// Generated states per processor second, where the system reports processor time.
+    pub fn generated_per_cpu_second(&self) -> Option<f64> {
+        self.cpu_seconds.filter(|c| *c > 0.0).map(|c| self.total_states as f64 / c)
+    }
+
+    /// The check's generated states per processor second over the ceiling's, when the ceiling
+    /// was measured (per second of wall time where processor time is not reported): a ratio that
+    /// other processes' load does not move.
     pub fn ratio_to_ceiling(&self) -> Option<f64> {
-        let c = self.ceiling?.generated_per_second();
-        (c > 0.0).then(|| self.generated_per_second() / c)
+        let c = self.ceiling?;
+        let (mine, theirs) = match (self.generated_per_cpu_second(), c.generated_per_cpu_second()) {
+            (Some(m), Some(t)) => (m, t),
+            _ => (self.generated_per_second(), c.generated_per_second()),
+        };
+        (theirs > 0.0).then(|| mine / theirs)
     }
 
     /// The always-properties that failed.
@@ -206,14 +219,18 @@ impl CheckReport {
         if let Some(bytes) = self.peak_memory {
             let _ = writeln!(out, "peak memory: {} MB", bytes / (1024 * 1024));
         }
+        if let Some(cpu) = self.cpu_seconds {
+            let _ = writeln!(out, "processor seconds: {cpu:.2}");
+        }
         if let (Some(c), Some(ratio)) = (self.ceiling, self.ratio_to_ceiling()) {
             let _ = writeln!(
                 out,
-                "ceiling (a trivial model, {} unique states, {} generated, {:.2} s): {:.0} generated states per second; ratio {:.2}",
+                "ceiling (a trivial model, {} unique states, {} generated, {:.2} s, {:.2} processor s): {:.0} generated states per processor second; ratio {:.2}",
                 c.unique_states,
                 c.total_states,
                 c.seconds,
-                c.generated_per_second(),
+                c.cpu_seconds.unwrap_or(0.0),
+                c.generated_per_cpu_second().unwrap_or_else(|| c.generated_per_second()),
                 ratio
             );
         }
@@ -263,8 +280,8 @@ impl CheckReport {
                 "{{\"owners\":{},\"attempts\":{},\"keys\":{},\"horizon\":{},\"ttl\":{},\"skew\":{},",
                 "\"dropped_assumptions\":[{}],\"strategy\":\"{:?}\",\"threads\":{},\"symmetry\":{},",
                 "\"unique_states\":{},\"total_states\":{},\"depth\":{},\"seconds\":{:.3},",
-                "\"states_per_second\":{:.0},\"generated_per_second\":{:.0},\"peak_memory_mb\":{},",
-                "\"ceiling_generated_per_second\":{},\"ratio_to_ceiling\":{},\"complete\":{},\"holds\":{},\"failed\":[{}],\"unreached_rules\":[{}],\"unreached_scenarios\":[{}],",
+                "\"states_per_second\":{:.0},\"generated_per_second\":{:.0},\"cpu_seconds\":{},\"peak_memory_mb\":{},",
+                "\"ceiling_unique_states\":{},\"ceiling_total_states\":{},\"ceiling_generated_per_cpu_second\":{},\"ratio_to_ceiling\":{},\"complete\":{},\"holds\":{},\"failed\":[{}],\"unreached_rules\":[{}],\"unreached_scenarios\":[{}],",
                 "\"counterexamples\":[{}]}}"
             ),
             c.owners,
@@ -283,8 +300,11 @@ impl CheckReport {
             self.seconds,
             self.states_per_second(),
             self.generated_per_second(),
+            self.cpu_seconds.map_or("null".to_string(), |c| format!("{c:.2}")),
             self.peak_memory.map_or("null".to_string(), |b| (b / (1024 * 1024)).to_string()),
-            self.ceiling.map_or("null".to_string(), |c| format!("{:.0}", c.generated_per_second())),
+            self.ceiling.map_or("null".to_string(), |c| c.unique_states.to_string()),
+            self.ceiling.map_or("null".to_string(), |c| c.total_states.to_string()),
+            self.ceiling.and_then(|c| c.generated_per_cpu_second()).map_or("null".to_string(), |g| format!("{g:.0}")),
             self.ratio_to_ceiling().map_or("null".to_string(), |r| format!("{r:.3}")),
             self.complete,
             self.holds(),
@@ -371,11 +391,12 @@ fn check_with(config: ModelConfig, options: CheckOptions) -> CheckReport {
         builder = builder.timeout(t);
     }
     let start = Instant::now();
+    let cpu = crate::ceiling::cpu_seconds();
     match options.strategy {
-        Strategy::Dfs | Strategy::Auto => finish(builder.spawn_dfs(), config, options, timeout, start),
-        Strategy::Bfs => finish(builder.spawn_bfs(), config, options, timeout, start),
+        Strategy::Dfs | Strategy::Auto => finish(builder.spawn_dfs(), config, options, timeout, (start, cpu)),
+        Strategy::Bfs => finish(builder.spawn_bfs(), config, options, timeout, (start, cpu)),
         Strategy::Simulate => {
-            finish(builder.spawn_simulation(options.seed, UniformChooser), config, options, timeout, start)
+            finish(builder.spawn_simulation(options.seed, UniformChooser), config, options, timeout, (start, cpu))
         }
     }
 }
@@ -385,7 +406,7 @@ fn finish<C: Checker<ReservationModel>>(
     config: ModelConfig,
     options: CheckOptions,
     timeout: Option<Duration>,
-    start: Instant,
+    (start, cpu_at_start): (Instant, Option<f64>),
 ) -> CheckReport {
     if let Some(every) = options.progress {
         let mut last = Instant::now();
@@ -408,6 +429,7 @@ fn finish<C: Checker<ReservationModel>>(
     }
     let checker = checker.join();
     let elapsed = start.elapsed();
+    let cpu_seconds = crate::ceiling::cpu_seconds().zip(cpu_at_start).map(|(end, start)| end - start);
     let model = checker.model();
     let discoveries = checker.discoveries();
     let failed = match options.target {
@@ -456,6 +478,7 @@ fn finish<C: Checker<ReservationModel>>(
         complete,
         verdicts,
         coverage,
+        cpu_seconds,
         peak_memory,
         ceiling,
     }
