@@ -283,4 +283,36 @@ mod tests {
         }
         assert!(checked > 1000);
     }
+
+    /// The same at three keys, for each renaming of them: walks that differ only by the renaming
+    /// reach one representative at every step, whichever key orders the signatures allow.
+    #[test]
+    fn walks_with_the_keys_renamed_reach_the_same_representatives_at_three_keys() {
+        let model = ReservationModel::new(ModelConfig { keys: 3, ..ModelConfig::small() });
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut actions = Vec::new();
+        let mut checked = 0;
+        for perm in [[1u8, 0, 2], [0, 2, 1], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
+            let renamed = |a: Action| match a {
+                Action::Reserve { owner, attempt, key } => {
+                    Action::Reserve { owner, attempt, key: perm.get(usize::from(key)).copied().unwrap_or(key) }
+                }
+                other => other,
+            };
+            for _ in 0..100 {
+                let (mut s, mut t) = (model.initial_state(), model.initial_state());
+                for _ in 0..40 {
+                    assert_eq!(s.representative(), t.representative(), "{perm:?}\n{s:?}\n{t:?}");
+                    checked += 1;
+                    actions.clear();
+                    model.actions(&s, &mut actions);
+                    seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                    let Some(&a) = actions.get((seed >> 33) as usize % actions.len().max(1)) else { break };
+                    let (Some(n), Some(m)) = (model.next_state(&s, a), model.next_state(&t, renamed(a))) else { break };
+                    (s, t) = (n, m);
+                }
+            }
+        }
+        assert!(checked > 5000);
+    }
 }
