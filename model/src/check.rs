@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use reservation_store::rules::Rule;
 use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
 
+pub use crate::ceiling::Ceiling;
 use crate::config::ModelConfig;
 use crate::model::{ALWAYS, Coverage, ReservationModel, Scenario};
 use crate::trace::trace_text;
@@ -59,6 +60,8 @@ pub struct CheckOptions {
     pub target: Option<&'static str>,
     /// Print a progress line to stderr every this often.
     pub progress: Option<Duration>,
+    /// After the check, measure the checker's ceiling beside it ([`Ceiling`]).
+    pub ceiling: bool,
 }
 
 impl Default for CheckOptions {
@@ -72,6 +75,7 @@ impl Default for CheckOptions {
             stop_at_failure: false,
             target: None,
             progress: None,
+            ceiling: false,
         }
     }
 }
@@ -128,12 +132,41 @@ pub struct CheckReport {
     pub verdicts: Vec<Verdict>,
     /// The rules and scenarios the run reached.
     pub coverage: Coverage,
+    /// Processor time the check used (every thread), where the system reports it.
+    pub cpu_seconds: Option<f64>,
+    /// The process's peak resident memory once the check ended, in bytes, where the system
+    /// reports it.
+    pub peak_memory: Option<u64>,
+    /// The checker's ceiling, measured after the check when [`CheckOptions::ceiling`] asks.
+    pub ceiling: Option<Ceiling>,
 }
 
 impl CheckReport {
     /// Unique states per second.
     pub fn states_per_second(&self) -> f64 {
         if self.seconds > 0.0 { self.unique_states as f64 / self.seconds } else { 0.0 }
+    }
+
+    /// Generated states (repeats included) per second.
+    pub fn generated_per_second(&self) -> f64 {
+        if self.seconds > 0.0 { self.total_states as f64 / self.seconds } else { 0.0 }
+    }
+
+    /// Generated states per processor second, where the system reports processor time.
+    pub fn generated_per_cpu_second(&self) -> Option<f64> {
+        self.cpu_seconds.filter(|c| *c > 0.0).map(|c| self.total_states as f64 / c)
+    }
+
+    /// The check's generated states per processor second over the ceiling's, when the ceiling
+    /// was measured (per second of wall time where processor time is not reported): a ratio that
+    /// other processes' load does not move.
+    pub fn ratio_to_ceiling(&self) -> Option<f64> {
+        let c = self.ceiling?;
+        let (mine, theirs) = match (self.generated_per_cpu_second(), c.generated_per_cpu_second()) {
+            (Some(m), Some(t)) => (m, t),
+            _ => (self.generated_per_second(), c.generated_per_second()),
+        };
+        (theirs > 0.0).then(|| mine / theirs)
     }
 
     /// The always-properties that failed.
@@ -182,6 +215,25 @@ impl CheckReport {
         let _ = writeln!(out, "depth: {}", self.max_depth);
         let _ = writeln!(out, "seconds: {:.2}", self.seconds);
         let _ = writeln!(out, "states per second: {:.0}", self.states_per_second());
+        let _ = writeln!(out, "generated states per second: {:.0}", self.generated_per_second());
+        if let Some(bytes) = self.peak_memory {
+            let _ = writeln!(out, "peak memory: {} MB", bytes / (1024 * 1024));
+        }
+        if let Some(cpu) = self.cpu_seconds {
+            let _ = writeln!(out, "processor seconds: {cpu:.2}");
+        }
+        if let (Some(c), Some(ratio)) = (self.ceiling, self.ratio_to_ceiling()) {
+            let _ = writeln!(
+                out,
+                "ceiling (a trivial model, {} unique states, {} generated, {:.2} s, {:.2} processor s): {:.0} generated states per processor second; ratio {:.2}",
+                c.unique_states,
+                c.total_states,
+                c.seconds,
+                c.cpu_seconds.unwrap_or(0.0),
+                c.generated_per_cpu_second().unwrap_or_else(|| c.generated_per_second()),
+                ratio
+            );
+        }
         let _ = writeln!(out, "complete: {}", if self.complete { "yes" } else { "NO (stopped early)" });
         let _ = writeln!(out, "properties:");
         for v in &self.verdicts {
@@ -228,7 +280,8 @@ impl CheckReport {
                 "{{\"owners\":{},\"attempts\":{},\"keys\":{},\"horizon\":{},\"ttl\":{},\"skew\":{},",
                 "\"dropped_assumptions\":[{}],\"strategy\":\"{:?}\",\"threads\":{},\"symmetry\":{},",
                 "\"unique_states\":{},\"total_states\":{},\"depth\":{},\"seconds\":{:.3},",
-                "\"states_per_second\":{:.0},\"complete\":{},\"holds\":{},\"failed\":[{}],\"unreached_rules\":[{}],\"unreached_scenarios\":[{}],",
+                "\"states_per_second\":{:.0},\"generated_per_second\":{:.0},\"cpu_seconds\":{},\"peak_memory_mb\":{},",
+                "\"ceiling_unique_states\":{},\"ceiling_total_states\":{},\"ceiling_generated_per_cpu_second\":{},\"ratio_to_ceiling\":{},\"complete\":{},\"holds\":{},\"failed\":[{}],\"unreached_rules\":[{}],\"unreached_scenarios\":[{}],",
                 "\"counterexamples\":[{}]}}"
             ),
             c.owners,
@@ -246,6 +299,13 @@ impl CheckReport {
             self.max_depth,
             self.seconds,
             self.states_per_second(),
+            self.generated_per_second(),
+            self.cpu_seconds.map_or("null".to_string(), |c| format!("{c:.2}")),
+            self.peak_memory.map_or("null".to_string(), |b| (b / (1024 * 1024)).to_string()),
+            self.ceiling.map_or("null".to_string(), |c| c.unique_states.to_string()),
+            self.ceiling.map_or("null".to_string(), |c| c.total_states.to_string()),
+            self.ceiling.and_then(|c| c.generated_per_cpu_second()).map_or("null".to_string(), |g| format!("{g:.0}")),
+            self.ratio_to_ceiling().map_or("null".to_string(), |r| format!("{r:.3}")),
             self.complete,
             self.holds(),
             failed.join(","),
@@ -331,11 +391,12 @@ fn check_with(config: ModelConfig, options: CheckOptions) -> CheckReport {
         builder = builder.timeout(t);
     }
     let start = Instant::now();
+    let cpu = crate::ceiling::cpu_seconds();
     match options.strategy {
-        Strategy::Dfs | Strategy::Auto => finish(builder.spawn_dfs(), config, options, timeout, start),
-        Strategy::Bfs => finish(builder.spawn_bfs(), config, options, timeout, start),
+        Strategy::Dfs | Strategy::Auto => finish(builder.spawn_dfs(), config, options, timeout, (start, cpu)),
+        Strategy::Bfs => finish(builder.spawn_bfs(), config, options, timeout, (start, cpu)),
         Strategy::Simulate => {
-            finish(builder.spawn_simulation(options.seed, UniformChooser), config, options, timeout, start)
+            finish(builder.spawn_simulation(options.seed, UniformChooser), config, options, timeout, (start, cpu))
         }
     }
 }
@@ -345,7 +406,7 @@ fn finish<C: Checker<ReservationModel>>(
     config: ModelConfig,
     options: CheckOptions,
     timeout: Option<Duration>,
-    start: Instant,
+    (start, cpu_at_start): (Instant, Option<f64>),
 ) -> CheckReport {
     if let Some(every) = options.progress {
         let mut last = Instant::now();
@@ -368,6 +429,7 @@ fn finish<C: Checker<ReservationModel>>(
     }
     let checker = checker.join();
     let elapsed = start.elapsed();
+    let cpu_seconds = crate::ceiling::cpu_seconds().zip(cpu_at_start).map(|(end, start)| end - start);
     let model = checker.model();
     let discoveries = checker.discoveries();
     let failed = match options.target {
@@ -397,16 +459,28 @@ fn finish<C: Checker<ReservationModel>>(
             }
         })
         .collect();
+    let peak_memory = crate::ceiling::peak_memory();
+    let unique_states = checker.unique_state_count();
+    let (total_states, max_depth, coverage) = (checker.state_count(), checker.max_depth(), model.coverage());
+    // The visited set goes before the ceiling's run, which builds one as large.
+    drop(checker);
+    let ceiling = options.ceiling.then(|| {
+        let symmetry = options.symmetry && options.strategy != Strategy::Bfs;
+        crate::ceiling::measure(unique_states, options.threads, symmetry)
+    });
     CheckReport {
         config,
         options,
-        unique_states: checker.unique_state_count(),
-        total_states: checker.state_count(),
-        max_depth: checker.max_depth(),
+        unique_states,
+        total_states,
+        max_depth,
         seconds: elapsed.as_secs_f64(),
         complete,
         verdicts,
-        coverage: model.coverage(),
+        coverage,
+        cpu_seconds,
+        peak_memory,
+        ceiling,
     }
 }
 

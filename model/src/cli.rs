@@ -169,6 +169,10 @@ pub struct CheckArgs {
     /// incomplete and exits 2
     #[arg(long, value_name = "SECONDS", value_parser = timeout)]
     pub timeout: Option<Duration>,
+    /// After the check, run a trivial model of about as many states the same way and print the
+    /// check's generated states per second as a ratio to that ceiling
+    #[arg(long)]
+    pub ceiling: bool,
     /// Print one JSON object with the figures and each counterexample's steps
     #[arg(long)]
     pub json: bool,
@@ -188,6 +192,7 @@ impl Default for CheckArgs {
             no_symmetry: false,
             symmetry_factor: false,
             timeout: None,
+            ceiling: false,
             json: false,
             quiet: false,
         }
@@ -203,6 +208,7 @@ impl CheckArgs {
             symmetry: !self.no_symmetry,
             timeout: self.timeout,
             progress: (!self.quiet).then_some(Duration::from_secs(3)),
+            ceiling: self.ceiling,
             ..CheckOptions::default()
         };
         if let Some(threads) = self.threads {
@@ -366,7 +372,7 @@ fn run_check(config: ModelConfig, args: &CheckArgs) -> ExitCode {
         print!("{}", report.text());
     }
     if args.symmetry_factor && report.options.symmetry {
-        let full = check(config, CheckOptions { symmetry: false, ..options });
+        let full = check(config, CheckOptions { symmetry: false, ceiling: false, ..options });
         let factor = full.unique_states as f64 / report.unique_states.max(1) as f64;
         println!(
             "without symmetry: {} unique states, {} total, {:.2} s, {:.0} states/s, complete: {}",

@@ -16,7 +16,8 @@
 //! - The exhaustive check (the `reservation` program's `check`, the benches, the project's test
 //!   that every rule is reached): [`check::check`] with its [`check::CheckOptions`] and
 //!   [`check::Strategy`], giving a [`check::CheckReport`] of [`check::Verdict`]s, each
-//!   counterexample's steps a [`check::StepRecord`].
+//!   counterexample's steps a [`check::StepRecord`], and, when asked, the checker's
+//!   [`check::Ceiling`] measured beside it.
 //! - Random walks (the fuzz target `model`): [`walk`], giving a [`WalkReport`] or the
 //!   [`Violation`] it found; and many of them, seeded ([`swarm`], the program's `swarm`):
 //!   [`swarm::swarm`] with its [`swarm::SwarmOptions`], giving a [`swarm::SwarmReport`] of
@@ -44,6 +45,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod ceiling;
 pub mod check;
 pub mod cli;
 mod config;

@@ -14,6 +14,7 @@ use stateright::{Model, Property, Representative};
 
 use crate::config::{Assumption, Fault, MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS, ModelConfig};
 use crate::state::*;
+use crate::symmetry::keys_mirror;
 
 /// A step of the model.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -238,7 +239,9 @@ impl ReservationModel {
 
     /// This model, for a search reduced by symmetry, without the actions of an owner (or attempt)
     /// that another owner (attempt of the same owner) with a lower index mirrors exactly: same
-    /// fields and same part in the store. Swapping the two maps the state onto itself, so each
+    /// fields and same part in the store; nor the reserves of a key that a lower key mirrors (same
+    /// reservation, named by no log or attempt unless the lower is alike). Swapping the two maps
+    /// the state onto itself, so each
     /// skipped action leads to a state equivalent to the one its mirror's action leads to: the
     /// representatives reached, the coverage and every verdict are unchanged, and the checker
     /// looks up fewer duplicates. A search without symmetry must keep every action. It also skips
@@ -491,7 +494,17 @@ impl ReservationModel {
         i32::from(now) - i32::from(self.config.skew)
     }
 
-    fn attempt_actions(&self, s: &State, o: u8, a: u8, out: &mut Vec<Action>) {
+    /// The keys (a bit each) that a lower key mirrors: swapping the two maps `s` onto itself, so
+    /// a reserve of the higher leads to a state equivalent to the one a reserve of the lower
+    /// leads to. Only a search reduced by symmetry skips them.
+    fn mirrored_keys(&self, s: &State) -> u8 {
+        if !self.skip_symmetric {
+            return 0;
+        }
+        (1..self.keys()).filter(|&k| (0..k).any(|j| keys_mirror(s, j, k))).fold(0, |m, k| m | 1 << k)
+    }
+
+    fn attempt_actions(&self, s: &State, o: u8, a: u8, mirrored_keys: u8, out: &mut Vec<Action>) {
         let Some(owner) = s.owners.get(usize::from(o)) else { return };
         let Some(at) = owner.attempts.get(usize::from(a)) else { return };
         match at.phase {
@@ -500,7 +513,7 @@ impl ReservationModel {
                     return;
                 }
                 for key in 0..self.keys() {
-                    if !self.reserve_blocked(o, owner, key) {
+                    if mirrored_keys & (1 << key) == 0 && !self.reserve_blocked(o, owner, key) {
                         out.push(Action::Reserve { owner: o, attempt: a, key });
                     }
                 }
@@ -883,6 +896,7 @@ impl Model for ReservationModel {
         if s.now < self.config.horizon && !self.tick_blocked(s) {
             out.push(Action::Tick);
         }
+        let mirrored_keys = self.mirrored_keys(s);
         for o in 0..self.owners() {
             if self.skip_symmetric && (0..o).any(|p| owners_mirror(s, p, o)) {
                 continue;
@@ -891,7 +905,7 @@ impl Model for ReservationModel {
                 if self.skip_symmetric && (0..a).any(|b| attempts_mirror(s, o, b, a)) {
                     continue;
                 }
-                self.attempt_actions(s, o, a, out);
+                self.attempt_actions(s, o, a, mirrored_keys, out);
             }
             if let Some(owner) = s.owners.get(usize::from(o))
                 && owner.latest_key().is_some()

@@ -238,10 +238,10 @@ impl Owner {
     }
 }
 
-impl std::hash::Hash for State {
-    /// Five 128-bit words: the clock, flags and store, then one per owner. The checker hashes
-    /// every state it generates, so this is on the hot path; equal states give equal words.
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+impl State {
+    /// The state as five 128-bit words: the clock, flags and store, then one per owner. Equal
+    /// states give equal words, and the converse holds for the fields' ranges.
+    pub(crate) fn words(&self) -> [u128; 1 + MAX_OWNERS] {
         let mut head = u128::from(self.now) << 8 | u128::from(self.flags);
         for slot in &self.store {
             head = head << 32
@@ -250,9 +250,20 @@ impl std::hash::Hash for State {
                 | u128::from(slot.holds & 0x0FFF) << 8
                 | u128::from(slot.at);
         }
-        state.write_u128(head);
-        for o in &self.owners {
-            state.write_u128(o.signature());
+        let mut words = [head; 1 + MAX_OWNERS];
+        for (w, o) in words.iter_mut().skip(1).zip(&self.owners) {
+            *w = o.signature();
+        }
+        words
+    }
+}
+
+impl std::hash::Hash for State {
+    /// The five words of [`State::words`]. The checker hashes every state it generates, so this
+    /// is on the hot path.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for w in self.words() {
+            state.write_u128(w);
         }
     }
 }

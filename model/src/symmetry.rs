@@ -9,10 +9,6 @@ use crate::config::{MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS};
 use crate::state::owner_holds;
 use crate::state::{Attempt, FREE, Phase, State};
 
-/// The non-identity permutations of the first two and of the first three keys.
-const PERMS_2: [[u8; MAX_KEYS]; 1] = [[1, 0, 2]];
-const PERMS_3: [[u8; MAX_KEYS]; 5] = [[0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
-
 fn has_key(phase: Phase) -> bool {
     matches!(phase, Phase::Reserved | Phase::Appended | Phase::CrashedAfter)
 }
@@ -38,6 +34,17 @@ fn permute_keys(s: &State, perm: &[u8; MAX_KEYS]) -> State {
         }
     }
     r
+}
+
+/// Whether swapping keys `j` and `k` maps `s` onto itself: equal reservations, and every log and
+/// attempt that names one names the other alike (in practice: neither is named anywhere).
+pub(crate) fn keys_mirror(s: &State, j: u8, k: u8) -> bool {
+    if j == k || s.store.get(usize::from(j)) != s.store.get(usize::from(k)) {
+        return false;
+    }
+    let mut swap: [u8; MAX_KEYS] = std::array::from_fn(|x| x as u8);
+    swap.swap(usize::from(j).min(MAX_KEYS - 1), usize::from(k).min(MAX_KEYS - 1));
+    permute_keys(s, &swap) == *s
 }
 
 /// Indices `0..N` sorted descending by `keys` (insertion sort: N is at most 4).
@@ -82,7 +89,8 @@ fn sort_owners_and_attempts(s: &State) -> State {
             h &= h - 1;
         }
     }
-    for o in 0..MAX_OWNERS {
+    // Owners past the configuration's have no attempts, nor holds.
+    for o in 0..usize::from(s.owner_count).min(MAX_OWNERS) {
         let attempts = r.owners[o].attempts;
         let keys: [u64; MAX_ATTEMPTS] = std::array::from_fn(|a| attempt_key(&attempts[a], keys_of[o * width + a]));
         if descending(&keys) {
@@ -141,55 +149,102 @@ fn sort_owners_and_attempts(s: &State) -> State {
 /// What each key is to the state, whoever holds it: invariant under renaming owners and attempts,
 /// so that keys with different signatures can be ordered without trying both orders.
 fn key_signatures(s: &State) -> [u64; MAX_KEYS] {
+    // Per key: facts naming it, latest facts holding it, and attempts naming it by phase.
     let mut in_logs = [0u64; MAX_KEYS];
-    let mut in_attempts = [0u64; MAX_KEYS];
+    let mut latest = [0u64; MAX_KEYS];
+    let mut in_attempts = [[0u64; 3]; MAX_KEYS];
     for o in &s.owners {
         for &e in o.log.iter().take(usize::from(o.log_len)) {
             if let Some(n) = in_logs.get_mut(usize::from(e)) {
                 *n += 1;
             }
         }
+        if let Some(n) = o.latest_key().and_then(|k| latest.get_mut(usize::from(k))) {
+            *n += 1;
+        }
         for a in o.attempts.iter().filter(|a| has_key(a.phase)) {
-            if let Some(n) = in_attempts.get_mut(usize::from(a.key)) {
+            let phase = match a.phase {
+                Phase::Reserved => 0,
+                Phase::Appended => 1,
+                _ => 2,
+            };
+            if let Some(n) = in_attempts.get_mut(usize::from(a.key)).and_then(|c| c.get_mut(phase)) {
                 *n += 1;
             }
         }
     }
     std::array::from_fn(|k| {
         let slot = s.store[k];
-        u64::from(slot.tag) << 40
-            | u64::from(slot.at) << 32
-            | u64::from(slot.holds.count_ones()) << 24
-            | in_logs[k] << 12
-            | in_attempts[k]
+        let [reserved, appended, crashed] = in_attempts[k];
+        u64::from(slot.tag) << 48
+            | u64::from(slot.at) << 40
+            | u64::from(slot.holds.count_ones()) << 32
+            | latest[k] << 28
+            | in_logs[k] << 20
+            | reserved << 12
+            | appended << 6
+            | crashed
     })
 }
 
+/// The orders of the first `n` keys (2 or 3) that a representative may take: new key `i` is old key
+/// `order[i]`. Each lists the keys by descending signature, so only keys with equal signatures
+/// are tried in both orders (the usual case, all signatures different, leaves one order).
+const ORDERS_2: [[u8; 2]; 2] = [[0, 1], [1, 0]];
+const ORDERS_3: [[u8; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+
+/// The renaming (old key to new key) that puts the old keys `order` at the first positions, or
+/// `None` when it does not list the keys by descending signature.
+fn renaming(order: &[u8], sig: &[u64; MAX_KEYS]) -> Option<[u8; MAX_KEYS]> {
+    let sig_of = |k: u8| sig.get(usize::from(k)).copied().unwrap_or(0);
+    if !order.windows(2).all(|w| matches!(w, [a, b] if sig_of(*a) >= sig_of(*b))) {
+        return None;
+    }
+    let mut perm: [u8; MAX_KEYS] = std::array::from_fn(|k| k as u8);
+    for (new, &old) in order.iter().enumerate() {
+        *perm.get_mut(usize::from(old))? = new as u8;
+    }
+    Some(perm)
+}
+
 impl Representative for State {
+    /// The least, over the renamings of the keys that order them by descending signature, of the
+    /// state with its attempts and owners sorted. A key's signature does not change when owners
+    /// or attempts are renamed and moves with the key when keys are, so every state of one class
+    /// tries the same sorted states: the representative is canonical, and keys with different
+    /// signatures are never tried in both orders.
     fn representative(&self) -> Self {
-        if self.keys == 2 {
-            let sig = key_signatures(self);
-            let (a, b) = (sig[0], sig[1]);
-            if a > b {
-                return sort_owners_and_attempts(self);
-            }
-            if a < b {
-                return sort_owners_and_attempts(&permute_keys(self, &PERMS_2[0]));
-            }
-        }
-        let perms: &[[u8; MAX_KEYS]] = match self.keys {
-            2 => &PERMS_2,
-            3 => &PERMS_3,
+        let orders: &[[u8; 3]] = match self.keys {
+            3 => &ORDERS_3,
             _ => &[],
         };
-        let mut best = sort_owners_and_attempts(self);
-        for perm in perms {
-            let candidate = sort_owners_and_attempts(&permute_keys(self, perm));
-            if candidate < best {
-                best = candidate;
-            }
+        let orders_2: &[[u8; 2]] = if self.keys == 2 { &ORDERS_2 } else { &[] };
+        if orders.is_empty() && orders_2.is_empty() {
+            return sort_owners_and_attempts(self);
         }
-        best
+        let sig = key_signatures(self);
+        // Compared by their words (cheaper than field by field): any total order on the candidates
+        // gives a canonical representative.
+        let mut best: Option<(State, Option<[u128; 1 + MAX_OWNERS]>)> = None;
+        let renamings = orders.iter().map(|o| renaming(o, &sig)).chain(orders_2.iter().map(|o| renaming(o, &sig)));
+        for perm in renamings.flatten() {
+            let identity = perm.iter().enumerate().all(|(k, &to)| usize::from(to) == k);
+            let candidate = if identity {
+                sort_owners_and_attempts(self)
+            } else {
+                sort_owners_and_attempts(&permute_keys(self, &perm))
+            };
+            best = Some(match best {
+                None => (candidate, None),
+                Some((b, words)) => {
+                    // The first candidate's words are computed only once a second one comes.
+                    let words = words.unwrap_or_else(|| b.words());
+                    let w = candidate.words();
+                    if w < words { (candidate, Some(w)) } else { (b, Some(words)) }
+                }
+            });
+        }
+        best.map_or_else(|| sort_owners_and_attempts(self), |(b, _)| b)
     }
 }
 
@@ -227,5 +282,37 @@ mod tests {
             }
         }
         assert!(checked > 1000);
+    }
+
+    /// The same at three keys, for each renaming of them: walks that differ only by the renaming
+    /// reach one representative at every step, whichever key orders the signatures allow.
+    #[test]
+    fn walks_with_the_keys_renamed_reach_the_same_representatives_at_three_keys() {
+        let model = ReservationModel::new(ModelConfig { keys: 3, ..ModelConfig::small() });
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut actions = Vec::new();
+        let mut checked = 0;
+        for perm in [[1u8, 0, 2], [0, 2, 1], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
+            let renamed = |a: Action| match a {
+                Action::Reserve { owner, attempt, key } => {
+                    Action::Reserve { owner, attempt, key: perm.get(usize::from(key)).copied().unwrap_or(key) }
+                }
+                other => other,
+            };
+            for _ in 0..100 {
+                let (mut s, mut t) = (model.initial_state(), model.initial_state());
+                for _ in 0..40 {
+                    assert_eq!(s.representative(), t.representative(), "{perm:?}\n{s:?}\n{t:?}");
+                    checked += 1;
+                    actions.clear();
+                    model.actions(&s, &mut actions);
+                    seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                    let Some(&a) = actions.get((seed >> 33) as usize % actions.len().max(1)) else { break };
+                    let (Some(n), Some(m)) = (model.next_state(&s, a), model.next_state(&t, renamed(a))) else { break };
+                    (s, t) = (n, m);
+                }
+            }
+        }
+        assert!(checked > 5000);
     }
 }

@@ -3,5 +3,6 @@
 mod cli;
 mod fuzz_corpus;
 mod model;
+mod reduction;
 mod swarm;
 mod walk;
