@@ -479,22 +479,22 @@ impl Drop for Adapter {
 /// Why the adapter is broken when its standard output ends.
 const CLOSED: &str = "the adapter closed its standard output";
 
-/// `why` the adapter's output ended, with its exit status when it has exited (it is waited for
-/// [`EXIT_GRACE`] at most: a process whose output ended is usually exiting).
+/// `why` the adapter's output ended, with its exit status when it has exited (it is asked
+/// [`EXIT_POLLS`] times, [`EXIT_POLL`] apart: a process whose output ended is usually exiting).
 fn with_exit_status(why: String, child: &Mutex<Child>) -> String {
-    let deadline = std::time::Instant::now() + EXIT_GRACE;
-    loop {
-        match lock(child).try_wait() {
-            Ok(Some(status)) => return format!("{why}: it exited ({status})"),
-            Ok(None) if std::time::Instant::now() < deadline => {}
-            Ok(None) | Err(_) => return format!("{why}, and has not exited"),
+    for _ in 0..EXIT_POLLS {
+        if let Ok(Some(status)) = lock(child).try_wait() {
+            return format!("{why}: it exited ({status})");
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(EXIT_POLL);
     }
+    format!("{why}, and has not exited")
 }
 
-/// How long the driver waits for the exit status of an adapter whose output ended.
-const EXIT_GRACE: Duration = Duration::from_millis(100);
+/// How many times, and how far apart, the driver asks for the exit status of an adapter whose
+/// output ended: for 100 ms at most.
+const EXIT_POLLS: u32 = 20;
+const EXIT_POLL: Duration = Duration::from_millis(5);
 
 /// Passes the adapter's clock question `question` (`{"clock": id}`) to the waiter of request
 /// `id`; why it cannot, if the question is malformed or no request `id` is in flight.

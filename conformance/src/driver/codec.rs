@@ -453,8 +453,8 @@ fn versions(protocol: Option<&Value>) -> Result<Vec<u64>, Bad> {
 pub(crate) fn refusal(spoken: &[u64]) -> String {
     let list = spoken.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
     let newest = spoken.iter().copied().max().unwrap_or_default();
-    let known = VERSIONS.iter().any(|(v, _)| *v == newest);
-    if known && newest < PROTOCOL {
+    // Every version below the driver's is in VERSIONS: the adapter's is older or newer.
+    if let std::cmp::Ordering::Less = newest.cmp(&PROTOCOL) {
         let since: Vec<String> = VERSIONS
             .iter()
             .filter(|(v, _)| *v > newest)
