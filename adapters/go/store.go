@@ -70,6 +70,9 @@ func u64(v any) (uint64, error) {
 	if !ok {
 		return 0, Invalid{"Unrepresentable"}
 	}
+	if n == "-0" { // JSON's -0 is the integer 0 (PROTOCOL.md, "Values")
+		return 0, nil
+	}
 	x, err := strconv.ParseUint(string(n), 10, 64)
 	if err != nil {
 		return 0, Invalid{"Unrepresentable"}

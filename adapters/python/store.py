@@ -380,7 +380,7 @@ def main():
         try:
             op = request.get("op")
             if op == "hello":
-                result = {"protocol": 1, "durable": DURABLE}
+                result = {"protocol": 2, "durable": DURABLE}
             elif op == "open":
                 stores[request["store"]] = Store()
                 result = None

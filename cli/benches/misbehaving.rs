@@ -18,7 +18,7 @@ const CEILING: u64 = 4 << 20;
 
 /// The answer to `hello` (id 0) and to the first `open` (id 1), of an adapter written in sh.
 const HELLO_OPEN: &str =
-    r#"read l; echo '{"id":0,"ok":{"protocol":1,"durable":false}}'; read l; echo '{"id":1,"ok":null}'"#;
+    r#"read l; echo '{"id":0,"ok":{"protocol":2,"durable":false}}'; read l; echo '{"id":1,"ok":null}'"#;
 
 /// An adapter in Python that answers hello, open and close, and every other request with a
 /// storage error whose message is 1,000,000 bytes: a line of about 1 MB, under the line bound.
@@ -27,7 +27,7 @@ message = "m" * 1_000_000
 for line in sys.stdin:
     r = json.loads(line)
     if r["op"] == "hello":
-        a = {"id": r["id"], "ok": {"protocol": 1, "durable": False}}
+        a = {"id": r["id"], "ok": {"protocol": 2, "durable": False}}
     elif r["op"] in ("open", "close"):
         a = {"id": r["id"], "ok": None}
     else:
@@ -143,6 +143,26 @@ fn main() {
             format!("{HELLO_OPEN}; read l; head -c 200000 /dev/zero | tr '\\0' x; echo; cat > /dev/null"),
         ),
         ("stops reading after hello and open", format!("{HELLO_OPEN}; exec sleep 600")),
+        (
+            "exits right after hello",
+            r#"read l; echo '{"id":0,"ok":{"protocol":2,"durable":false}}'; exit 0"#.to_owned(),
+        ),
+        (
+            "writes a line that is not JSON after hello and open",
+            format!("{HELLO_OPEN}; echo garbage; exec cat > /dev/null"),
+        ),
+        (
+            "answers an id no request has after hello and open",
+            format!(r#"{HELLO_OPEN}; echo '{{"id":999,"ok":null}}'; exec cat > /dev/null"#),
+        ),
+        (
+            "writes a line that is not UTF-8 after hello and open",
+            format!(
+                r"{HELLO_OPEN}; printf 'ÿþ
+'; exec cat > /dev/null"
+            ),
+        ),
+        ("reads on, answers nothing after hello and open", format!("{HELLO_OPEN}; exec cat > /dev/null")),
         ("serve, silent after 3,000 answers", format!("{serve} | {{ sed -u 3000q; cat > /dev/null; }}")),
     ];
     println!("{} against adapters that misbehave:", bin.display());

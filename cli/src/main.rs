@@ -259,11 +259,11 @@ impl Suite {
     }
 
     /// The command that runs the same checks with the same randomized scripts and histories:
-    /// `reservation conform ARGS`.
+    /// `reservation conform ARGS` with every setting that was in force, each as its flag (a flag
+    /// wins over its environment variable).
     fn replay(&self, settings: &Settings, args: &str) -> String {
         let mut line = format!(
-            "RESERVATION_CONFORMANCE_SEED={} RESERVATION_CONFORMANCE_CASES={} RESERVATION_CONFORMANCE_THREADS={} \
-             reservation conform {args}",
+            "reservation conform {args} --seed {} --cases {} --threads {}",
             settings.seed.unwrap_or_default(),
             settings.cases,
             settings.differential_threads
@@ -367,6 +367,10 @@ impl<H: Harness> Harness for Tuned<'_, H> {
     fn inject(&self, fault: Fault) -> Result<(), reservation_store::StorageError> {
         self.harness.inject(fault)
     }
+
+    fn broken(&self) -> Option<String> {
+        self.harness.broken()
+    }
 }
 
 /// Runs the suite against `harness` as the store `name` (`store` in the replay command) and
@@ -461,14 +465,17 @@ fn conform_command(
         }
     };
     let mut args = format!("--command {}", quoted(command));
-    if let Some(t) = timeout {
-        args.push_str(&format!(" --timeout {}", t.as_secs_f64()));
-    }
+    // The timeout in force, given or the default: a replay waits as long.
+    args.push_str(&format!(" --timeout {}", timeout.unwrap_or(CommandHarness::TIMEOUT).as_secs_f64()));
     for (fault, command) in faults {
         args.push_str(&format!(" --fault {}", quoted(&format!("{fault}={command}"))));
     }
     if !json {
-        println!("conformance suite against {command} ({}):", Suite::describe(&suite.settings(harness.settings())));
+        println!(
+            "conformance suite against {command} ({}; protocol {}):",
+            Suite::describe(&suite.settings(harness.settings())),
+            harness.hello().protocol
+        );
     }
     let started = Instant::now();
     let (report, settings) = suite.run("adapter", &harness, |_| true);
@@ -488,6 +495,7 @@ fn conform_command(
             "conforms": report.is_ok(),
             "millis": started.elapsed().as_millis() as u64,
             "seed": settings.seed,
+            "protocol": harness.hello().protocol,
         });
         if !report.is_ok() {
             summary["replay"] = replay.into();

@@ -591,6 +591,16 @@ impl Field {
     }
 }
 
+/// Every spelling of text that is not Unicode (D9) that the sweep writes in each text field: a
+/// lone surrogate escape, in lower and upper case, high and low, and a high surrogate followed by
+/// an escape that is not a low one. Each is `Unrepresentable`.
+const SURROGATES: [(&str, &str); 4] = [
+    ("\"\\ud800\"", "a lone high surrogate"),
+    ("\"\\uD800\"", "a lone high surrogate in upper case"),
+    ("\"\\udc00\"", "a lone low surrogate"),
+    ("\"\\ud800\\u0041\"", "a high surrogate followed by one that is not low"),
+];
+
 /// Every request of the sweep for a key in `state`, the keys in `namespace`: all of them when
 /// they are sent as written (`raw`), else those that parse into typed values.
 fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
@@ -640,16 +650,19 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
                 wide.len()
             );
             add(&mut plan, op, what, Rule::D9, keeps, None, &set(wide));
-            let what = format!("{text} not valid Unicode (a lone surrogate, \"\\ud800\")");
-            add(&mut plan, op, what, Rule::D9, keeps, None, &|request| {
-                RawRequest::with_raw(request, at, "\"\\ud800\"")
-            });
+            for (token, why) in SURROGATES {
+                let what = format!("{text} not valid Unicode ({why}, {token})");
+                add(&mut plan, op, what, Rule::D9, keeps, None, &|request| RawRequest::with_raw(request, at, token));
+            }
         }
         // Numbers that are not unsigned 64-bit integers (D8), as raw JSON and as shown.
         let numbers = [
             ("-1", "-1", "negative"),
             ("18446744073709551616", "2^64", "over 2^64-1"),
+            ("1e400", "1e400", "beyond what a JSON reader holds"),
             ("1.5", "1.5", "not an integer"),
+            ("1.0", "1.0", "an integer's value written with a fraction"),
+            ("1e3", "1e3", "an integer's value written with an exponent"),
             ("\"1000\"", "\"1000\"", "a string"),
             ("null", "null", "not a number"),
         ];
@@ -661,7 +674,7 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
             }
             _ => {}
         }
-        for (at, text) in fields {
+        for (at, text) in fields.iter().copied() {
             for (token, shown, why) in numbers {
                 let what = format!("{text} {shown} ({why})");
                 add(&mut plan, op, what, Rule::D8, true, None, &|request| RawRequest::with_raw(request, at, token));
@@ -680,6 +693,14 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
         };
         if let Some((what, rule, at, value)) = named {
             add(&mut plan, op, what.into(), rule, true, None, &setting(vec![(at, value)]));
+        }
+        // `-0` is the integer 0 (PROTOCOL.md): what 0 is there, a zero TTL (D2) or `UNVERSIONED`.
+        // Not as `now`: the requests of a state run in any order and a store's clock never goes
+        // back, so which reading decides would depend on the order.
+        for (at, text) in fields.into_iter().filter(|(at, _)| *at != "/now") {
+            let what = format!("{text} -0 (the integer 0 in JSON)");
+            let rule = if at == "/ttl" { Rule::D2 } else { Rule::D8 };
+            add(&mut plan, op, what, rule, true, None, &|request| RawRequest::with_raw(request, at, "-0"));
         }
         // Owners the scope does not admit.
         if op != Verb::Lookup {
@@ -795,11 +816,11 @@ fn fail(plan: &Plan, rule: Option<Rule>, step_rule: Option<Rule>, problem: Strin
 }
 
 /// The sweep as test vectors (`vectors/arguments.json`): per state, the setup of every key, each
-/// request with its expected answer, then a lookup of every key. Left out: the requests a JSON
-/// value cannot hold (a lone surrogate), and the fields at their maximum in one-byte characters
+/// request with its expected answer (as its `line` when a JSON value cannot write it as it is
+/// sent), then a lookup of every key. Left out: the fields at their maximum in one-byte characters
 /// but on a free key (they are among [`crate::vectors::arguments`]'s own cases).
 pub(crate) fn vector_cases() -> Vec<Value> {
-    let kept = |c: &Case| c.in_vectors && c.request.value().is_some();
+    let kept = |c: &Case| c.in_vectors;
     let mut cases = Vec::new();
     for state in State::ALL {
         let plan = plan(state, unique_namespace(state.label()), true);
@@ -837,8 +858,14 @@ pub(crate) fn vector_cases() -> Vec<Value> {
     cases
 }
 
+/// A step of the vectors: the request as a JSON value, or, when no JSON value writes it as the
+/// driver does (a lone surrogate, `1e400`, `1e3`, `-0`), as its `line` of text.
 fn step(request: &RawRequest, answer: &Answer, rule: Option<Rule>) -> Value {
-    let mut step = json!({"request": request.value().unwrap_or(Value::Null), "expect": answer.vector()});
+    let text = request.text();
+    let mut step = match request.value().filter(|v| serde_json::to_string(v).is_ok_and(|written| written == text)) {
+        Some(value) => json!({"request": value, "expect": answer.vector()}),
+        None => json!({"line": text, "expect": answer.vector()}),
+    };
     if let (Some(rule), Some(fields)) = (rule, step.as_object_mut()) {
         fields.insert("rule".into(), rule.id().into());
     }

@@ -13,8 +13,11 @@
 //! [`StorageError`](reservation_store::StorageError) (indeterminate: the request may have run)
 //! marked as a [`ProtocolError`], naming the request and quoting the adapter's last lines of
 //! standard error; every wait ends after [`CommandHarness::TIMEOUT`] (or the timeout given to
-//! [`CommandHarness::start_with`]). Once a request has no answer within it, the adapter is
-//! broken: every request in flight and every later one fails at once. A line is read up to
+//! [`CommandHarness::start_with`]). Once the adapter has broken the protocol in any of these ways,
+//! it is broken: every request in flight and every later one fails at once, and the suite starts
+//! no other check ([`Harness::broken`](crate::Harness::broken)). `hello` negotiates the
+//! protocol's version ([`PROTOCOL`], [`VERSIONS`]): an adapter that does not speak this one is
+//! refused, told what changed since its own. A line is read up to
 //! [`MAX_LINE`] bytes and no further, the adapter's text is quoted by its first 200 bytes, and
 //! requests are written without blocking, so that neither a hang nor the memory a peer costs
 //! grows with what it does.
@@ -37,7 +40,7 @@ pub(crate) use codec::{
     Call, INVALID_ARGUMENT, Parsed, Verb, error_json, lookup_json, operation_json, outcome_json, parse_outcome,
     parse_request, parse_reservation, reservation_json, unrepresentable,
 };
-pub use codec::{Hello, MAX_LINE, PROTOCOL, SCHEMA};
+pub use codec::{Hello, MAX_LINE, PROTOCOL, SCHEMA, VERSIONS, VERSIONS_SECTION};
 #[doc(hidden)]
 pub use codec::{check_answer, error_names};
 pub(crate) use serve::run_request;

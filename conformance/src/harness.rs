@@ -98,6 +98,14 @@ pub trait Harness: Sync {
     fn inject(&self, fault: Fault) -> Result<(), StorageError> {
         Err(crate::faults::not_offered(fault))
     }
+
+    /// Why no store of this harness can answer any more, if that is so: the adapter behind the
+    /// driver broke the protocol (it exited, wrote what is not an answer, stopped answering). The
+    /// suite then starts no other check: each is reported as failed on the broken adapter,
+    /// pointing back to the first. `None`, the default: a harness whose stores can always be asked.
+    fn broken(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A harness borrowed: a test binary keeps one harness (one pool, one runtime) in a static and
@@ -135,6 +143,10 @@ impl<H: Harness> Harness for &H {
 
     fn send_raw(&self, store: &Self::Store, requests: &[RawRequest]) -> Option<Vec<RawAnswer>> {
         (**self).send_raw(store, requests)
+    }
+
+    fn broken(&self) -> Option<String> {
+        (**self).broken()
     }
 
     fn faults(&self) -> Vec<Fault> {

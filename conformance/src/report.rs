@@ -90,6 +90,9 @@ macro_rules! __run_all_list {
             let requirement = $crate::__requirement!($($needs)?);
             let result = if let Some(why) = requirement.skipped($crate::Harness::capabilities($h)) {
                 $crate::CheckResult::Skipped(why)
+            } else if let Some(why) = $crate::Harness::broken($h) {
+                // A broken adapter answers nothing more: the check is not started.
+                $crate::CheckResult::Failed($crate::Failure::protocol(stringify!($name), why))
             } else {
                 match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $crate::checks::$check($h))) {
                     Ok(Ok(())) => $crate::CheckResult::Passed,

@@ -373,8 +373,9 @@ pub(crate) fn render(file: &Value) -> String {
 
 /// The order in which a step's fields, and those of its parts, are written; a field not named
 /// here comes after these.
-const FIELD_ORDER: [&str; 22] = [
+const FIELD_ORDER: [&str; 23] = [
     "request",
+    "line",
     "expect",
     "rule",
     "state",
@@ -464,16 +465,25 @@ pub fn replay<H: Harness>(h: &H, file: &Value) -> Result<usize, String> {
         let all = case.get("steps").and_then(Value::as_array).ok_or("a case has no `steps` array")?;
         let mut last = "none yet";
         for (i, step) in all.iter().enumerate() {
-            let (Some(request), Some(expect)) = (step.get("request"), step.get("expect")) else {
-                return Err(format!("step {i} of {case} has no `request` or `expect`"));
+            let Some(expect) = step.get("expect") else {
+                return Err(format!("step {i} of {case} has no `expect`"));
             };
-            let got = expectation(run_request(h, &store, &clock, request));
+            // A request that no JSON value writes as it is sent is its `line` of text; one that
+            // does not parse is answered as `serve` answers it, `Unrepresentable`.
+            let (request, shown) = match (step.get("request"), step.get("line").and_then(Value::as_str)) {
+                (Some(r), _) => (Ok(r.clone()), r.to_string()),
+                (None, Some(line)) => {
+                    (serde_json::from_str::<Value>(line).map_err(crate::driver::unrepresentable), line.to_owned())
+                }
+                (None, None) => return Err(format!("step {i} of {case} has neither `request` nor `line`")),
+            };
+            let got = expectation(request.and_then(|r| run_request(h, &store, &clock, &r)));
             let own = step.get("rule").and_then(Value::as_str);
             if got != *expect {
                 // A lookup has no rule of its own: it shows what the last operation did.
                 let rule = own.map_or(format!(" (rule of the last operation: {last})"), |r| format!(" (rule {r})"));
                 return Err(format!(
-                    "{} case {}, step {i}{rule}: {request}\n  expected {expect}\n  got      {got}",
+                    "{} case {}, step {i}{rule}: {shown}\n  expected {expect}\n  got      {got}",
                     case.get("check").unwrap_or(&Value::Null),
                     case.get("case").unwrap_or(&Value::Null),
                 ));

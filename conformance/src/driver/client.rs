@@ -17,8 +17,9 @@ use reservation_store::{
 use serde_json::Value;
 
 use super::codec::{
-    ASK, Hello, MAX_LINE, STORAGE_ERROR, clock_json, close_json, hello_json, invalid_by_name, lookup_json, open_json,
-    operation_json, parse_hello, parse_outcome, parse_reservation, reopen_json, split_answer,
+    ASK, Hello, MAX_LINE, PROTOCOL, STORAGE_ERROR, VERSIONS_SECTION, clock_json, close_json, hello_json,
+    invalid_by_name, lookup_json, open_json, operation_json, parse_hello, parse_outcome, parse_reservation,
+    reopen_json, split_answer,
 };
 use super::lock;
 use super::pipe::{self, Line, quote};
@@ -149,7 +150,7 @@ struct Adapter {
     broken: Arc<Mutex<Option<String>>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
     next: AtomicU64,
-    child: Mutex<Child>,
+    child: Arc<Mutex<Child>>,
     timeout: Duration,
 }
 
@@ -172,7 +173,7 @@ fn read_answers(stdout: impl Read, waiting: &Waiting) -> String {
     loop {
         match pipe::read_line(&mut input, &mut line, MAX_LINE) {
             Ok(Line::Whole) => {}
-            Ok(Line::End) => return "the adapter closed its standard output (it exited?)".to_owned(),
+            Ok(Line::End) => return CLOSED.to_owned(),
             Ok(Line::TooLong) => {
                 return format!(
                     "the adapter wrote a line longer than {MAX_LINE} bytes, the protocol's limit (the driver read no further): {}",
@@ -225,7 +226,7 @@ impl Adapter {
             broken,
             stderr: Arc::default(),
             next: AtomicU64::new(0),
-            child: Mutex::new(child),
+            child: Arc::new(Mutex::new(child)),
             timeout,
         };
         if let Some(stderr) = stderr {
@@ -234,8 +235,10 @@ impl Adapter {
         }
         if let Some(stdout) = stdout {
             let (waiting, broken, outbox) = (adapter.waiting.clone(), adapter.broken.clone(), adapter.outbox.clone());
+            let child = adapter.child.clone();
             std::thread::spawn(move || {
                 let why = read_answers(stdout, &waiting);
+                let why = if why == CLOSED { with_exit_status(why, &child) } else { why };
                 break_adapter(&broken, &waiting, &outbox, why);
             });
         }
@@ -252,12 +255,12 @@ impl Adapter {
         }
     }
 
+    /// The protocol failure of `request`, for `why`: the adapter is broken from now on, if it was
+    /// not already, so that every request in flight fails and no other is sent (`PROTOCOL.md`:
+    /// the first failure of the protocol ends the run).
     fn fail(&self, request: &Value, why: &str) -> StorageError {
-        ProtocolError::error(format!(
-            "driver: adapter `{}`: request {request}: {why}; {}",
-            self.command,
-            self.stderr_tail()
-        ))
+        break_adapter(&self.broken, &self.waiting, &self.outbox, format!("request {request}: {why}"));
+        self.refused(request, why)
     }
 
     /// Sends `request` (an id is added) and waits for its answer: the `ok` value, or the error
@@ -319,7 +322,7 @@ impl Adapter {
             numbered.push((id, request));
         }
         if let Some(why) = lock(&self.broken).clone() {
-            return numbered.iter().map(|(_, request)| Err(self.fail(request, &why))).collect();
+            return numbered.iter().map(|(_, request)| Err(self.refused(request, &why))).collect();
         }
         let mut sent = Vec::with_capacity(numbered.len());
         {
@@ -346,7 +349,7 @@ impl Adapter {
         sent.into_iter()
             .map(|s| {
                 waiting.remove(&s.id);
-                Err(self.fail(&s.request, &why))
+                Err(self.refused(&s.request, &why))
             })
             .collect()
     }
@@ -425,8 +428,24 @@ impl Adapter {
         let shown = request.clone();
         match self.call(request)? {
             Ok(v) => Ok(v),
-            Err(e) => Err(self.fail(&shown, &format!("the adapter answered an error: {}", quote(&e.to_string())))),
+            Err(e) => Err(self.refused(&shown, &format!("the adapter answered an error: {}", quote(&e.to_string())))),
         }
+    }
+
+    /// As [`Adapter::fail`], without breaking the adapter: for a request that must succeed and
+    /// was answered with an error (an `open` while the store's database is down), and for the
+    /// requests that fail because the adapter is already broken.
+    fn refused(&self, request: &Value, why: &str) -> StorageError {
+        ProtocolError::error(format!(
+            "driver: adapter `{}`: request {request}: {why}; {}",
+            self.command,
+            self.stderr_tail()
+        ))
+    }
+
+    /// Why the adapter is broken, if it is.
+    fn broken(&self) -> Option<String> {
+        lock(&self.broken).clone()
     }
 
     /// `sent` had no answer within the timeout: the adapter is broken, every request in flight
@@ -456,6 +475,26 @@ impl Drop for Adapter {
         let _ = child.wait();
     }
 }
+
+/// Why the adapter is broken when its standard output ends.
+const CLOSED: &str = "the adapter closed its standard output";
+
+/// `why` the adapter's output ended, with its exit status when it has exited (it is asked
+/// [`EXIT_POLLS`] times, [`EXIT_POLL`] apart: a process whose output ended is usually exiting).
+fn with_exit_status(why: String, child: &Mutex<Child>) -> String {
+    for _ in 0..EXIT_POLLS {
+        if let Ok(Some(status)) = lock(child).try_wait() {
+            return format!("{why}: it exited ({status})");
+        }
+        std::thread::sleep(EXIT_POLL);
+    }
+    format!("{why}, and has not exited")
+}
+
+/// How many times, and how far apart, the driver asks for the exit status of an adapter whose
+/// output ended: for 100 ms at most.
+const EXIT_POLLS: u32 = 20;
+const EXIT_POLL: Duration = Duration::from_millis(5);
 
 /// Passes the adapter's clock question `question` (`{"clock": id}`) to the waiter of request
 /// `id`; why it cannot, if the question is malformed or no request `id` is in flight.
@@ -508,7 +547,16 @@ impl CommandHarness {
             let why = ProtocolError::of(&e).map_or_else(|| e.message().to_owned(), ToString::to_string);
             StorageError::new(format!("the adapter did not start: {why}"))
         };
-        let ok = adapter.expect_ok(hello_json()).map_err(not_started)?;
+        let ok = match adapter.call(hello_json()).map_err(not_started)? {
+            Ok(ok) => ok,
+            Err(e) => {
+                let why = format!(
+                    "the adapter answered an error: {} (this driver runs protocol {PROTOCOL}: {VERSIONS_SECTION})",
+                    quote(&e.to_string())
+                );
+                return Err(not_started(adapter.fail(&hello_json(), &why)));
+            }
+        };
         let hello = parse_hello(&ok)
             .map_err(|e| not_started(adapter.fail(&hello_json(), &format!("{e}: {}", quote(&ok.to_string())))))?;
         let settings = Settings::default().with_cases(1_000).with_differential_threads(8);
@@ -609,6 +657,11 @@ impl Harness for CommandHarness {
         }
         let sent = self.adapter.send_raw(store.id, requests);
         Some(sent.into_iter().map(|s| s.and_then(|s| self.adapter.wait(&s, Some(&store.clock)))).collect())
+    }
+
+    /// Why the adapter is broken, once it is: no request is sent to it any more.
+    fn broken(&self) -> Option<String> {
+        self.adapter.broken()
     }
 
     /// Sends every lookup, then waits for their answers: one round trip for all.

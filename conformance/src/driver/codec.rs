@@ -24,8 +24,22 @@ pub const MAX_LINE: usize = 1 << 20;
 /// `$defs.vector_file` describes a test vector file ([`crate::vectors`]).
 pub const SCHEMA: &str = include_str!("../../schema/protocol.schema.json");
 
-/// The protocol's version, sent in `hello`.
-pub const PROTOCOL: u64 = 1;
+/// The protocol's version: the one the driver runs, sent in `hello` (`PROTOCOL.md`, "Versions").
+pub const PROTOCOL: u64 = 2;
+
+/// Each version of the protocol and what it added, oldest first: the driver's refusal of an
+/// older adapter names what changed since its version; `PROTOCOL.md`'s history says the same.
+pub const VERSIONS: [(u64, &str); 2] = [
+    (1, "requests and answers as JSON lines, `hello`, `open`, `reopen`, the four operations and `lookup`"),
+    (
+        2,
+        "clock questions (an operation's or lookup's `now` may be \"ask\": the adapter asks `{\"clock\": ID}` and the \
+         driver answers `{\"clock\": ID, \"now\": T}`), `close`, a line of at most 1 MiB, `hello` negotiated",
+    ),
+];
+
+/// The section of `PROTOCOL.md` that an adapter refused at `hello` is sent to.
+pub const VERSIONS_SECTION: &str = "PROTOCOL.md, \"Versions\"";
 
 /// How a request writes `ANY_VERSION` (release only, D4).
 const ANY: &str = "ANY";
@@ -407,16 +421,56 @@ pub(crate) fn split_answer(answer: Value) -> Result<Result<Value, Value>, Bad> {
     }
 }
 
-/// What an adapter declared in its `hello` answer's `ok`: exactly `protocol`, this driver's, and
-/// `durable`.
+/// What an adapter declared in its `hello` answer's `ok`: exactly `protocol`, the version it
+/// speaks or a list of the versions it speaks, among them this driver's, and `durable`. An
+/// adapter that does not speak [`PROTOCOL`] is refused, saying what changed since its version
+/// ([`refusal`]).
 pub(crate) fn parse_hello(ok: &Value) -> Result<Hello, Bad> {
-    exact(ok, "the hello answer", &["protocol", "durable"])?;
-    let protocol = number(ok, "protocol")?;
-    if protocol != PROTOCOL {
-        return Err(format!("it speaks protocol {protocol}, the driver {PROTOCOL}"));
+    let spoken = versions(ok.get("protocol"))?;
+    if !spoken.contains(&PROTOCOL) {
+        return Err(refusal(&spoken));
     }
+    exact(ok, "the hello answer", &["protocol", "durable"])?;
     let durable = ok.get("durable").and_then(Value::as_bool).ok_or("`durable` is not a boolean")?;
-    Ok(Hello { protocol, durable })
+    Ok(Hello { protocol: PROTOCOL, durable })
+}
+
+/// The versions a `hello` answer's `protocol` names: one version (an integer from 1), or a
+/// list of them.
+fn versions(protocol: Option<&Value>) -> Result<Vec<u64>, Bad> {
+    let bad = || "`protocol` is neither a version (an integer from 1) nor a list of versions".to_owned();
+    let version = |v: &Value| v.as_u64().filter(|n| *n >= 1).ok_or_else(bad);
+    match protocol {
+        None => Err("the hello answer has no field `protocol`".into()),
+        Some(Value::Array(list)) if !list.is_empty() => list.iter().map(version).collect(),
+        Some(v) => version(v).map(|n| vec![n]),
+    }
+}
+
+/// Why the driver does not run an adapter that speaks only the versions `spoken` (none of them
+/// [`PROTOCOL`], each at least 1): for an older version, what changed since it; for one the
+/// driver does not know, that a newer driver or an adapter that also speaks this one is needed.
+pub(crate) fn refusal(spoken: &[u64]) -> String {
+    let list = spoken.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    let newest = spoken.iter().copied().max().unwrap_or_default();
+    // Every version below the driver's is in VERSIONS: the adapter's is older or newer.
+    if let std::cmp::Ordering::Less = newest.cmp(&PROTOCOL) {
+        let since: Vec<String> = VERSIONS
+            .iter()
+            .filter(|(v, _)| *v > newest)
+            .map(|(v, added)| format!("protocol {v} added {added}"))
+            .collect();
+        format!(
+            "it speaks protocol {list}, which this driver no longer runs (it runs protocol {PROTOCOL} only): {}. \
+             Read {VERSIONS_SECTION}, then answer `hello` with protocol {PROTOCOL}",
+            since.join("; ")
+        )
+    } else {
+        format!(
+            "it speaks protocol {list}, which this driver does not know (it runs protocol {PROTOCOL} only): run the \
+             `reservation` that speaks {newest}, or have the adapter also speak {PROTOCOL} ({VERSIONS_SECTION})"
+        )
+    }
 }
 
 /// Whether `answer`, one line an adapter wrote, has the shape the protocol gives the answer to a

@@ -3,6 +3,7 @@
 mod broken_stores;
 mod driver;
 mod driver_bounds;
+mod driver_versions;
 mod examples;
 mod faults;
 mod fuzz_corpus;

@@ -40,7 +40,7 @@ fn the_schema_refuses_malformed_messages() {
     let scope = json!({"aggregate_type": "user", "tenant": "acme", "namespace": "n"});
     let owner = json!({"aggregate_type": "user", "tenant": null, "id": "a"});
     let good = [
-        json!({"id": 0, "op": "hello", "protocol": 1}),
+        json!({"id": 0, "op": "hello", "protocol": 2}),
         json!({"id": 1, "op": "reserve", "store": 0, "now": 5, "scope": scope, "key": "k", "owner": owner, "hold": "h", "ttl": u64::MAX}),
         json!({"id": 2, "op": "release", "store": 0, "now": 5, "scope": scope, "key": "k", "owner": owner, "version": "ANY"}),
         json!({"id": 3, "op": "close", "store": 0}),
@@ -58,8 +58,8 @@ fn the_schema_refuses_malformed_messages() {
         assert!(line.is_valid(m), "refused: {m}");
     }
     let bad = [
-        json!({"op": "hello", "protocol": 1}),
-        json!({"id": 0, "op": "hello", "protocol": 2}),
+        json!({"op": "hello", "protocol": 2}),
+        json!({"id": 0, "op": "hello", "protocol": 3}),
         json!({"id": 1, "op": "reserve", "store": 0, "now": 5, "scope": scope, "key": "k", "owner": owner, "hold": "h", "ttl": -1}),
         json!({"id": 1, "op": "reserve", "store": 0, "now": 5, "scope": scope, "key": "k", "owner": owner, "hold": "h"}),
         json!({"id": 1, "op": "confirm", "store": 0, "now": 5, "scope": scope, "key": "k", "owner": owner, "version": "ANY"}),
@@ -205,7 +205,7 @@ fn the_driver_and_the_schema_accept_the_same_answers() {
     let owner = json!({"aggregate_type": "user", "tenant": "acme", "id": "a"});
     let system = json!({"aggregate_type": "user", "tenant": null, "id": "a"});
     let right = [
-        json!({"id": 0, "ok": {"protocol": 1, "durable": false}}),
+        json!({"id": 0, "ok": {"protocol": 2, "durable": false}}),
         json!({"id": 1, "ok": null}),
         json!({"id": 2, "ok": "Taken"}),
         json!({"id": 3, "ok": "Kept"}),
