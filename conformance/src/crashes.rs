@@ -655,6 +655,10 @@ impl<H: Harness> Run<'_, H> {
         let probe = Key::new("probe").expect("a valid key");
         let mut last = String::new();
         while began.elapsed() < RECOVERY {
+            // An adapter that died or broke the protocol will not answer: no use waiting.
+            if let Some(why) = self.harness.broken() {
+                return Err(Failure::protocol(CHECK, why));
+            }
             let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let scope = &self.recorder.names.scope;
                 self.harness.block_on(reservation_store::ReservationStore::lookup(store, scope, &probe))

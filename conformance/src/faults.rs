@@ -640,6 +640,10 @@ impl<H: Harness> World<'_, H> {
         let key = Key::new("probe").expect("a valid key");
         let scope = &self.recorder.names.scope;
         while began.elapsed() < RECOVERY {
+            // An adapter that died or broke the protocol will not answer: no use waiting.
+            if self.harness.broken().is_some() {
+                return None;
+            }
             let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 self.harness.block_on(store.lookup(scope, &key))
             }));
@@ -1164,6 +1168,10 @@ impl<H: Harness> Harness for Simulated<H> {
 
     fn settings(&self) -> crate::Settings {
         self.inner.settings()
+    }
+
+    fn broken(&self) -> Option<String> {
+        self.inner.broken()
     }
 
     /// The inner harness's faults, with [`Fault::CutConnections`] and [`Fault::Pause`].
