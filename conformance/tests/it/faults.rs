@@ -302,3 +302,34 @@ fn the_lost_confirmation_is_named_by_its_key() {
     // that the lookup no longer shows: nothing explains k3, and no loss is named.
     assert_eq!(lost_confirmations(&names, &history, &[]), Vec::<usize>::new());
 }
+
+/// The harness's settings with a fixed seed, as `reservation conform --seed` gives its harness.
+struct Seeded(u64);
+
+impl Harness for Seeded {
+    type Store = MemoryStore<ManualClock>;
+
+    fn store(&self, clock: ManualClock) -> Self::Store {
+        MemoryStore::with_clock(clock)
+    }
+
+    fn settings(&self) -> reservation_conformance::Settings {
+        reservation_conformance::Settings::default().with_seed(self.0)
+    }
+}
+
+/// One seed replays a whole run: without a seed of its own, the fault schedule is drawn from the
+/// harness's seed (the suite's one seed), so the same seed fires the same faults and another
+/// seed others.
+#[test]
+fn the_suite_s_seed_drives_the_fault_schedule() {
+    let settings =
+        FaultSettings::default().with_duration(Duration::from_millis(600)).with_gap(Duration::from_millis(60));
+    let schedule = |seed| {
+        let run = run(&Simulated::new(Seeded(seed)), &settings);
+        assert_eq!(run.report.seed, seed, "{}", run.report);
+        run.report.fired.iter().map(|f| f.fault).collect::<Vec<_>>()
+    };
+    assert_eq!(schedule(41), schedule(41));
+    assert!((42..52).any(|seed| schedule(seed) != schedule(41)), "ten other seeds fired the same faults");
+}
