@@ -160,9 +160,18 @@ fn rng(seed: u64) -> TestRng {
     TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
 }
 
+/// What a run that cannot reach every rule of R1–A6 breaks: no rule, the check's coverage.
+pub const COVERAGE: &str = "coverage: the differential check must reach every rule of R1–A6";
+
+/// Batches of scripts drawn, past `cases`, while some rule is still unreached.
+const EXTRA_BATCHES: u32 = 8;
+/// The fewest scripts in one such batch.
+const MIN_BATCH: u32 = 200;
+
 /// Runs the differential check with `harness`'s [`crate::Settings`] and returns what it did; fails
 /// on the first script whose outcomes or lookups differ from the specification (shrunk to a
-/// minimal one), or when the run reached fewer than all of R1–A6.
+/// minimal one), or when the run reached fewer than all of R1–A6 even after drawing up to eight
+/// more batches of scripts to reach them ([`COVERAGE`]).
 ///
 /// The scripts of the seeds in the regression file ([`crate::Settings::regressions`]) run first,
 /// before `cases` new ones; a new failing script's seed is appended to that file. With
@@ -193,28 +202,41 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
                 .collect()
         })
     };
-    let elapsed = started.elapsed();
     let (mut ops, mut reached) = (0, RuleSet::EMPTY);
     for result in results {
         let (n, rules) = result?;
         ops += n;
         reached = reached.union(rules);
     }
+    // Scripts drawn until every rule is reached: a run whose seed happens to miss one draws more,
+    // each batch from a seed of its own derived from the run's, up to a cap.
+    let batch = settings.cases.max(MIN_BATCH);
+    let mut extra = 0;
+    while !reached.missing_transitions().is_empty() && extra < EXTRA_BATCHES {
+        extra += 1;
+        let seed = seed ^ 0xc0fe_0000_0000_0000u64.wrapping_add(u64::from(extra)).wrapping_mul(0x2545_f491_4f6c_dd1d);
+        let (n, rules) = run_share(harness, settings.with_regressions(None), seed, batch, &stop)?;
+        ops += n;
+        reached = reached.union(rules);
+    }
+    let elapsed = started.elapsed();
     let replay_env = format!(
         "to run the same scripts again: RESERVATION_CONFORMANCE_SEED={seed} RESERVATION_CONFORMANCE_CASES={} RESERVATION_CONFORMANCE_THREADS={threads}",
         settings.cases
     );
     let missing = reached.missing_transitions();
-    if let Some(first) = missing.first() {
+    if !missing.is_empty() {
         let ids: Vec<&str> = missing.iter().map(|r| r.id()).collect();
-        let mut f = Failure::new(
+        let mut f = Failure::without_rule(
             CHECK,
-            *first,
             format!(
-                "the run never reached {}: raise RESERVATION_CONFORMANCE_CASES or the generator's bias",
-                ids.join(", ")
+                "the run never reached {}, after {} scripts and {EXTRA_BATCHES} more batches of {batch} drawn to reach \
+                 them: raise RESERVATION_CONFORMANCE_CASES or the scripts' length",
+                ids.join(", "),
+                settings.cases
             ),
         );
+        f.property = Some(COVERAGE);
         f.replay = Some(replay_env);
         return Err(f);
     }
