@@ -1058,7 +1058,8 @@ pub fn d10_restart<H: Harness>(h: &H) -> Result<(), Failure> {
 }
 
 /// The differential check ([`crate::differential::run`]): random scripts compared step by step
-/// with the specification, shrunk on failure; fails too if the run misses any of R1–A6.
+/// with the specification, shrunk on failure; draws more scripts while any of R1–A6 is
+/// unreached, and fails on coverage when a cap of them still misses one.
 pub fn differential<H: Harness>(h: &H) -> Result<(), Failure> {
     crate::differential::run(h).map(drop)
 }

@@ -14,7 +14,7 @@
 //!   a write that has not been acknowledged yet (a write whose lock is let go before its record is
 //!   durable), or in the middle of the burst when none does.
 //!
-//! Each round takes fresh keys through [`RECIPES`] in four phases, the clock moving between
+//! Each round takes fresh keys through the recipes of [`RECIPE_NAMES`] in four phases, the clock moving between
 //! phases: pending with several holds whose expiry joins moved, expired, taken afresh by another
 //! owner, confirmed and raised, confirmed again at a lower version (`AlreadyConfirmed`), released,
 //! kept (an older fact's release), freed by `ANY` and confirmed again lower, one hold abandoned,

@@ -69,8 +69,9 @@
 //!   `ANY_VERSION`, clock moves to exactly `expires_at - 1`, `expires_at`, `expires_at + 1`),
 //!   compared step by step with the spec functions through [`oracle::ops`]. A failure shrinks to
 //!   a minimal script, printed as a transcript and as Rust to paste, with the seed to replay the
-//!   run (`RESERVATION_CONFORMANCE_SEED`, `RESERVATION_CONFORMANCE_CASES`). The check fails too
-//!   when its run reaches fewer than all of R1–A6, as the spec functions report them.
+//!   run (`RESERVATION_CONFORMANCE_SEED`, `RESERVATION_CONFORMANCE_CASES`). While its run has
+//!   reached fewer than all of R1–A6 (as the spec functions report them), it draws more scripts,
+//!   up to eight more batches; then it fails on coverage ([`differential::COVERAGE`]).
 //!   The seed of a failing script is appended to a regression file,
 //!   `proptest-regressions/reservation-conformance.txt` in the root of the crate under test
 //!   (`cargo test` runs there); every later run replays its seeds first, before new scripts.
