@@ -209,10 +209,12 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
         reached = reached.union(rules);
     }
     // Scripts drawn until every rule is reached: a run whose seed happens to miss one draws more,
-    // each batch from a seed of its own derived from the run's, up to a cap.
+    // each batch from a seed of its own derived from the run's, up to a cap. A run of no new
+    // scripts (`cases` 0: the regression file's alone) draws none.
     let batch = settings.cases.max(MIN_BATCH);
+    let extra_batches = if settings.cases == 0 { 0 } else { EXTRA_BATCHES };
     let mut extra = 0;
-    while !reached.missing_transitions().is_empty() && extra < EXTRA_BATCHES {
+    while !reached.missing_transitions().is_empty() && extra < extra_batches {
         extra += 1;
         let seed = seed ^ 0xc0fe_0000_0000_0000u64.wrapping_add(u64::from(extra)).wrapping_mul(0x2545_f491_4f6c_dd1d);
         let (n, rules) = run_share(harness, settings.with_regressions(None), seed, batch, &stop)?;
@@ -230,7 +232,7 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
         let mut f = Failure::without_rule(
             CHECK,
             format!(
-                "the run never reached {}, after {} scripts and {EXTRA_BATCHES} more batches of {batch} drawn to reach \
+                "the run never reached {}, after {} scripts and {extra_batches} more batches of {batch} drawn to reach \
                  them: raise RESERVATION_CONFORMANCE_CASES or the scripts' length",
                 ids.join(", "),
                 settings.cases
