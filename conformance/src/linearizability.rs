@@ -454,7 +454,14 @@ struct Search<'a> {
     nodes: u64,
     /// The rule of the deepest operation that could not be placed, for the report.
     stuck: Option<(usize, Rule)>,
+    /// `Some` to collect every state a whole order ends in ([`final_states`]) rather than stop at
+    /// the first order found.
+    found: Option<Vec<Option<StoredReservation>>>,
 }
+
+/// Most states [`final_states`] collects, and most search nodes it visits.
+const MOST_FOUND: usize = 64;
+const MOST_NODES: usize = 200_000;
 
 impl Search<'_> {
     /// `written` is the rule of the operation that last wrote `state`, for the report.
@@ -467,7 +474,14 @@ impl Search<'_> {
         written: Option<Rule>,
     ) -> bool {
         if count == self.ops.len() {
-            return true;
+            let Some(found) = self.found.as_mut() else { return true };
+            if !found.contains(state) {
+                found.push(state.clone());
+            }
+            return false;
+        }
+        if self.found.as_ref().is_some_and(|f| f.len() >= MOST_FOUND || self.memo.len() >= MOST_NODES) {
+            return false;
         }
         if !self.memo.insert((done.clone(), state.clone(), last)) {
             return false;
@@ -546,7 +560,7 @@ fn expected_rule(
 /// Whether the operations `ops` of one key (ordered by call) are linearizable; if not, the rule
 /// of the deepest operation no order could place, if any operation was tried.
 pub(crate) fn linearizable(names: &Names, ops: &[&Event]) -> Result<u64, Option<Rule>> {
-    let mut search = Search { names, ops, memo: HashSet::new(), nodes: 0, stuck: None };
+    let mut search = Search { names, ops, memo: HashSet::new(), nodes: 0, stuck: None, found: None };
     let mut done = vec![0u64; ops.len().div_ceil(64)];
     if search.run(&mut done, 0, &None, Instant::ZERO, None) {
         Ok(search.nodes)
@@ -557,63 +571,13 @@ pub(crate) fn linearizable(names: &Names, ops: &[&Event]) -> Result<u64, Option<
 
 /// Every state in which some order of all of `ops` (one key's operations, ordered by call) that
 /// respects real time and gives every recorded result leaves the key: what a history allows the
-/// key to hold after it. At most 64 states, and the search stops after 200,000 nodes (what it
-/// found by then).
+/// key to hold after it. The search of [`linearizable`], going on past the first order found; at
+/// most 64 states, and it stops after 200,000 nodes (with what it found by then).
 pub(crate) fn final_states(names: &Names, ops: &[&Event]) -> Vec<Option<StoredReservation>> {
-    struct Collect<'a> {
-        names: &'a Names,
-        ops: &'a [&'a Event],
-        memo: HashSet<Node>,
-        found: Vec<Option<StoredReservation>>,
-    }
-    impl Collect<'_> {
-        fn go(&mut self, done: &mut Vec<u64>, count: usize, state: &Option<StoredReservation>, last: Instant) {
-            if count == self.ops.len() {
-                if !self.found.contains(state) {
-                    self.found.push(state.clone());
-                }
-                return;
-            }
-            if self.found.len() >= 64 || self.memo.len() >= 200_000 {
-                return;
-            }
-            if !self.memo.insert((done.clone(), state.clone(), last)) {
-                return;
-            }
-            let is_done = |done: &Vec<u64>, i: usize| done[i / 64] & (1 << (i % 64)) != 0;
-            let Some(min_ret) = (0..self.ops.len()).filter(|&i| !is_done(done, i)).map(|i| self.ops[i].returned).min()
-            else {
-                return;
-            };
-            for i in 0..self.ops.len() {
-                let e = self.ops[i];
-                if e.called > min_ret {
-                    break;
-                }
-                if is_done(done, i) {
-                    continue;
-                }
-                done[i / 64] |= 1 << (i % 64);
-                if matches!(e.ret, Return::Storage { indeterminate: true, .. }) {
-                    self.go(done, count + 1, state, last);
-                }
-                let mut now = e.clock_at_call.max(last);
-                while now <= e.clock_at_return {
-                    if let Some((next, _)) = apply(self.names, state, e, now) {
-                        self.go(done, count + 1, &next, now);
-                    }
-                    if now == Instant::MAX {
-                        break;
-                    }
-                    now = now.saturating_add_millis(1);
-                }
-                done[i / 64] &= !(1 << (i % 64));
-            }
-        }
-    }
-    let mut c = Collect { names, ops, memo: HashSet::new(), found: Vec::new() };
-    c.go(&mut vec![0u64; ops.len().div_ceil(64)], 0, &None, Instant::ZERO);
-    c.found
+    let mut search = Search { names, ops, memo: HashSet::new(), nodes: 0, stuck: None, found: Some(Vec::new()) };
+    let mut done = vec![0u64; ops.len().div_ceil(64)];
+    search.run(&mut done, 0, &None, Instant::ZERO, None);
+    search.found.unwrap_or_default()
 }
 
 /// What a linearizability run did.
