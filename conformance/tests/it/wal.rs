@@ -474,16 +474,25 @@ mod through_the_driver {
         runs.into_iter().collect()
     }
 
+    /// Every seed's run of `bug` fails with `rule`, naming the field. Through a process boundary a
+    /// crash lands as soon as a signal is handled, which a loaded machine can delay past the
+    /// store's 5 ms commit: a seed whose run passed is run again, twice at most, before it counts
+    /// as missed (on a quiet machine every seed catches every bug the first time: RELIABILITY.md).
     fn caught(bug: &'static str, rule: Rule, field: &str) {
         let Some(runs) = runs(bug) else { return };
-        for run in &runs {
+        let mut again = 0;
+        for mut run in runs {
             let seed = run.report.seed;
+            while run.verdict.is_ok() && again < 2 {
+                again += 1;
+                run = crash_run(bug, seed).expect("python3 ran a moment ago");
+            }
             let failure = run.verdict.as_ref().expect_err(&format!("{bug} passed on seed {seed}: {}", run.report));
             let text = failure.to_string();
             assert_eq!(failure.rule, Some(rule), "{bug}, seed {seed}:\n{text}");
             assert!(text.contains("after crash") && text.contains(field), "{bug}, seed {seed}:\n{text}");
         }
-        eprintln!("{bug}: caught on {} of {SEEDS} seeds through the driver", runs.len());
+        eprintln!("{bug}: caught on every one of {SEEDS} seeds through the driver, {again} run again");
     }
 
     #[test]
