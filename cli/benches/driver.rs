@@ -8,27 +8,12 @@ use std::time::Duration;
 
 use reservation_conformance::differential::{self, Stats};
 use reservation_conformance::driver::CommandHarness;
-use reservation_conformance::{Harness, MemoryHarness, Settings};
+use reservation_conformance::{MemoryHarness, Settings};
 
 const CASES: u32 = 2_000;
 
 fn settings() -> Settings {
     Settings::default().with_seed(1).with_cases(CASES).with_regressions(None).with_differential_threads(8)
-}
-
-/// The in-memory store in-process, with the same settings.
-struct InProcess;
-
-impl Harness for InProcess {
-    type Store = <MemoryHarness as Harness>::Store;
-
-    fn store(&self, clock: reservation_store::ManualClock) -> Self::Store {
-        MemoryHarness.store(clock)
-    }
-
-    fn settings(&self) -> Settings {
-        settings()
-    }
 }
 
 fn line(label: &str, stats: &Stats, requests: Option<u64>) {
@@ -47,14 +32,14 @@ fn line(label: &str, stats: &Stats, requests: Option<u64>) {
 
 fn through(command: &str) -> Option<(Stats, u64)> {
     let h = match CommandHarness::start(command) {
-        Ok(h) => h.with_settings(settings()),
+        Ok(h) => h,
         Err(e) => {
             println!("  {command}: not run: {e}");
             return None;
         }
     };
     let before = h.requests();
-    let stats = differential::run(&h).unwrap_or_else(|f| panic!("{f}"));
+    let stats = differential::run(&h, &settings()).unwrap_or_else(|f| panic!("{f}"));
     Some((stats, h.requests() - before))
 }
 
@@ -64,7 +49,7 @@ fn main() {
     let mut runs: Vec<(Duration, Duration)> = Vec::new();
     for round in 1..=3 {
         println!(" round {round}");
-        let base = differential::run(&InProcess).unwrap_or_else(|f| panic!("{f}"));
+        let base = differential::run(&MemoryHarness, &settings()).unwrap_or_else(|f| panic!("{f}"));
         line("in-process MemoryStore (baseline)", &base, None);
         let Some((piped, requests)) = through(&serve) else { return };
         line("through the pipe, reservation serve", &piped, Some(requests));

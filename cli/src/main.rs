@@ -21,7 +21,7 @@ use reservation_model::cli::{BAD_ARGUMENTS, parse};
 use reservation_postgres::{PostgresHarness, PostgresOptions};
 use reservation_redis::{RedisHarness, RedisOptions};
 use reservation_sqlite::SqliteHarness;
-use reservation_store::{Key, ManualClock, ReservationScope, StoreResult, StoredReservation, error_chain};
+use reservation_store::error_chain;
 
 /// The exit codes, under the program's help.
 const EXIT_CODES: &str = "Exit codes: 0 when everything holds, 1 when a property or a check fails, 2 when a model run \
@@ -229,10 +229,10 @@ impl Suite {
         }
     }
 
-    /// `base`, a harness's own settings, with the command line's: the environment no longer
-    /// overrides them, since the command line read it already.
+    /// `base`, the settings that suit the store, with the command line's (which read the
+    /// environment already).
     fn settings(&self, base: Settings) -> Settings {
-        let mut s = base.with_seed(self.seed).with_regressions(self.regressions).with_env_overrides(false);
+        let mut s = base.with_seed(self.seed).with_regressions(self.regressions);
         if let Some(cases) = self.cases {
             s = s.with_cases(cases);
         }
@@ -277,17 +277,15 @@ impl Suite {
         line
     }
 
-    /// Runs the checks of `harness` that `--only` and `filter` let run, with these settings;
-    /// prints a line to standard error as each check ends, prefixed with `store`.
-    fn run<H: Harness>(&self, store: &str, harness: &H, filter: impl Fn(&str) -> bool) -> (Report, Settings) {
-        let settings = self.settings(harness.settings());
-        let tuned = Tuned { harness, settings };
-        let report = run_matching_with(
-            &tuned,
+    /// Runs the checks of `harness` that `--only` and `filter` let run, with `settings`; prints a
+    /// line to standard error as each check ends, prefixed with `store`.
+    fn run<H: Harness>(&self, store: &str, harness: &H, settings: &Settings, filter: impl Fn(&str) -> bool) -> Report {
+        run_matching_with(
+            harness,
+            settings,
             |name| self.runs(name) && filter(name),
             |name, result, took| eprintln!("{}", progress(store, name, result, took)),
-        );
-        (report, settings)
+        )
     }
 }
 
@@ -314,72 +312,19 @@ fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-/// A harness with the command line's settings; every other method is the harness's own (a method
-/// left to the trait's default here would quietly weaken the checks that use it).
-struct Tuned<'a, H> {
-    harness: &'a H,
-    settings: Settings,
-}
-
-impl<H: Harness> Harness for Tuned<'_, H> {
-    type Store = H::Store;
-
-    fn store(&self, clock: ManualClock) -> Self::Store {
-        self.harness.store(clock)
-    }
-
-    fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
-        self.harness.block_on(future)
-    }
-
-    fn capabilities(&self) -> reservation_conformance::Capabilities {
-        self.harness.capabilities()
-    }
-
-    fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
-        self.harness.reopen(store, clock)
-    }
-
-    fn settings(&self) -> Settings {
-        self.settings
-    }
-
-    fn lookups(
-        &self,
-        store: &Self::Store,
-        keys: &[(&ReservationScope, &Key)],
-    ) -> Vec<StoreResult<Option<StoredReservation>>> {
-        self.harness.lookups(store, keys)
-    }
-
-    fn send_raw(
-        &self,
-        store: &Self::Store,
-        requests: &[reservation_conformance::RawRequest],
-    ) -> Option<Vec<reservation_conformance::RawAnswer>> {
-        self.harness.send_raw(store, requests)
-    }
-
-    fn faults(&self) -> Vec<Fault> {
-        self.harness.faults()
-    }
-
-    fn inject(&self, fault: Fault) -> Result<(), reservation_store::StorageError> {
-        self.harness.inject(fault)
-    }
-
-    fn broken(&self) -> Option<String> {
-        self.harness.broken()
-    }
-}
-
 /// Runs the suite against `harness` as the store `name` (`store` in the replay command) and
 /// prints its report; whether it conforms.
-fn section<H: Harness>(suite: &Suite, name: &str, store: &str, harness: &H, filter: impl Fn(&str) -> bool) -> bool {
-    let settings = suite.settings(harness.settings());
+fn section<H: Harness>(
+    suite: &Suite,
+    (name, store): (&str, &str),
+    harness: &H,
+    base: Settings,
+    filter: impl Fn(&str) -> bool,
+) -> bool {
+    let settings = suite.settings(base);
     println!("conformance suite against {name} ({}):", Suite::describe(&settings));
     let started = Instant::now();
-    let (report, settings) = suite.run(name, harness, filter);
+    let report = suite.run(name, harness, &settings, filter);
     print!("{report}");
     println!("{name}: {} in {:.2?}", if report.is_ok() { "conforms" } else { "DOES NOT CONFORM" }, started.elapsed());
     if !report.is_ok() {
@@ -394,28 +339,38 @@ fn conform(stores: Stores, suite: &Suite) -> bool {
     let all = |_: &str| true;
     let mut ok = true;
     if matches!(stores, Stores::Memory | Stores::All) {
-        ok &= section(suite, "MemoryStore", "memory", &MemoryHarness, all);
+        ok &= section(suite, ("MemoryStore", "memory"), &MemoryHarness, Settings::default(), all);
     }
     if matches!(stores, Stores::Postgres | Stores::All) {
         let harness = PostgresHarness::connect(&suite.pg_url, PostgresOptions::default());
-        ok &= conform_service(suite, "PostgresStore", "postgres", &suite.pg_url, harness, stores == Stores::Postgres);
+        let named = stores == Stores::Postgres;
+        ok &= conform_service(
+            suite,
+            ("PostgresStore", "postgres"),
+            &suite.pg_url,
+            harness,
+            PostgresHarness::settings(),
+            named,
+        );
     }
     if matches!(stores, Stores::Redis | Stores::All) {
         let harness = RedisHarness::connect(&suite.redis_url, RedisOptions::default());
-        ok &= conform_service(suite, "RedisStore", "redis", &suite.redis_url, harness, stores == Stores::Redis);
+        let named = stores == Stores::Redis;
+        ok &=
+            conform_service(suite, ("RedisStore", "redis"), &suite.redis_url, harness, RedisHarness::settings(), named);
         // Durability needs a server that keeps its writes: one of its own, restarted at every reopen.
         if suite.runs("p1_durable_reopen_keeps_every_reservation")
             && let Ok(durable) = RedisHarness::durable()
         {
             let durable_only = |name: &str| name.starts_with("p1_durable");
-            ok &= section(suite, "RedisStore on an append-only redis-server", "redis", &durable, durable_only);
+            let name = "RedisStore on an append-only redis-server";
+            ok &= section(suite, (name, "redis"), &durable, RedisHarness::settings(), durable_only);
         }
     }
     if matches!(stores, Stores::Sqlite | Stores::All) {
         ok &= match SqliteHarness::new() {
             Ok(harness) => {
-                let harness = harness.with_settings(Settings::default().with_cases(1_000));
-                section(suite, "SqliteStore", "sqlite", &harness, all)
+                section(suite, ("SqliteStore", "sqlite"), &harness, Settings::default().with_cases(1_000), all)
             }
             Err(e) => {
                 println!("SqliteStore: cannot open a scratch database: {}", error_chain(&e));
@@ -431,14 +386,14 @@ fn conform(stores: Stores, suite: &Suite) -> bool {
 /// `RESERVATION_REQUIRE_SERVICES=1`.
 fn conform_service<H: Harness>(
     suite: &Suite,
-    name: &str,
-    store: &str,
+    (name, store): (&str, &str),
     url: &str,
     harness: Result<H, reservation_store::StorageError>,
+    base: Settings,
     named: bool,
 ) -> bool {
     match harness {
-        Ok(harness) => section(suite, name, store, &harness, |_| true),
+        Ok(harness) => section(suite, (name, store), &harness, base, |_| true),
         Err(e) => {
             let required = named || reservation_conformance::services::services_required();
             let verdict = if required { "DOES NOT CONFORM" } else { "skipped" };
@@ -470,15 +425,16 @@ fn conform_command(
     for (fault, command) in faults {
         args.push_str(&format!(" --fault {}", quoted(&format!("{fault}={command}"))));
     }
+    let settings = suite.settings(CommandHarness::settings());
     if !json {
         println!(
             "conformance suite against {command} ({}; protocol {}):",
-            Suite::describe(&suite.settings(harness.settings())),
+            Suite::describe(&settings),
             harness.hello().protocol
         );
     }
     let started = Instant::now();
-    let (report, settings) = suite.run("adapter", &harness, |_| true);
+    let report = suite.run("adapter", &harness, &settings, |_| true);
     let replay = suite.replay(&settings, &args);
     if json {
         for (name, result, took) in &report.checks {

@@ -3,26 +3,11 @@
 
 use std::time::Instant;
 
-use reservation_conformance::{Harness, MemoryHarness, Settings, differential, linearizability, run_all};
-
-/// The in-memory store with a fixed seed, so that runs compare.
-struct Seeded;
-
-impl Harness for Seeded {
-    type Store = <MemoryHarness as Harness>::Store;
-
-    fn store(&self, clock: reservation_store::ManualClock) -> Self::Store {
-        MemoryHarness.store(clock)
-    }
-
-    fn settings(&self) -> Settings {
-        Settings::default().with_seed(1)
-    }
-}
+use reservation_conformance::{MemoryHarness, Settings, differential, linearizability, run_all};
 
 fn main() {
     let started = Instant::now();
-    let report = run_all(&MemoryHarness);
+    let report = run_all(&MemoryHarness, &Settings::default());
     let whole = started.elapsed();
     assert!(report.is_ok(), "{report}");
     println!("whole suite ({} checks) against MemoryStore: {whole:.2?}", report.checks.len());
@@ -30,7 +15,8 @@ fn main() {
         println!("  {name}: {took:.2?}");
     }
 
-    let stats = differential::run(&Seeded).unwrap_or_else(|f| panic!("{f}"));
+    // A fixed seed, so that runs compare.
+    let stats = differential::run(&MemoryHarness, &Settings::default().with_seed(1)).unwrap_or_else(|f| panic!("{f}"));
     println!(
         "differential: {} scripts, {} operations in {:.2?}: {:.0} operations/s, {} of 27 transition rules reached",
         stats.cases,

@@ -29,8 +29,8 @@
 //! holds, expiry, version, or free) is judged against what the acknowledged history allows: the
 //! history is decided key by key by the linearizability checker with faults tolerated, so an
 //! operation that failed with an indeterminate error may or may not have happened, and nothing
-//! else may be missing or changed. Then, for a store whose clock survives a restart
-//! ([`crate::Capabilities::clock_survives_reopen`]), the suite sets its clock back before the
+//! else may be missing or changed. Then, since a durable store's clock survives a restart
+//! ([`crate::Capabilities::durable`]), the suite sets its clock back before the
 //! instant of the anchor and looks every key up again: the store must still decide at the
 //! anchor's instant, the latest at which it acknowledged a change (D10 across a restart), so an
 //! expired reservation stays expired.
@@ -211,16 +211,24 @@ pub struct CrashSettings {
 }
 
 impl Default for CrashSettings {
-    /// Four rounds (eight crashes); the seed of the harness's [`crate::Settings`].
+    /// Four rounds (eight crashes); no seed of their own.
     fn default() -> Self {
         CrashSettings { seed: None, rounds: 4 }
     }
 }
 
 impl CrashSettings {
-    /// These settings with the seed `seed`, instead of the harness's.
+    /// These settings with the seed `seed` of the crash points. Without one, a run's seed is the
+    /// suite's ([`crate::Settings::seed`]), or a fixed one.
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
+        self
+    }
+
+    /// These settings with the seed `seed` when they set none of their own: the suite's one seed
+    /// ([`crate::Settings::seed`]) given to the crash check.
+    pub fn seeded(mut self, seed: Option<u64>) -> Self {
+        self.seed = self.seed.or(seed);
         self
     }
 
@@ -231,7 +239,7 @@ impl CrashSettings {
     }
 }
 
-/// The default seed of a run, when neither the settings nor the harness's settings give one.
+/// The default seed of a run, when its settings give none.
 const DEFAULT_SEED: u64 = 0x5eed_c4a5_0000_0001;
 
 /// What a crash run did.
@@ -322,7 +330,7 @@ struct Run<'a, H: Harness> {
 /// describes, and judges it. Never panics: a harness that panics fails the verdict. A harness
 /// that can neither crash nor restart its store passes without running, with an empty report.
 pub fn run<H: Harness>(harness: &H, settings: &CrashSettings) -> CrashRun {
-    let seed = settings.seed.or_else(|| harness.settings().with_env().seed).unwrap_or(DEFAULT_SEED);
+    let seed = settings.seed.unwrap_or(DEFAULT_SEED);
     let mut report = CrashReport { seed, ..CrashReport::default() };
     let clock = ManualClock::new(START);
     let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -342,7 +350,7 @@ pub fn run<H: Harness>(harness: &H, settings: &CrashSettings) -> CrashRun {
         recorder: Recorder { harness, names: &names, clock: &clock, stamp: &stamp },
         clock: &clock,
         kinds,
-        clock_survives: capabilities.clock_survives_reopen,
+        clock_survives: capabilities.durable,
         next_key: AtomicUsize::new(0),
         set_back: Mutex::new(BTreeMap::new()),
         crashes: Vec::new(),
@@ -377,7 +385,7 @@ pub fn run<H: Harness>(harness: &H, settings: &CrashSettings) -> CrashRun {
     events.sort_by_key(|e| e.called);
     report.ops = events.len();
     report.keys = keys;
-    report.clock_set_back = capabilities.clock_survives_reopen;
+    report.clock_set_back = capabilities.durable;
     report.crashes = crashes;
     let verdict = match trouble {
         Some(f) => Err(f),

@@ -168,7 +168,7 @@ const EXTRA_BATCHES: u32 = 8;
 /// The fewest scripts in one such batch.
 const MIN_BATCH: u32 = 200;
 
-/// Runs the differential check with `harness`'s [`crate::Settings`] and returns what it did; fails
+/// Runs the differential check on `harness` with `settings` and returns what it did; fails
 /// on the first script whose outcomes or lookups differ from the specification (shrunk to a
 /// minimal one), or when the run reached fewer than all of R1–A6 even after drawing up to eight
 /// more batches of scripts to reach them ([`COVERAGE`]).
@@ -178,8 +178,7 @@ const MIN_BATCH: u32 = 200;
 /// [`crate::Settings::differential_threads`] above 1, each thread runs its share of the scripts
 /// from a seed of its own (the first thread's is the run's seed), and a failure's replay line
 /// gives that thread's seed and share, to replay on one thread.
-pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
-    let settings = harness.settings().with_env();
+pub fn run<H: Harness>(harness: &H, settings: &crate::Settings) -> Result<Stats, Failure> {
     let seed = settings.seed.unwrap_or_else(draw_seed);
     let threads = settings.differential_threads.max(1);
     let stop = AtomicBool::new(false);
@@ -217,7 +216,7 @@ pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
     while !reached.missing_transitions().is_empty() && extra < extra_batches {
         extra += 1;
         let seed = seed ^ 0xc0fe_0000_0000_0000u64.wrapping_add(u64::from(extra)).wrapping_mul(0x2545_f491_4f6c_dd1d);
-        let (n, rules) = run_share(harness, settings.with_regressions(None), seed, batch, &stop)?;
+        let (n, rules) = run_share(harness, &settings.clone().with_regressions(None), seed, batch, &stop)?;
         ops += n;
         reached = reached.union(rules);
     }
@@ -254,7 +253,7 @@ fn share(cases: u32, threads: u32, i: u32) -> u32 {
 /// the shrunk failure. Stops early, passing, once `stop` is set by another thread's failure.
 fn run_share<H: Harness>(
     harness: &H,
-    settings: crate::Settings,
+    settings: &crate::Settings,
     seed: u64,
     cases: u32,
     stop: &AtomicBool,

@@ -147,7 +147,7 @@ const RECOVERY: Duration = Duration::from_secs(30);
 /// Owner A of the ledger keys, and owner B, by their index in [`Names::owners`].
 const OWNER_A: u8 = 0;
 const OWNER_B: u8 = 2;
-/// The default seed of a fault run, when neither its settings nor the harness's give one.
+/// The default seed of a fault run, when its settings give none.
 const DEFAULT_SEED: u64 = 0x5eed_fa17_0000_0001;
 
 /// How a fault run ([`run`]) goes: which faults, for how long, how often, and from which seed.
@@ -192,11 +192,18 @@ impl FaultSettings {
         self
     }
 
-    /// These settings with the seed `seed`, of the schedule and of the workload, instead of the
-    /// seed of the harness's [`crate::Settings`] (`RESERVATION_CONFORMANCE_SEED`, `reservation
-    /// conform --seed`), which every randomized check shares.
+    /// These settings with the seed `seed`, of the schedule and of the workload. Without one, a
+    /// run's seed is the suite's ([`crate::Settings::seed`]: `RESERVATION_CONFORMANCE_SEED`,
+    /// `reservation conform --seed`), which every randomized check shares, or a fixed one.
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
+        self
+    }
+
+    /// These settings with the seed `seed` when they set none of their own: the suite's one seed
+    /// ([`crate::Settings::seed`]) given to the fault check.
+    pub fn seeded(mut self, seed: Option<u64>) -> Self {
+        self.seed = self.seed.or(seed);
         self
     }
 
@@ -226,10 +233,9 @@ impl FaultSettings {
         self
     }
 
-    /// The seed: these settings', or the harness's settings' (the suite's one seed), or a fixed
-    /// one.
-    fn seed<H: Harness>(&self, harness: &H) -> u64 {
-        self.seed.or_else(|| harness.settings().with_env().seed).unwrap_or(DEFAULT_SEED)
+    /// The seed: these settings', or a fixed one.
+    fn seed(&self) -> u64 {
+        self.seed.unwrap_or(DEFAULT_SEED)
     }
 
     /// Whether these settings let `fault` fire.
@@ -392,7 +398,7 @@ struct Nemesis {
 /// Records a history on one store of `harness` while faults fire on a seeded schedule, and judges
 /// it (see the module's documentation). Never panics: a harness that panics fails the verdict.
 pub fn run<H: Harness>(harness: &H, settings: &FaultSettings) -> FaultRun {
-    let seed = settings.seed(harness);
+    let seed = settings.seed();
     let mut report = FaultReport { seed, ..FaultReport::default() };
     let clock = ManualClock::new(START);
     let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -997,6 +1003,7 @@ struct SimulatedFaults {
 }
 
 /// How an operation fails during a simulated cut.
+#[derive(Clone, Copy)]
 enum Cut {
     /// Before it reaches the store: determinate.
     Before,
@@ -1004,6 +1011,19 @@ enum Cut {
     After,
     /// Lost on its way: indeterminate, not applied.
     Lost,
+}
+
+impl Cut {
+    /// The error an operation that met this cut fails with.
+    fn error(self) -> reservation_store::StoreError {
+        match self {
+            Cut::Before => StorageError::new("simulated cut connection: the request was not sent").into(),
+            Cut::After => StorageError::indeterminate("simulated cut connection: the answer was lost").into(),
+            Cut::Lost => {
+                StorageError::indeterminate("simulated cut connection: the request was lost on its way").into()
+            }
+        }
+    }
 }
 
 impl SimulatedFaults {
@@ -1079,14 +1099,11 @@ impl<S> SimulatedStore<S> {
     async fn faulted<T>(&self, op: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
         match self.faults.meet() {
             None => op.await,
-            Some(Cut::Before) => Err(StorageError::new("simulated cut connection: the request was not sent").into()),
             Some(Cut::After) => {
                 let _ = op.await;
-                Err(StorageError::indeterminate("simulated cut connection: the answer was lost").into())
+                Err(Cut::After.error())
             }
-            Some(Cut::Lost) => {
-                Err(StorageError::indeterminate("simulated cut connection: the request was lost on its way").into())
-            }
+            Some(cut) => Err(cut.error()),
         }
     }
 }
@@ -1166,8 +1183,21 @@ impl<H: Harness> Harness for Simulated<H> {
         self.inner.reopen(store.inner, clock).map(|inner| SimulatedStore { inner, faults })
     }
 
-    fn settings(&self) -> crate::Settings {
-        self.inner.settings()
+    fn lookups(
+        &self,
+        store: &Self::Store,
+        keys: &[(&ReservationScope, &Key)],
+    ) -> Vec<StoreResult<Option<StoredReservation>>> {
+        // The batch meets the simulated faults once, as the requests of one round trip would; it
+        // changes nothing, so a cut after it is as one before.
+        match store.faults.meet() {
+            None => self.inner.lookups(&store.inner, keys),
+            Some(cut) => keys.iter().map(|_| Err(cut.error())).collect(),
+        }
+    }
+
+    fn send_raw(&self, store: &Self::Store, requests: &[crate::RawRequest]) -> Option<Vec<crate::RawAnswer>> {
+        self.inner.send_raw(&store.inner, requests)
     }
 
     fn broken(&self) -> Option<String> {

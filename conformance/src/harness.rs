@@ -40,17 +40,18 @@ pub trait Harness: Sync {
     }
 
     /// Closes `store` and opens a new store on the same storage, as a process restart would, or
-    /// `None` when the store does not survive a restart (the default). A harness that declares
-    /// [`Capabilities::durable`] must return `Some`: the durable check fails on `None`, since
-    /// handing back the same store object would test nothing.
+    /// `None` when the store does not survive a restart. By default: for a harness that declares
+    /// [`Capabilities::durable`], `store` dropped and then [`Harness::store`] with `clock`, which
+    /// suits every harness whose stores share their storage (a database file, a server); `None`
+    /// for the others. A durable harness whose stores do not share storage, or that must run its
+    /// store's recovery otherwise, overrides it; the durable checks fail on `None`, since handing
+    /// back the same store object would test nothing.
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
-        let _ = (store, clock);
-        None
-    }
-
-    /// How much the randomized checks do; [`Settings::default`] unless overridden.
-    fn settings(&self) -> Settings {
-        Settings::default()
+        if !self.capabilities().durable {
+            return None;
+        }
+        drop(store);
+        Some(self.store(clock))
     }
 
     /// Looks up each of `keys` in `store`, as the suite does after every step: by default one
@@ -127,10 +128,6 @@ impl<H: Harness> Harness for &H {
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
         (**self).reopen(store, clock)
-    }
-
-    fn settings(&self) -> Settings {
-        (**self).settings()
     }
 
     fn lookups(
@@ -246,29 +243,16 @@ fn put(request: &mut Value, pointer: &str, value: Value) {
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 #[non_exhaustive]
 pub struct Capabilities {
-    /// Reservations survive [`Harness::reopen`]: no confirmed reservation is lost and no released
-    /// one comes back.
+    /// Reservations survive [`Harness::reopen`] and crashes: no confirmed reservation is lost and
+    /// no released one comes back (P1), and the store's clock never goes back across a restart
+    /// (D10: it persists the instant of each change, and a reopened store never decides earlier).
     pub durable: bool,
-    /// A durable store's clock survives [`Harness::reopen`] (rule D10 across a restart): the
-    /// reopened store never decides at an instant earlier than one the store decided at before,
-    /// even when the clock given to `reopen` reads earlier, because the store persists the latest
-    /// instant it decided at ([`reservation_store::Monotonic::starting_at`] reopens a clock there).
-    /// Checked by `d10_the_clock_never_goes_back_across_a_restart`, which a durable store that
-    /// leaves this out skips, saying so: its clock starts again from the clock it is reopened
-    /// with, and goes back across a restart if that clock does.
-    pub clock_survives_reopen: bool,
 }
 
 impl Capabilities {
     /// These capabilities, with `durable` set to `on`.
     pub const fn with_durable(mut self, on: bool) -> Self {
         self.durable = on;
-        self
-    }
-
-    /// These capabilities, with `clock_survives_reopen` set to `on`.
-    pub const fn with_clock_survives_reopen(mut self, on: bool) -> Self {
-        self.clock_survives_reopen = on;
         self
     }
 }
@@ -283,9 +267,6 @@ pub enum Requirement {
     Nothing,
     /// The store declares [`Capabilities::durable`] (`p1_durable_…`).
     Durable,
-    /// The store declares [`Capabilities::durable`] and [`Capabilities::clock_survives_reopen`]
-    /// (`d10_the_clock_never_goes_back_across_a_restart`).
-    DurableClock,
 }
 
 impl Requirement {
@@ -294,7 +275,6 @@ impl Requirement {
         match self {
             Requirement::Nothing => true,
             Requirement::Durable => capabilities.durable,
-            Requirement::DurableClock => capabilities.durable && capabilities.clock_survives_reopen,
         }
     }
 
@@ -307,26 +287,27 @@ impl Requirement {
         Some(match self {
             Requirement::Nothing => "",
             Requirement::Durable => "the store does not declare the `durable` capability",
-            Requirement::DurableClock => {
-                "the store does not declare the `durable` and `clock_survives_reopen` capabilities"
-            }
         })
     }
 }
 
-/// How much the randomized checks do. Environment variables override the defaults, for a longer
-/// run or a replay: `RESERVATION_CONFORMANCE_CASES`, `RESERVATION_CONFORMANCE_SEED`,
-/// `RESERVATION_CONFORMANCE_THREADS` (the differential check's).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// How much the randomized checks do, and from which seed: given to the run ([`crate::run_all`],
+/// the [`tests!`](crate::tests) macro, each function of [`crate::checks`]), never asked of the
+/// harness. [`Settings::from_env`] reads the environment's overrides, for a longer run or a
+/// replay: `RESERVATION_CONFORMANCE_CASES`, `RESERVATION_CONFORMANCE_SEED`,
+/// `RESERVATION_CONFORMANCE_THREADS` (the differential check's); the `tests!` macro applies them
+/// on top of the settings it is given.
+#[derive(Clone, PartialEq, Eq, Debug)]
 #[non_exhaustive]
 pub struct Settings {
     /// Scripts the differential check runs.
     pub cases: u32,
     /// Most operations in one script.
     pub max_ops: usize,
-    /// The seed of the randomized checks: the differential check's scripts and the
-    /// linearizability check's histories. `None` draws one for the differential check (printed on
-    /// failure) and gives the linearizability check a fixed one.
+    /// The one seed of every randomized check: the differential check's scripts, the
+    /// linearizability check's histories, the fault check's schedule and workload, and the crash
+    /// check's crash points. `None` draws one for the differential check (printed on failure) and
+    /// gives the others fixed ones.
     pub seed: Option<u64>,
     /// The differential check's regression file: the seed of every failing script is appended
     /// to it, and the scripts of its seeds run first on every later run (on top of `cases`). A
@@ -335,7 +316,7 @@ pub struct Settings {
     /// writes one.
     pub regressions: Option<&'static str>,
     /// Scripts of the differential check run at once, each on its own store: 1 by default. A
-    /// store behind a process boundary (the driver's [`crate::driver::CommandHarness`]: 8) goes
+    /// store behind a process boundary (the driver's [`crate::driver::CommandHarness`]) goes
     /// faster with several in flight, since each request waits a round trip. Each thread runs
     /// its share of `cases` from a seed of its own, and a failure's replay line names it.
     pub differential_threads: usize,
@@ -349,10 +330,10 @@ pub struct Settings {
     pub histories: usize,
     /// Wall time after which the linearizability check records no further history.
     pub concurrency_budget: std::time::Duration,
-    /// Whether the environment variables above override these settings: yes by default. A
-    /// program that reads them itself, beside flags that take precedence over them (the
-    /// `reservation` command line), turns this off so that its settings are the ones that run.
-    pub env_overrides: bool,
+    /// The fault check's run (`p1_faults_…`); its seed, when it sets none, is [`Settings::seed`].
+    pub faults: crate::faults::FaultSettings,
+    /// The crash check's run (`p1_crashes_…`); its seed, when it sets none, is [`Settings::seed`].
+    pub crashes: crate::crashes::CrashSettings,
 }
 
 impl Default for Settings {
@@ -367,7 +348,8 @@ impl Default for Settings {
             concurrent_ops: 3_000,
             histories: 10_000,
             concurrency_budget: std::time::Duration::from_secs(1),
-            env_overrides: true,
+            faults: crate::faults::FaultSettings::default(),
+            crashes: crate::crashes::CrashSettings::default(),
         }
     }
 }
@@ -377,61 +359,72 @@ impl Settings {
     /// replays the scripts that once failed.
     pub const REGRESSIONS: &'static str = "proptest-regressions/reservation-conformance.txt";
 
+    /// The default settings with the environment's overrides ([`Settings::with_env`]).
+    pub fn from_env() -> Self {
+        Settings::default().with_env()
+    }
+
     /// These settings with the regression file `path`, or none.
-    pub const fn with_regressions(mut self, path: Option<&'static str>) -> Self {
+    pub fn with_regressions(mut self, path: Option<&'static str>) -> Self {
         self.regressions = path;
         self
     }
 
     /// These settings with `cases` differential scripts.
-    pub const fn with_cases(mut self, cases: u32) -> Self {
+    pub fn with_cases(mut self, cases: u32) -> Self {
         self.cases = cases;
         self
     }
 
     /// These settings with `threads` differential scripts at once (at least 1).
-    pub const fn with_differential_threads(mut self, threads: usize) -> Self {
-        self.differential_threads = if threads == 0 { 1 } else { threads };
+    pub fn with_differential_threads(mut self, threads: usize) -> Self {
+        self.differential_threads = threads.max(1);
         self
     }
 
-    /// These settings with a fixed differential seed.
-    pub const fn with_seed(mut self, seed: u64) -> Self {
+    /// These settings with the seed `seed` for every randomized check.
+    pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
     }
 
     /// These settings with linearizability histories of `ops` operations on `threads` threads,
     /// up to `histories` of them.
-    pub const fn with_concurrency(mut self, threads: usize, ops: usize, histories: usize) -> Self {
+    pub fn with_concurrency(mut self, threads: usize, ops: usize, histories: usize) -> Self {
         self.threads = threads;
         self.concurrent_ops = ops;
         self.histories = histories;
         self
     }
 
-    /// These settings, overridden by the environment variables or not ([`Settings::env_overrides`]).
-    pub const fn with_env_overrides(mut self, on: bool) -> Self {
-        self.env_overrides = on;
+    /// These settings with the fault check's run `faults`.
+    pub fn with_faults(mut self, faults: crate::faults::FaultSettings) -> Self {
+        self.faults = faults;
         self
     }
 
-    /// The settings with the environment's overrides applied, unless they are turned off.
-    pub(crate) fn with_env(self) -> Self {
-        let mut s = self;
-        if !s.env_overrides {
-            return s;
+    /// These settings with the crash check's run `crashes`.
+    pub fn with_crashes(mut self, crashes: crate::crashes::CrashSettings) -> Self {
+        self.crashes = crashes;
+        self
+    }
+
+    /// These settings overridden by the environment's variables, where they are set and parse:
+    /// `RESERVATION_CONFORMANCE_CASES`, `RESERVATION_CONFORMANCE_SEED` and
+    /// `RESERVATION_CONFORMANCE_THREADS`. A program with flags of its own (the `reservation`
+    /// command line) reads them itself and does not call this.
+    pub fn with_env(mut self) -> Self {
+        let var = |name: &str| std::env::var(name).ok();
+        if let Some(cases) = var("RESERVATION_CONFORMANCE_CASES").and_then(|v| v.parse().ok()) {
+            self.cases = cases;
         }
-        if let Some(cases) = std::env::var("RESERVATION_CONFORMANCE_CASES").ok().and_then(|v| v.parse().ok()) {
-            s.cases = cases;
+        if let Some(seed) = var("RESERVATION_CONFORMANCE_SEED").and_then(|v| v.parse().ok()) {
+            self.seed = Some(seed);
         }
-        if let Some(seed) = std::env::var("RESERVATION_CONFORMANCE_SEED").ok().and_then(|v| v.parse().ok()) {
-            s.seed = Some(seed);
+        if let Some(threads) = var("RESERVATION_CONFORMANCE_THREADS").and_then(|v| v.parse().ok()) {
+            self = self.with_differential_threads(threads);
         }
-        if let Some(threads) = std::env::var("RESERVATION_CONFORMANCE_THREADS").ok().and_then(|v| v.parse().ok()) {
-            s = s.with_differential_threads(threads);
-        }
-        s
+        self
     }
 }
 
@@ -445,6 +438,121 @@ impl Harness for MemoryHarness {
 
     fn store(&self, clock: ManualClock) -> Self::Store {
         MemoryStore::with_clock(clock)
+    }
+}
+
+/// The methods of [`Harness`] with a default that a wrapper must pass through to the harness it
+/// wraps: a wrapper that leaves one to the trait's default quietly weakens the checks that use
+/// it (a lenient adapter passes the argument sweep when `send_raw` is dropped; the fault check
+/// fires nothing when `faults` is). [`dropped_parts`] finds the ones a wrapper drops.
+pub const PARTS: [&str; 8] =
+    ["block_on", "capabilities", "reopen", "lookups", "send_raw", "faults", "inject", "broken"];
+
+/// The parts ([`PARTS`]) that the wrapper `wrap` builds around a harness of its own does not
+/// pass through: each method of the wrapper is called once, and a part is dropped when the call
+/// does not reach the wrapped harness or its answer does not come back. Empty for a wrapper
+/// that passes every part through; test every wrapper with it:
+///
+/// ```
+/// use reservation_conformance::{dropped_parts, faults::Simulated};
+/// assert_eq!(dropped_parts(|probe| Simulated::new(probe)), Vec::<&str>::new());
+/// ```
+///
+/// The wrapped harness is a `MemoryStore`'s that declares itself durable, offers
+/// [`Fault::Crash`], answers raw requests and says it is broken; a wrapper that adds faults of its
+/// own may offer more, and must still offer and cause [`Fault::Crash`] through the wrapped one.
+pub fn dropped_parts<W: Harness>(wrap: impl FnOnce(Probe) -> W) -> Vec<&'static str> {
+    let probe = Probe::default();
+    let seen = probe.seen.clone();
+    let wrapper = wrap(probe);
+    let clock = ManualClock::new(START);
+    let mut answered = std::collections::BTreeSet::new();
+    let mut answer = |part: &'static str, ok: bool| {
+        if ok {
+            answered.insert(part);
+        }
+    };
+    answer("block_on", wrapper.block_on(async { 7 }) == 7);
+    answer("capabilities", wrapper.capabilities().durable);
+    let store = wrapper.store(clock.clone());
+    let aggregate_type = reservation_store::AggregateType::new("probe").expect("a valid aggregate type");
+    let scope = ReservationScope::new(aggregate_type, reservation_store::SYSTEM_TENANT, unique_namespace("probe"));
+    let key = Key::new("k").expect("a valid key");
+    answer("lookups", wrapper.lookups(&store, &[(&scope, &key)]).len() == 1);
+    answer("send_raw", wrapper.send_raw(&store, &[]).is_some());
+    answer("faults", wrapper.faults().contains(&Fault::Crash));
+    answer("inject", wrapper.inject(Fault::Crash).is_ok());
+    answer("broken", wrapper.broken().is_some());
+    answer("reopen", wrapper.reopen(store, clock).is_some());
+    let seen = seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    PARTS.into_iter().filter(|part| !(seen.contains(part) && answered.contains(part))).collect()
+}
+
+/// The harness [`dropped_parts`] wraps: a `MemoryStore`'s, noting each part it is asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Probe {
+    seen: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<&'static str>>>,
+}
+
+impl Probe {
+    fn saw(&self, part: &'static str) {
+        self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(part);
+    }
+}
+
+impl Harness for Probe {
+    type Store = MemoryStore<ManualClock>;
+
+    fn store(&self, clock: ManualClock) -> Self::Store {
+        MemoryStore::with_clock(clock)
+    }
+
+    fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.saw("block_on");
+        reservation_store::block_on(future)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.saw("capabilities");
+        Capabilities::default().with_durable(true)
+    }
+
+    fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
+        self.saw("reopen");
+        drop(store);
+        Some(self.store(clock))
+    }
+
+    fn lookups(
+        &self,
+        store: &Self::Store,
+        keys: &[(&ReservationScope, &Key)],
+    ) -> Vec<StoreResult<Option<StoredReservation>>> {
+        self.saw("lookups");
+        keys.iter().map(|(scope, key)| reservation_store::block_on(store.lookup(scope, key))).collect()
+    }
+
+    fn send_raw(&self, _: &Self::Store, _: &[RawRequest]) -> Option<Vec<RawAnswer>> {
+        self.saw("send_raw");
+        Some(Vec::new())
+    }
+
+    fn faults(&self) -> Vec<Fault> {
+        self.saw("faults");
+        vec![Fault::Crash]
+    }
+
+    fn inject(&self, fault: Fault) -> Result<(), StorageError> {
+        self.saw("inject");
+        match fault {
+            Fault::Crash => Ok(()),
+            other => Err(crate::faults::not_offered(other)),
+        }
+    }
+
+    fn broken(&self) -> Option<String> {
+        self.saw("broken");
+        Some("the probe says it is broken".into())
     }
 }
 

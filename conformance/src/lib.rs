@@ -2,7 +2,7 @@
 //! implementation runs to show that it behaves as the specification ([`reservation_store::rules`])
 //! says.
 //!
-//! # The ten lines an implementer writes
+//! # The lines an implementer writes
 //!
 //! Add this crate as a dev-dependency, write a [`Harness`] that builds your store around the
 //! suite's clock, and expand [`tests!`] in a test file:
@@ -18,19 +18,24 @@
 //!     fn store(&self, clock: ManualClock) -> MyStore { self.runtime.block_on(MyStore::connect(&self.url, clock)) }
 //!     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output { self.runtime.block_on(f) }
 //!     fn capabilities(&self) -> Capabilities { Capabilities::default().with_durable(true) }
-//!     fn reopen(&self, store: MyStore, clock: ManualClock) -> Option<MyStore> { drop(store); Some(self.store(clock)) }
 //! }
 //!
 //! reservation_conformance::tests!(my_store, MyHarness::new(), durable); // `durable`: durable stores only
 //! ```
 //!
 //! A synchronous store leaves `block_on` out (the default drives ready futures without a
-//! runtime); a store that is not durable leaves `capabilities` and `reopen` out, and its
-//! `durable` test is `#[ignore]`d, saying why. A store that declares `durable` must implement
-//! `reopen` (close, then open a new store on the same storage): the durable check fails on the
-//! default `None`. Every check works in a namespace of its own, so the stores may share
+//! runtime); a store that is not durable leaves `capabilities` out, and its durable tests are
+//! `#[ignore]`d, saying why. A durable store's restart is, by default, the store dropped and a new
+//! one opened on the same storage ([`Harness::reopen`]); a harness whose stores do not share
+//! storage overrides it. Every check works in a namespace of its own, so the stores may share
 //! one database. `cargo test my_store` then runs one test per check; `cargo test r3_` or
-//! `cargo test s1_` picks some. Without the macro, [`run_all`] returns a [`Report`].
+//! `cargo test s1_` picks some.
+//!
+//! How much the randomized checks do is the run's business, not the harness's: `tests!(my_store,
+//! MyHarness::new(), durable, settings = Settings::default().with_cases(600))`, or
+//! [`run_all`]`(&harness, &settings)` for a [`Report`] without the macro ([`Settings`]; one seed
+//! replays every randomized check). A harness that wraps another passes each optional part
+//! through; [`dropped_parts`] tells which a wrapper drops.
 //!
 //! # What is checked
 //!
@@ -45,8 +50,8 @@
 //!   It first runs the same operations one at a time, so that a plain expiry bug is named by its
 //!   own rule (D1), not as the clock; through the driver, the held reading is the store's own
 //!   (the request says `"now": "ask"`, `PROTOCOL.md`).
-//!   D10 across a restart (a durable store that declares `clock_survives_reopen`, as every
-//!   durable adapter does): reopened with the suite's clock set back, the store keeps deciding
+//!   D10 across a restart (every durable store): reopened with the suite's clock set back, the
+//!   store keeps deciding
 //!   at its latest instant, and a reservation it saw expire stays expired.
 //! - D6 through the protocol's requests ([`Harness::send_raw`]): every invalid argument of SPEC.md's
 //!   table of errors, alone (each field empty, one byte over its maximum in one- and two-byte
@@ -238,7 +243,10 @@ pub mod vectors;
 
 pub use failure::{Details, Failure, Protocol};
 pub use harness::unique_namespace;
-pub use harness::{Capabilities, Harness, MemoryHarness, RawAnswer, RawRequest, Requirement, START, Settings};
+pub use harness::{
+    Capabilities, Harness, MemoryHarness, PARTS, Probe, RawAnswer, RawRequest, Requirement, START, Settings,
+    dropped_parts,
+};
 pub use report::{CheckResult, Report, run_all, run_all_with, run_matching, run_matching_with};
 
 /// Calls `$callback!` with the list of every check, in the suite's order:
@@ -286,7 +294,7 @@ macro_rules! __for_each_check {
             d7_expired_pending_is_a_free_key => d7,
             d8_unsigned_versions_and_the_last_instant => d8,
             d10_the_clock_is_read_inside_the_critical_section => d10,
-            d10_the_clock_never_goes_back_across_a_restart => d10_restart [DurableClock],
+            d10_the_clock_never_goes_back_across_a_restart => d10_restart [Durable],
             d9_every_field_at_its_maximum_in_utf8_bytes => lengths,
             d11_lookup_shapes_and_absolute_expiry => d11,
             s1_scope_aggregate_types_are_independent => scope_aggregate_type,
@@ -330,14 +338,17 @@ macro_rules! __requirement {
 /// with the check's [`Failure`]: the rule, its text, and the operations with expected and actual
 /// outcomes. Filter by rule with `cargo test r3_` or by family with `cargo test s1_`.
 ///
-/// A check that needs a capability ([`Requirement`]) runs when the macro is told the capability
-/// after the harness, as a word: `tests!(my_store, MyHarness::new(), durable)` runs the
-/// `p1_durable_…` test, and `tests!(my_store, MyHarness::new(), durable, clock_survives_reopen)`
-/// the `d10_the_clock_never_goes_back_across_a_restart` test too. Without its words such a test
-/// is `#[ignore]`d with the reason, which `cargo test` prints, instead of passing without
-/// running. A harness that declares a capability without the word fails
-/// `durable_capability_is_tested` (or `clock_survives_reopen_capability_is_tested`), and a word
-/// on a harness that does not declare its capability fails the test the word runs.
+/// After the harness, two optional arguments, in this order:
+///
+/// - `durable`, for a harness that declares [`Capabilities::durable`]: the checks that need it
+///   (`p1_durable_…`, `p1_crashes_…`, D10 across a restart) run. Without the word they are
+///   `#[ignore]`d with the reason, which `cargo test` prints, instead of passing without running;
+///   a harness that declares the capability without the word fails `durable_capability_is_tested`,
+///   and the word on a harness that does not declare it fails the tests it runs.
+/// - `settings = EXPR`, the run's [`Settings`] (by default [`Settings::default`]), evaluated once
+///   per test; the environment's overrides ([`Settings::with_env`]) apply on top, so that the
+///   replay line of a failure works: `tests!(my_store, MyHarness::new(), durable,
+///   settings = Settings::default().with_cases(600))`.
 ///
 /// A store that needs a server writes `?` before an expression of type `Option<harness>`,
 /// usually [`services::service`]: `tests!(my_store, ?service("PostgreSQL", MyHarness::connect()))`.
@@ -345,156 +356,108 @@ macro_rules! __requirement {
 /// `service` says in one line, or fails on under [`services::REQUIRE_SERVICES`]).
 #[macro_export]
 macro_rules! tests {
-    ($module:ident, ? $harness:expr $(, $word:ident)* $(,)?) => {
-        $crate::__tests_words!($module, optional, $harness, not_durable, no_clock ; $($word)*);
+    ($module:ident, ? $harness:expr $(, $($rest:tt)*)?) => {
+        $crate::__tests!($module, $harness, [$($($rest)*)?]);
     };
     ($harness:expr $(,)?) => {
         $crate::tests!(reservation_conformance, $harness);
     };
-    ($module:ident, $harness:expr $(, $word:ident)* $(,)?) => {
-        $crate::__tests_words!($module, always, $harness, not_durable, no_clock ; $($word)*);
+    ($module:ident, $harness:expr $(, $($rest:tt)*)?) => {
+        $crate::__tests!($module, ::core::option::Option::Some($harness), [$($($rest)*)?]);
     };
 }
 
-/// Reads the capability words of [`tests!`] into two flags: `durable` or `not_durable`, and
-/// `clock_survives_reopen` or `no_clock`.
+/// Reads the arguments of [`tests!`] after the harness (an `Option` of it by now): whether the
+/// harness is `durable`, and the run's settings.
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __tests_words {
-    ($module:ident, $get:ident, $harness:expr, $durable:ident, $clock:ident ;) => {
-        $crate::__for_each_check!(__tests_module { $module, $get, $harness, $durable, $clock });
+macro_rules! __tests {
+    ($module:ident, $harness:expr, [$(,)?]) => {
+        $crate::__for_each_check!(__tests_module { $module, $harness, not_durable, $crate::Settings::default() });
     };
-    ($module:ident, $get:ident, $harness:expr, $durable:ident, $clock:ident ; durable $($rest:ident)*) => {
-        $crate::__tests_words!($module, $get, $harness, durable, $clock ; $($rest)*);
+    ($module:ident, $harness:expr, [durable $(,)?]) => {
+        $crate::__for_each_check!(__tests_module { $module, $harness, durable, $crate::Settings::default() });
     };
-    ($module:ident, $get:ident, $harness:expr, $durable:ident, $clock:ident ; clock_survives_reopen $($rest:ident)*) => {
-        $crate::__tests_words!($module, $get, $harness, $durable, clock_survives_reopen ; $($rest)*);
+    ($module:ident, $harness:expr, [settings = $settings:expr $(,)?]) => {
+        $crate::__for_each_check!(__tests_module { $module, $harness, not_durable, $settings });
     };
-    ($module:ident, $get:ident, $harness:expr, $durable:ident, $clock:ident ; $word:ident $($rest:ident)*) => {
+    ($module:ident, $harness:expr, [durable, settings = $settings:expr $(,)?]) => {
+        $crate::__for_each_check!(__tests_module { $module, $harness, durable, $settings });
+    };
+    ($module:ident, $harness:expr, [$($other:tt)*]) => {
         ::core::compile_error!(::core::concat!(
-            "tests!: unknown capability `", ::core::stringify!($word), "` (durable, clock_survives_reopen)"
+            "tests!: after the harness, `durable` and then `settings = EXPR`, each optional; found `",
+            ::core::stringify!($($other)*), "`"
         ));
-    };
-}
-
-/// The harness of one test, or `None` to skip it.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __harness {
-    (always, $harness:expr) => {
-        ::core::option::Option::Some($harness)
-    };
-    (optional, $harness:expr) => {
-        $harness
     };
 }
 
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __tests_module {
-    ($module:ident, $get:ident, $harness:expr, $durable:ident, $clock:ident ;
+    ($module:ident, $harness:expr, $durable:ident, $settings:expr ;
         $($name:ident => $check:ident $([$needs:ident])?),* $(,)?) => {
         #[allow(non_snake_case, reason = "the module is named by the caller, in any case")]
         mod $module {
             #[allow(unused_imports, reason = "the harness expression may or may not name items of the caller's module")]
             use super::*;
             $(
-                $crate::__check_test!(($get, $harness, $durable, $clock) $name => $check $([$needs])?);
+                $crate::__check_test!(($harness, $durable, $settings) $name => $check $([$needs])?);
             )*
-            $crate::__capability_tests!($get, $harness, $durable, $clock);
+            $crate::__check_test!(@capability $durable, $harness);
         }
     };
 }
 
 /// The test of one check: run when its requirement is met by the words the macro was told
-/// (and then failing on a harness that does not declare it), `#[ignore]`d with the reason when not.
+/// (and then failing on a harness that does not declare it), `#[ignore]`d with the reason when
+/// not; and the test that a harness declaring `durable` told the macro so.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __check_test {
-    (($get:ident, $harness:expr, $durable:ident, $clock:ident) $name:ident => $check:ident) => {
-        $crate::__check_test!(@run $get, $harness, $name => $check, Nothing);
+    (($harness:expr, durable, $settings:expr) $name:ident => $check:ident [Durable]) => {
+        $crate::__check_test!(@run $harness, $settings, $name => $check, Durable);
     };
-    (($get:ident, $harness:expr, durable, $clock:ident) $name:ident => $check:ident [Durable]) => {
-        $crate::__check_test!(@run $get, $harness, $name => $check, Durable);
-    };
-    (($get:ident, $harness:expr, $durable:ident, $clock:ident) $name:ident => $check:ident [Durable]) => {
-        $crate::__check_test!(@run $get, $harness, $name => $check, Nothing,
+    (($harness:expr, $durable:ident, $settings:expr) $name:ident => $check:ident [Durable]) => {
+        $crate::__check_test!(@run $harness, $settings, $name => $check, Nothing,
             #[ignore = "not run: the harness is not declared durable (tests!(module, harness, durable) runs it)"]);
     };
-    (($get:ident, $harness:expr, durable, clock_survives_reopen) $name:ident => $check:ident [DurableClock]) => {
-        $crate::__check_test!(@run $get, $harness, $name => $check, DurableClock);
+    (($harness:expr, $durable:ident, $settings:expr) $name:ident => $check:ident) => {
+        $crate::__check_test!(@run $harness, $settings, $name => $check, Nothing);
     };
-    (($get:ident, $harness:expr, $durable:ident, $clock:ident) $name:ident => $check:ident [DurableClock]) => {
-        $crate::__check_test!(@run $get, $harness, $name => $check, Nothing,
-            #[ignore = "not run: the harness is not declared durable with a clock that survives a reopen (tests!(module, harness, durable, clock_survives_reopen) runs it)"]);
-    };
-    (@run $get:ident, $harness:expr, $name:ident => $check:ident, $declared:ident $(, #[$attr:meta])?) => {
+    (@run $harness:expr, $settings:expr, $name:ident => $check:ident, $declared:ident $(, #[$attr:meta])?) => {
         #[test]
         $(#[$attr])?
         fn $name() {
-            let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
+            let ::core::option::Option::Some(harness) = $harness else { return };
             $crate::__assert_declared(&harness, $crate::Requirement::$declared);
-            if let ::core::result::Result::Err(failure) = $crate::checks::$check(&harness) {
+            let settings: $crate::Settings = $settings;
+            if let ::core::result::Result::Err(failure) = $crate::checks::$check(&harness, &settings.with_env()) {
                 ::core::panic!("{failure}");
             }
         }
     };
-}
-
-/// A harness that declares a capability must say so to the macro too, or the checks that need
-/// it would never run: one test per capability the macro was not told.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __capability_tests {
-    ($get:ident, $harness:expr, durable, clock_survives_reopen) => {};
-    ($get:ident, $harness:expr, durable, $clock:ident) => {
-        $crate::__capability_tests!(@clock $get, $harness);
-    };
-    ($get:ident, $harness:expr, $durable:ident, clock_survives_reopen) => {
-        $crate::__capability_tests!(@durable $get, $harness);
-    };
-    ($get:ident, $harness:expr, $durable:ident, $clock:ident) => {
-        $crate::__capability_tests!(@durable $get, $harness);
-        $crate::__capability_tests!(@clock $get, $harness);
-    };
-    (@durable $get:ident, $harness:expr) => {
+    (@capability durable, $harness:expr) => {};
+    (@capability $durable:ident, $harness:expr) => {
         /// A harness that declares the durable capability must say `durable` to the macro too,
-        /// or its durable check would never run.
+        /// or its durable checks would never run.
         #[test]
         fn durable_capability_is_tested() {
-            let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
+            let ::core::option::Option::Some(harness) = $harness else { return };
             ::core::assert!(
                 !$crate::Harness::capabilities(&harness).durable,
-                "the harness declares the durable capability: write tests!(module, harness, durable) so that its durable check runs"
-            );
-        }
-    };
-    (@clock $get:ident, $harness:expr) => {
-        /// A durable harness whose clock survives a reopen must say `clock_survives_reopen` to
-        /// the macro too, or its check of D10 across a restart would never run.
-        #[test]
-        fn clock_survives_reopen_capability_is_tested() {
-            let ::core::option::Option::Some(harness) = $crate::__harness!($get, $harness) else { return };
-            ::core::assert!(
-                !$crate::Requirement::DurableClock.met_by($crate::Harness::capabilities(&harness)),
-                "the harness declares the durable and clock_survives_reopen capabilities: write tests!(module, harness, durable, clock_survives_reopen) so that its check of D10 across a restart runs"
+                "the harness declares the durable capability: write tests!(module, harness, durable) so that its durable checks run"
             );
         }
     };
 }
 
-/// Told the words of `requirement`, the checks that need it must run: on a harness that does not
-/// declare the capabilities they would pass without running. Panics then, naming the mismatch.
+/// Told the word of `requirement`, the checks that need it must run: on a harness that does not
+/// declare the capability they would pass without running. Panics then, naming the mismatch.
 #[doc(hidden)]
 pub fn __assert_declared<H: Harness>(harness: &H, requirement: Requirement) {
-    let mismatch = match requirement {
-        Requirement::Nothing => return,
-        Requirement::Durable => {
-            "tests!(…, durable) on a harness that does not declare the durable capability: its durable check would not run"
-        }
-        Requirement::DurableClock => {
-            "tests!(…, durable, clock_survives_reopen) on a harness that does not declare the durable and clock_survives_reopen capabilities: its check of D10 across a restart would not run"
-        }
-    };
-    assert!(requirement.met_by(harness.capabilities()), "{mismatch}");
+    assert!(
+        requirement.met_by(harness.capabilities()),
+        "tests!(…, durable) on a harness that does not declare the durable capability: its durable checks would not run"
+    );
 }

@@ -719,10 +719,9 @@ fn sequential_or<H: Harness>(harness: &H, ops: usize, seed: u64, failure: Failur
     }
 }
 
-/// Records histories with `harness`'s [`crate::Settings`] and decides each: up to
+/// Records histories on `harness` with `settings` and decides each: up to
 /// [`crate::Settings::histories`] of them, within [`crate::Settings::concurrency_budget`].
-pub fn run<H: Harness>(harness: &H) -> Result<Stats, Failure> {
-    let settings = harness.settings().with_env();
+pub fn run<H: Harness>(harness: &H, settings: &crate::Settings) -> Result<Stats, Failure> {
     let seed = settings.seed.unwrap_or(0x5eed_1234_abcd_0001);
     let mut stats = Stats { ops: 0, nodes: 0, record: Duration::ZERO, check: Duration::ZERO };
     // A race shows in some histories only: record several, each on a fresh store, until the

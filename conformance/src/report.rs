@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::failure::Failure;
-use crate::harness::Harness;
+use crate::harness::{Harness, Settings};
 
 /// The result of one check.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -82,7 +82,7 @@ impl std::error::Error for Report {}
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __run_all_list {
-    ($h:ident, $report:ident, $filter:ident, $on_check:ident, $once:ident ;
+    ($h:ident, $settings:ident, $report:ident, $filter:ident, $on_check:ident, $once:ident ;
         $($name:ident => $check:ident $([$needs:ident])?),* $(,)?) => {
         $(
             if $filter(stringify!($name)) {
@@ -94,7 +94,7 @@ macro_rules! __run_all_list {
                 // A broken adapter answers nothing more: the check is not started.
                 $crate::CheckResult::Failed($crate::Failure::protocol(stringify!($name), why))
             } else {
-                match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $crate::checks::$check($h))) {
+                match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $crate::checks::$check($h, $settings))) {
                     Ok(Ok(())) => $crate::CheckResult::Passed,
                     Ok(Err(f)) => $crate::CheckResult::Failed(f),
                     Err(panic) => $crate::CheckResult::Failed($crate::Failure::panicked(stringify!($check), &*panic)),
@@ -110,34 +110,41 @@ macro_rules! __run_all_list {
     };
 }
 
-/// Runs every check against `harness`, one after another, and reports each. A check that panics
-/// (a harness that cannot build a store, say) is reported as failed, and the others still run.
-pub fn run_all<H: Harness>(harness: &H) -> Report {
-    run_matching(harness, |_| true)
+/// Runs every check against `harness` with `settings`, one after another, and reports each. A
+/// check that panics (a harness that cannot build a store, say) is reported as failed, and the
+/// others still run. The environment's overrides are not read here: pass
+/// [`Settings::from_env`] for them.
+pub fn run_all<H: Harness>(harness: &H, settings: &Settings) -> Report {
+    run_matching(harness, settings, |_| true)
 }
 
 /// As [`run_all`], with only the checks whose test name (`r3_reserve_joins_with_a_new_hold`,
 /// `p1_durable_reopen_keeps_every_reservation`, …) `filter` accepts.
-pub fn run_matching<H: Harness>(harness: &H, filter: impl Fn(&str) -> bool) -> Report {
-    run_matching_with(harness, filter, |_, _, _| {})
+pub fn run_matching<H: Harness>(harness: &H, settings: &Settings, filter: impl Fn(&str) -> bool) -> Report {
+    run_matching_with(harness, settings, filter, |_, _, _| {})
 }
 
 /// As [`run_all`], calling `on_check` with each check's name, result and time as soon as the
 /// check ends, before the next one starts: a caller shows progress while a slow store runs.
-pub fn run_all_with<H: Harness>(harness: &H, on_check: impl FnMut(&'static str, &CheckResult, Duration)) -> Report {
-    run_matching_with(harness, |_| true, on_check)
+pub fn run_all_with<H: Harness>(
+    harness: &H,
+    settings: &Settings,
+    on_check: impl FnMut(&'static str, &CheckResult, Duration),
+) -> Report {
+    run_matching_with(harness, settings, |_| true, on_check)
 }
 
 /// As [`run_matching`], calling `on_check` as [`run_all_with`] does.
 pub fn run_matching_with<H: Harness>(
     harness: &H,
+    settings: &Settings,
     filter: impl Fn(&str) -> bool,
     mut on_check: impl FnMut(&'static str, &CheckResult, Duration),
 ) -> Report {
     let mut report = Report::default();
     // An adapter that broke the protocol is reported once, by the first check it failed.
     let mut once = crate::failure::ProtocolOnce::default();
-    crate::__for_each_check!(__run_all_list { harness, report, filter, on_check, once });
+    crate::__for_each_check!(__run_all_list { harness, settings, report, filter, on_check, once });
     report.notes.extend(durability_note(harness, &report));
     report
 }

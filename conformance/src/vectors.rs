@@ -193,7 +193,8 @@ impl ReservationStore for Recorded {
 /// functions disagreed.
 pub fn generate() -> Result<BTreeMap<&'static str, Value>, String> {
     let names = Mutex::new(Vec::new());
-    run_matching(&MemoryHarness, |name| {
+    let settings = crate::Settings::default();
+    run_matching(&MemoryHarness, &settings, |name: &str| {
         lock(&names).push(name.to_owned());
         false
     });
@@ -205,7 +206,7 @@ pub fn generate() -> Result<BTreeMap<&'static str, Value>, String> {
         }
         *lock(&recorder.check) = name.clone();
         crate::harness::fixed_namespaces(true);
-        let report = run_matching(&recorder, |n| n == name);
+        let report = run_matching(&recorder, &settings, |n| n == name);
         crate::harness::fixed_namespaces(false);
         for (_, result, _) in &report.checks {
             if let CheckResult::Failed(f) = result {

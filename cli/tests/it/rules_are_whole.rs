@@ -81,7 +81,7 @@ static PROJECT: LazyLock<Project> = LazyLock::new(|| Project {
 /// Every check of the suite, by name: the filter of a run sees each name, and lets none run.
 fn check_names() -> Vec<String> {
     let names = RefCell::new(Vec::new());
-    let report = run_matching(&MemoryHarness, |name| {
+    let report = run_matching(&MemoryHarness, &reservation_conformance::Settings::default(), |name| {
         names.borrow_mut().push(name.to_owned());
         false
     });

@@ -523,7 +523,6 @@ pub struct CommandHarness {
     adapter: Arc<Adapter>,
     hello: Hello,
     stores: AtomicU64,
-    settings: Settings,
     /// The faults the harness can cause, each by its command.
     faults: Vec<(Fault, String)>,
 }
@@ -559,8 +558,7 @@ impl CommandHarness {
         };
         let hello = parse_hello(&ok)
             .map_err(|e| not_started(adapter.fail(&hello_json(), &format!("{e}: {}", quote(&ok.to_string())))))?;
-        let settings = Settings::default().with_cases(1_000).with_differential_threads(8);
-        Ok(CommandHarness { adapter, hello, stores: AtomicU64::new(0), settings, faults: Vec::new() })
+        Ok(CommandHarness { adapter, hello, stores: AtomicU64::new(0), faults: Vec::new() })
     }
 
     /// How many requests the driver has sent the adapter so far, `hello` and `open` included.
@@ -573,10 +571,10 @@ impl CommandHarness {
         self.hello
     }
 
-    /// This harness with `settings` for the randomized checks.
-    pub fn with_settings(mut self, settings: Settings) -> Self {
-        self.settings = settings;
-        self
+    /// The settings that suit a store behind the driver, for the run to start from: 1,000
+    /// differential scripts, 8 of them at once, since each request waits a round trip.
+    pub fn settings() -> Settings {
+        Settings::default().with_cases(1_000).with_differential_threads(8)
     }
 
     /// Longest wait for a fault's command ([`CommandHarness::with_fault`]); past it the command is
@@ -621,16 +619,11 @@ impl Harness for CommandHarness {
     }
 
     fn capabilities(&self) -> Capabilities {
-        // The protocol asks every durable adapter to keep a store's clock across a reopen.
-        Capabilities::default().with_durable(self.hello.durable).with_clock_survives_reopen(self.hello.durable)
+        Capabilities::default().with_durable(self.hello.durable)
     }
 
     fn reopen(&self, store: CommandStore, clock: ManualClock) -> Option<CommandStore> {
         self.hello.durable.then(|| self.open(clock, Some(store.id)))
-    }
-
-    fn settings(&self) -> Settings {
-        self.settings
     }
 
     /// The faults given by [`CommandHarness::with_fault`].

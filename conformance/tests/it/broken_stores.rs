@@ -380,7 +380,7 @@ impl Harness for BrokenHarness {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
+        Capabilities::default().with_durable(true)
     }
 
     fn reopen(&self, store: BrokenStore, clock: ManualClock) -> Option<BrokenStore> {
@@ -408,11 +408,12 @@ impl Harness for BrokenHarness {
         let clock = Arc::new(Monotonic::starting_at(clock, latest));
         Some(BrokenStore { clock, source, rows: store.rows, disk: store.disk, bug: self.0 })
     }
+}
 
-    fn settings(&self) -> Settings {
-        // Their failures are expected: a regression file would only collect them.
-        Settings::default().with_seed(7).with_regressions(None)
-    }
+/// The settings of every run here: a fixed seed, and no regression file, since the failures are
+/// expected and a regression file would only collect them.
+fn settings() -> Settings {
+    Settings::default().with_seed(7).with_regressions(None)
 }
 
 fn failure_of(report: &Report, check: &str) -> Option<String> {
@@ -430,7 +431,7 @@ const FAULTS: &str = "p1_faults_on_a_seeded_schedule_lose_no_acknowledged_confir
 /// each `(check, text)` failed with a message containing the text.
 fn caught(bug: Bug, expected: &[(&str, &str)]) {
     let faults = expected.iter().any(|(check, _)| *check == FAULTS);
-    let report = run_matching(&BrokenHarness(bug), |name| faults || name != FAULTS);
+    let report = run_matching(&BrokenHarness(bug), &settings(), |name| faults || name != FAULTS);
     // A failure names its check as the report lists it.
     for failure in report.failures() {
         assert!(report.checks.iter().any(|(name, _, _)| *name == failure.check), "{bug:?}: {failure}");
@@ -445,7 +446,7 @@ fn caught(bug: Bug, expected: &[(&str, &str)]) {
 
 #[test]
 fn the_correct_spec_store_passes_everything() {
-    let report = run_all(&BrokenHarness(Bug::None));
+    let report = run_all(&BrokenHarness(Bug::None), &settings());
     assert!(report.is_ok(), "{report}");
     assert!(report.checks.iter().all(|(_, r, _)| *r == CheckResult::Passed), "{report}");
 }
@@ -619,13 +620,14 @@ fn read_then_write_without_a_lock_or_a_pause() {
     // The window between the read and the write is a few instructions wide, and the other tests
     // share the two cores: give the check more histories and time than its defaults, which it
     // spends only until it sees the race.
-    let mut settings = BrokenHarness(Bug::ReadThenWriteTight).settings();
+    let mut settings = settings();
     settings.histories = 1_000;
     settings.concurrency_budget = std::time::Duration::from_secs(30);
-    let failure = match reservation_conformance::checks::linearizability(&Tuned(Bug::ReadThenWriteTight, settings)) {
-        Ok(()) => panic!("a read then a write without a lock passed the linearizability check"),
-        Err(f) => f.to_string(),
-    };
+    let failure =
+        match reservation_conformance::checks::linearizability(&BrokenHarness(Bug::ReadThenWriteTight), &settings) {
+            Ok(()) => panic!("a read then a write without a lock passed the linearizability check"),
+            Err(f) => f.to_string(),
+        };
     assert!(failure.contains("atomicity (H1) broken"), "{failure}");
 }
 
@@ -690,10 +692,10 @@ impl Harness for DurableWithoutReopen {
 
 #[test]
 fn a_durable_harness_without_a_reopen_fails_the_durable_check() {
-    let failure = reservation_conformance::checks::durable(&DurableWithoutReopen).unwrap_err().to_string();
+    let failure = reservation_conformance::checks::durable(&DurableWithoutReopen, &settings()).unwrap_err().to_string();
     assert!(failure.contains("Harness::reopen returned None"), "{failure}");
     // The same store, reopened for real, passes.
-    reservation_conformance::checks::durable(&BrokenHarness(Bug::None)).unwrap();
+    reservation_conformance::checks::durable(&BrokenHarness(Bug::None), &settings()).unwrap();
 }
 
 /// Passed every check before the sweeper check existed: no check confirmed a key from a pending
@@ -721,29 +723,14 @@ impl Harness for Unreachable {
 
 #[test]
 fn a_harness_that_panics_fails_every_check_and_run_all_goes_on() {
-    let report = run_all(&Unreachable);
+    let report = run_all(&Unreachable, &settings());
     let failed = report.failures().count();
     assert_eq!(failed, report.checks.len() - 3, "all but the three skipped durable checks fail:\n{report}");
     assert!(report.failures().all(|f| f.to_string().contains("cannot connect to the database")), "{report}");
 }
 
-/// A broken store with chosen settings.
-struct Tuned(Bug, Settings);
-
-impl Harness for Tuned {
-    type Store = BrokenStore;
-
-    fn store(&self, clock: ManualClock) -> BrokenStore {
-        BrokenHarness(self.0).store(clock)
-    }
-
-    fn settings(&self) -> Settings {
-        self.1
-    }
-}
-
 fn differential_failure(bug: Bug, settings: Settings) -> String {
-    match reservation_conformance::differential::run(&Tuned(bug, settings)) {
+    match reservation_conformance::differential::run(&BrokenHarness(bug), &settings) {
         Ok(stats) => panic!("{bug:?}: the differential check passed: {stats:?}"),
         Err(f) => f.to_string(),
     }
@@ -773,11 +760,11 @@ fn a_failing_seed_is_saved_and_its_script_runs_first_on_the_next_run() {
     assert_eq!(seeds(path), 1, "the failing seed is saved");
     // No new script runs: only the saved seed can catch the bug.
     let none = Settings::default().with_cases(0);
-    let replayed = differential_failure(bug, none.with_regressions(Some(path)));
+    let replayed = differential_failure(bug, none.clone().with_regressions(Some(path)));
     assert!(replayed.contains("rule C7 broken") && !replayed.contains("never reached"), "{replayed}");
     assert_eq!(seeds(path), 1, "a replayed failure is not saved twice");
     // Without the file, or on a correct store, the same run fails only for its lack of coverage.
-    let without = differential_failure(bug, none.with_regressions(None));
+    let without = differential_failure(bug, none.clone().with_regressions(None));
     assert!(without.contains("never reached") && !without.contains("C7 broken"), "{without}");
     let correct = differential_failure(Bug::None, none.with_regressions(Some(path)));
     assert!(correct.contains("never reached"), "{correct}");
@@ -805,7 +792,9 @@ fn the_committed_regression_seeds_catch_their_broken_stores_without_a_new_script
 fn catch_rate_at_the_defaults() {
     for bug in [Bug::ReadThenWriteTight, Bug::ClockBeforeLock] {
         let harness = BrokenHarness(bug);
-        let caught = (0..20).filter(|_| reservation_conformance::checks::linearizability(&harness).is_err()).count();
+        let caught = (0..20)
+            .filter(|_| reservation_conformance::checks::linearizability(&harness, &settings()).is_err())
+            .count();
         println!("{bug:?} caught in {caught} of 20 runs at the default settings");
         assert!(caught >= 19, "{bug:?} caught in only {caught} of 20 runs");
     }
@@ -816,18 +805,20 @@ fn catch_rate_at_the_defaults() {
 /// check's rule as context.
 #[test]
 fn a_failure_names_the_rule_of_the_failing_step() {
-    let failure = reservation_conformance::checks::c6(&BrokenHarness(Bug::ReleaseIgnoresVersion)).unwrap_err();
+    let failure =
+        reservation_conformance::checks::c6(&BrokenHarness(Bug::ReleaseIgnoresVersion), &settings()).unwrap_err();
     let text = failure.to_string();
     assert_eq!(failure.rule, Some(Rule::L5), "{text}");
     assert!(text.contains("rule L5 broken") && text.contains("the check is about C6"), "{text}");
     // So in a check of a value rule: the rule that decided the step, the check's as context.
-    let failure = reservation_conformance::checks::d3(&BrokenHarness(Bug::ReleaseIgnoresVersion)).unwrap_err();
+    let failure =
+        reservation_conformance::checks::d3(&BrokenHarness(Bug::ReleaseIgnoresVersion), &settings()).unwrap_err();
     assert_eq!((failure.rule, failure.check_rule), (Some(Rule::L5), Some(Rule::D3)), "{failure}");
 }
 
 /// The first line of the failure of `check` against `bug`, which must fail.
 fn headline(bug: Bug, check: &str) -> String {
-    let report = run_matching(&BrokenHarness(bug), |name| name == check);
+    let report = run_matching(&BrokenHarness(bug), &settings(), |name| name == check);
     let message = failure_of(&report, check).unwrap_or_else(|| panic!("{bug:?}: check {check} did not fail\n{report}"));
     eprintln!("--- {bug:?} caught by {check}:\n{message}");
     message.lines().next().unwrap_or_default().to_owned()
@@ -885,7 +876,8 @@ fn a_typed_reserve_that_retakes_its_own_confirmed_key() {
 #[test]
 fn the_one_thread_verdict_names_the_rule_of_the_step_it_could_not_explain() {
     let failure =
-        reservation_conformance::checks::linearizability(&BrokenHarness(Bug::JoinShortensExpiry)).unwrap_err();
+        reservation_conformance::checks::linearizability(&BrokenHarness(Bug::JoinShortensExpiry), &settings())
+            .unwrap_err();
     let text = failure.to_string();
     assert_eq!(failure.property, Some(reservation_conformance::linearizability::SEQUENTIAL), "{text}");
     assert!(matches!(failure.rule, Some(Rule::R3 | Rule::R4)), "{text}");
@@ -901,7 +893,7 @@ fn the_one_thread_verdict_names_the_rule_of_the_step_it_could_not_explain() {
 #[test]
 fn the_linearizability_check_tells_a_sequential_bug_from_a_race() {
     for bug in [Bug::ReleaseIgnoresVersion, Bug::AbandonDropsAllHolds, Bug::ConfirmOverwritesVersion] {
-        let failure = reservation_conformance::checks::linearizability(&BrokenHarness(bug)).unwrap_err();
+        let failure = reservation_conformance::checks::linearizability(&BrokenHarness(bug), &settings()).unwrap_err();
         let text = failure.to_string();
         assert_eq!(failure.property, Some(reservation_conformance::linearizability::SEQUENTIAL), "{bug:?}: {text}");
         assert!(failure.rule.is_some(), "{bug:?}: {text}");
@@ -962,10 +954,12 @@ fn the_vectors_catch_every_sequential_bug() {
 fn each_check_is_reported_to_the_caller_as_it_ends() {
     let mut seen = Vec::new();
     let filter = |name: &str| name.starts_with("r1_") || name.starts_with("r3_") || name.starts_with("d2_");
-    let report =
-        reservation_conformance::run_matching_with(&BrokenHarness(Bug::JoinShortensExpiry), filter, |n, r, t| {
-            seen.push((n, r.clone(), t))
-        });
+    let report = reservation_conformance::run_matching_with(
+        &BrokenHarness(Bug::JoinShortensExpiry),
+        &settings(),
+        filter,
+        |n, r, t| seen.push((n, r.clone(), t)),
+    );
     assert_eq!(seen, report.checks);
     let names: Vec<&str> = seen.iter().map(|(n, _, _)| *n).collect();
     assert_eq!(names, ["r1_reserve_takes_a_free_key", "r3_reserve_joins_with_a_new_hold", "d2_ttl_zero_is_invalid"]);
@@ -978,13 +972,13 @@ fn each_check_is_reported_to_the_caller_as_it_ends() {
 #[test]
 fn d10_names_a_plain_expiry_bug_by_its_own_rule() {
     for (bug, rule) in [(Bug::ExpiryInclusive, Rule::D1), (Bug::LookupShowsExpired, Rule::D1)] {
-        let failure = reservation_conformance::checks::d10(&BrokenHarness(bug)).unwrap_err();
+        let failure = reservation_conformance::checks::d10(&BrokenHarness(bug), &settings()).unwrap_err();
         assert_eq!(failure.rule, Some(rule), "{bug:?}: {failure}");
         eprintln!("--- {bug:?} caught by d10:\n{failure}");
     }
-    let failure = reservation_conformance::checks::d10(&BrokenHarness(Bug::LookupTimeLeft)).unwrap_err();
+    let failure = reservation_conformance::checks::d10(&BrokenHarness(Bug::LookupTimeLeft), &settings()).unwrap_err();
     assert_ne!(failure.rule, Some(Rule::D10), "{failure}");
-    let failure = reservation_conformance::checks::d10(&BrokenHarness(Bug::ClockBeforeLock)).unwrap_err();
+    let failure = reservation_conformance::checks::d10(&BrokenHarness(Bug::ClockBeforeLock), &settings()).unwrap_err();
     assert_eq!(failure.rule, Some(Rule::D10), "{failure}");
 }
 

@@ -27,7 +27,7 @@ fn python(bug: &str) -> Option<CommandHarness> {
 /// asserts that one fails saying `says`.
 fn caught(bug: &str, check: &str, says: &str) {
     let Some(h) = python(bug) else { return };
-    let report = run_matching(&h, |name| name.starts_with(check));
+    let report = run_matching(&h, &CommandHarness::settings(), |name| name.starts_with(check));
     assert!(!report.checks.is_empty(), "no check is named {check}…");
     let failures: Vec<String> = report
         .checks
@@ -53,7 +53,7 @@ fn python_store_passes_the_whole_suite_through_the_driver_and_every_message_is_v
     let h = CommandHarness::start(&command).expect("the Python adapter starts");
     // The sweep of invalid arguments sends, on purpose, requests the schema refuses (and a lone
     // surrogate, which is not even read as JSON here): it runs on its own below.
-    let report = run_matching(&h, |name| name != SWEEP);
+    let report = run_matching(&h, &CommandHarness::settings(), |name| name != SWEEP);
     drop(h);
     assert!(report.is_ok(), "{report}");
     let passed = report.checks.iter().filter(|(_, r, _)| *r == CheckResult::Passed).count();
@@ -68,7 +68,7 @@ fn python_store_passes_the_whole_suite_through_the_driver_and_every_message_is_v
         .count();
     assert!(asked > 0, "no clock question: d10 did not ask the store for its clock");
     let Some(h) = python("") else { return };
-    let sweep = run_matching(&h, |name| name == SWEEP);
+    let sweep = run_matching(&h, &CommandHarness::settings(), |name| name == SWEEP);
     assert!(sweep.is_ok() && sweep.checks.len() == 1, "{sweep}");
     assert!(requests > 100_000, "{requests} requests");
     eprintln!("{requests} requests and answers, each valid against the schema");
@@ -114,7 +114,7 @@ fn python_bug_scope_isolation_is_caught_by_s1() {
 /// Python store with `bug`; `None` without python3.
 fn headlines(bug: &str, check: &str) -> Option<Vec<String>> {
     let h = python(bug)?;
-    let report = run_matching(&h, |name| name.starts_with(check));
+    let report = run_matching(&h, &CommandHarness::settings(), |name| name.starts_with(check));
     eprintln!("--- {bug}, {check}…:\n{report}");
     Some(report.failures().map(|f| f.to_string().lines().next().unwrap_or_default().to_owned()).collect())
 }
@@ -179,7 +179,7 @@ fn protocol_broken_midway(command: &str, says: &str) -> Option<Report> {
         Box::leak(dir.join("regressions.txt").to_string_lossy().into_owned().into_boxed_str());
     let settings = Settings::default().with_cases(200).with_differential_threads(4).with_regressions(Some(regressions));
     let h = CommandHarness::start(command).expect("the adapter starts");
-    let report = run_matching(&h.with_settings(settings), |_| true);
+    let report = run_matching(&h, &settings, |_| true);
     let text = report.to_string();
     let headlines: Vec<&str> = text.lines().filter(|l| l.starts_with("conformance check `")).collect();
     let broken: Vec<&&str> =
@@ -231,16 +231,19 @@ fn python_bug_clock_before_lock_is_caught_by_d10() {
     use reservation_conformance::checks::d10;
     let Some(h) = python("clock-before-lock") else { return };
     let runs = 20;
-    let caught =
-        (0..runs).filter(|_| d10(&h).is_err_and(|f| f.rule == Some(reservation_store::rules::Rule::D10))).count();
+    let caught = (0..runs)
+        .filter(|_| {
+            d10(&h, &CommandHarness::settings()).is_err_and(|f| f.rule == Some(reservation_store::rules::Rule::D10))
+        })
+        .count();
     eprintln!("clock-before-lock caught by d10 in {caught} of {runs} runs");
     assert_eq!(caught, runs, "d10 missed the clock read before the lock");
-    let failure = d10(&h).expect_err("caught").to_string();
+    let failure = d10(&h, &CommandHarness::settings()).expect_err("caught").to_string();
     assert!(failure.contains("rule D10 broken") && failure.contains("answered Joined"), "{failure}");
     // The same store, reading its clock inside its lock, passes.
     let Some(h) = python("") else { return };
     for _ in 0..3 {
-        d10(&h).unwrap_or_else(|f| panic!("{f}"));
+        d10(&h, &CommandHarness::settings()).unwrap_or_else(|f| panic!("{f}"));
     }
 }
 
@@ -250,7 +253,8 @@ fn python_bug_clock_before_lock_is_caught_by_d10() {
 #[test]
 fn python_bug_expiry_boundary_is_named_d1_by_d10() {
     let Some(h) = python("expiry-boundary") else { return };
-    let failure = reservation_conformance::checks::d10(&h).expect_err("an expiry boundary bug passed d10");
+    let failure = reservation_conformance::checks::d10(&h, &CommandHarness::settings())
+        .expect_err("an expiry boundary bug passed d10");
     assert_eq!(failure.rule, Some(reservation_store::rules::Rule::D1), "{failure}");
     assert!(failure.to_string().contains("rule D1 broken"), "{failure}");
 }
@@ -263,7 +267,7 @@ const SWEEP: &str = "d6_every_invalid_argument_in_every_state_changes_nothing";
 /// wrong without the sweep's raw requests.)
 fn caught_by_the_sweep(bug: &str, says: &[&str]) {
     let Some(h) = python(bug) else { return };
-    let report = run_matching(&h, |name| name == SWEEP);
+    let report = run_matching(&h, &CommandHarness::settings(), |name| name == SWEEP);
     assert_eq!(report.checks.len(), 1, "{report}");
     let message = report.failures().next().map(ToString::to_string).unwrap_or_default();
     for text in says {
@@ -298,7 +302,7 @@ fn python_durable(bug: &str) -> Option<CommandHarness> {
 /// saying each of `says`.
 fn caught_saying(h: Option<CommandHarness>, check: &str, says: &[&str]) {
     let Some(h) = h else { return };
-    let report = run_matching(&h, |name| name.starts_with(check));
+    let report = run_matching(&h, &CommandHarness::settings(), |name| name.starts_with(check));
     assert!(!report.checks.is_empty(), "no check is named {check}…");
     let failures: Vec<String> = report.failures().map(ToString::to_string).collect();
     assert!(
@@ -435,8 +439,9 @@ fn python_bug_clock_back_on_reopen_is_caught_by_d10_across_a_restart() {
 fn python_store_with_durable_passes_every_check_that_reopens() {
     let Some(h) = python_durable("") else { return };
     assert!(h.hello().durable);
-    let report =
-        run_matching(&h, |name| name.starts_with("p1_") || name.starts_with("d10_") || name.starts_with("sweeper"));
+    let report = run_matching(&h, &CommandHarness::settings(), |name| {
+        name.starts_with("p1_") || name.starts_with("d10_") || name.starts_with("sweeper")
+    });
     assert_eq!(report.checks.len(), 6, "{report}");
     assert!(report.to_string().contains("checked only through the harness's reopen"), "{report}");
     assert!(report.checks.iter().all(|(_, r, _)| *r == CheckResult::Passed), "{report}");
@@ -598,8 +603,7 @@ fn an_outcome_its_operation_cannot_have_is_the_adapters_failure() {
 
 #[test]
 fn the_driver_runs_a_thousand_differential_scripts_eight_at_a_time() {
-    let Some(h) = answering("{}") else { return };
-    let settings = reservation_conformance::Harness::settings(&h);
+    let settings = CommandHarness::settings();
     assert_eq!((settings.cases, settings.differential_threads), (1_000, 8));
 }
 
@@ -710,7 +714,7 @@ fn go_store() -> Option<std::path::PathBuf> {
 fn go_store_passes_the_whole_suite_through_the_driver() {
     let Some(binary) = go_store() else { return };
     let h = CommandHarness::start(&format!("'{}'", binary.display())).expect("the Go adapter starts");
-    let report = run_matching(&h, |_| true);
+    let report = run_matching(&h, &CommandHarness::settings(), |_| true);
     drop(h);
     assert!(report.is_ok(), "{report}");
     assert!(report.checks.iter().filter(|(_, r, _)| *r == CheckResult::Passed).count() > 45, "{report}");

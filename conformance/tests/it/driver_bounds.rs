@@ -153,10 +153,9 @@ fn a_suite_run_ends_about_one_timeout_after_the_adapter_stops_answering() {
     // The timeout leaves room for python3 to start on a loaded machine.
     let h = CommandHarness::start_with(&command, Duration::from_secs(5)).expect("the adapter starts");
     // The differential's failure is the adapter's, not a script to keep for replay.
-    let settings = h.settings().with_regressions(None);
-    let h = h.with_settings(settings);
+    let settings = CommandHarness::settings().with_regressions(None);
     let started = Instant::now();
-    let report = within(Duration::from_secs(120), "the suite", move || run_matching(&h, |_| true));
+    let report = within(Duration::from_secs(120), "the suite", move || run_matching(&h, &settings, |_| true));
     let took = started.elapsed();
     assert!(!report.is_ok(), "{report}");
     let failures: Vec<String> = report.failures().map(ToString::to_string).collect();

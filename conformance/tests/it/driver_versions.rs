@@ -114,7 +114,7 @@ fn ends_at_once(command: &str, timeout: Duration, bound: Duration, says: &str) -
     let h = CommandHarness::start_with(command, timeout).expect("the adapter starts");
     let started = Instant::now();
     // Borrowed, as a test binary's static harness is: the borrow passes on why it is broken.
-    let report = run_matching(&&h, |_| true);
+    let report = run_matching(&&h, &CommandHarness::settings(), |_| true);
     let took = started.elapsed();
     let text = report.to_string();
     let headlines: Vec<&str> = text.lines().filter(|l| l.starts_with("conformance check `")).collect();
@@ -188,7 +188,9 @@ fn a_store_that_reads_upper_case_or_low_surrogate_escapes_as_text_is_caught_by_t
     ] {
         let command = format!("sed -u '{mend}' | python3 {PYTHON_STORE}");
         let h = CommandHarness::start(&command).expect("the adapter starts");
-        let report = run_matching(&h, |name| name == "d6_every_invalid_argument_in_every_state_changes_nothing");
+        let report = run_matching(&h, &CommandHarness::settings(), |name| {
+            name == "d6_every_invalid_argument_in_every_state_changes_nothing"
+        });
         let message = report.failures().next().map(ToString::to_string).unwrap_or_default();
         for text in ["rule D9 broken", says, "Unrepresentable"] {
             assert!(message.contains(text), "{mend}: the failure does not say {text:?}:\n{report}");
@@ -209,7 +211,9 @@ fn a_store_that_refuses_minus_zero_is_caught_by_the_sweep() {
     ] {
         let command = format!("sed -u '{mend}' | python3 {PYTHON_STORE}");
         let h = CommandHarness::start(&command).expect("the adapter starts");
-        let report = run_matching(&h, |name| name == "d6_every_invalid_argument_in_every_state_changes_nothing");
+        let report = run_matching(&h, &CommandHarness::settings(), |name| {
+            name == "d6_every_invalid_argument_in_every_state_changes_nothing"
+        });
         let message = report.failures().next().map(ToString::to_string).unwrap_or_default();
         for text in says {
             assert!(message.contains(text), "{mend}: the failure does not say {text:?}:\n{report}");

@@ -303,30 +303,16 @@ fn the_lost_confirmation_is_named_by_its_key() {
     assert_eq!(lost_confirmations(&names, &history, &[]), Vec::<usize>::new());
 }
 
-/// The harness's settings with a fixed seed, as `reservation conform --seed` gives its harness.
-struct Seeded(u64);
-
-impl Harness for Seeded {
-    type Store = MemoryStore<ManualClock>;
-
-    fn store(&self, clock: ManualClock) -> Self::Store {
-        MemoryStore::with_clock(clock)
-    }
-
-    fn settings(&self) -> reservation_conformance::Settings {
-        reservation_conformance::Settings::default().with_seed(self.0)
-    }
-}
-
 /// One seed replays a whole run: without a seed of its own, the fault schedule is drawn from the
-/// harness's seed (the suite's one seed), so the same seed fires the same faults and another
-/// seed others.
+/// suite's one seed (`Settings::seed`, which the fault check gives it), so the same seed fires the
+/// same faults and another seed others; a seed of the fault settings' own wins.
 #[test]
 fn the_suite_s_seed_drives_the_fault_schedule() {
     let settings =
         FaultSettings::default().with_duration(Duration::from_millis(600)).with_gap(Duration::from_millis(60));
+    assert_eq!(settings.clone().with_seed(5).seeded(Some(41)), settings.clone().with_seed(5));
     let schedule = |seed| {
-        let run = run(&Simulated::new(Seeded(seed)), &settings);
+        let run = run(&Simulated::new(MemoryHarness), &settings.clone().seeded(Some(seed)));
         assert_eq!(run.report.seed, seed, "{}", run.report);
         run.report.fired.iter().map(|f| f.fault).collect::<Vec<_>>()
     };

@@ -15,3 +15,4 @@ mod services;
 mod tokio_store;
 mod vectors;
 mod wal;
+mod wrappers;

@@ -67,24 +67,16 @@ fn bad_raw_inputs_are_typed_errors_and_good_ones_follow_the_specification() {
     }
 }
 
-/// The in-memory store with a chosen number of differential scripts.
-struct Cases(u32);
-
-impl reservation_conformance::Harness for Cases {
-    type Store = <MemoryHarness as reservation_conformance::Harness>::Store;
-
-    fn store(&self, clock: reservation_store::ManualClock) -> Self::Store {
-        reservation_conformance::Harness::store(&MemoryHarness, clock)
-    }
-
-    fn settings(&self) -> reservation_conformance::Settings {
-        reservation_conformance::Settings::default().with_cases(self.0).with_seed(11)
-    }
+/// The settings of a differential run of `cases` scripts from seed 11.
+fn cases(cases: u32) -> reservation_conformance::Settings {
+    reservation_conformance::Settings::default().with_cases(cases).with_seed(11)
 }
 
 #[test]
 fn the_default_differential_run_reaches_every_transition_rule() {
-    let stats = reservation_conformance::differential::run(&MemoryHarness).unwrap_or_else(|f| panic!("{f}"));
+    let stats =
+        reservation_conformance::differential::run(&MemoryHarness, &reservation_conformance::Settings::default())
+            .unwrap_or_else(|f| panic!("{f}"));
     assert_eq!(stats.reached.missing_transitions(), [], "{stats:?}");
     assert!(stats.reached.contains(Rule::D2) && stats.reached.contains(Rule::D6), "{stats:?}");
     println!("{stats:?}: {:.0} operations/s", stats.ops_per_second());
@@ -93,14 +85,15 @@ fn the_default_differential_run_reaches_every_transition_rule() {
 #[test]
 fn a_run_too_short_to_reach_every_rule_draws_more_scripts_until_it_does() {
     // One script cannot reach 27 rules: the run draws more batches until it has.
-    let stats = reservation_conformance::differential::run(&Cases(1)).unwrap_or_else(|f| panic!("{f}"));
+    let stats = reservation_conformance::differential::run(&MemoryHarness, &cases(1)).unwrap_or_else(|f| panic!("{f}"));
     assert_eq!(stats.reached.missing_transitions(), [], "{stats:?}");
     assert!(stats.ops > 48, "no more scripts were drawn: {stats:?}");
 }
 
 #[test]
 fn a_run_of_no_new_scripts_fails_on_coverage_and_names_the_missing_ones() {
-    let failure = reservation_conformance::differential::run(&Cases(0)).expect_err("no script reaches a rule");
+    let failure =
+        reservation_conformance::differential::run(&MemoryHarness, &cases(0)).expect_err("no script reaches a rule");
     let message = failure.to_string();
     assert!(message.contains("never reached"), "{message}");
     assert!(message.contains("RESERVATION_CONFORMANCE_SEED=11"), "{message}");
@@ -114,30 +107,11 @@ fn the_default_regression_file_is_the_committed_one_so_the_suites_here_replay_it
     assert!(text.lines().any(|l| l.starts_with("cc ")), "{path} holds no seed:\n{text}");
 }
 
-/// `MemoryHarness` with differential scripts of `max_ops` operations, `cases` of them, from seed
-/// `seed`.
-struct Short {
-    max_ops: usize,
-    cases: u32,
-    seed: u64,
-}
-
-impl reservation_conformance::Harness for Short {
-    type Store = reservation_store::MemoryStore<reservation_store::ManualClock>;
-
-    fn store(&self, clock: reservation_store::ManualClock) -> Self::Store {
-        reservation_store::MemoryStore::with_clock(clock)
-    }
-
-    fn settings(&self) -> reservation_conformance::Settings {
-        let mut s = reservation_conformance::Settings::default()
-            .with_cases(self.cases)
-            .with_seed(self.seed)
-            .with_regressions(None)
-            .with_env_overrides(false);
-        s.max_ops = self.max_ops;
-        s
-    }
+/// Differential scripts of `max_ops` operations, `cases` of them, from seed `seed`.
+fn short(max_ops: usize, cases: u32, seed: u64) -> reservation_conformance::Settings {
+    let mut s = reservation_conformance::Settings::default().with_cases(cases).with_seed(seed).with_regressions(None);
+    s.max_ops = max_ops;
+    s
 }
 
 /// The differential check draws scripts until every rule is reached: a seed whose 300 scripts
@@ -146,9 +120,9 @@ impl reservation_conformance::Harness for Short {
 #[test]
 fn the_differential_draws_until_every_rule_is_reached_or_fails_on_coverage() {
     use reservation_conformance::differential::{COVERAGE, run};
-    let stats = run(&Short { max_ops: 48, cases: 300, seed: 12611642212081916392 }).expect("every rule reached");
+    let stats = run(&MemoryHarness, &short(48, 300, 12611642212081916392)).expect("every rule reached");
     assert!(stats.reached.missing_transitions().is_empty());
-    let failure = run(&Short { max_ops: 1, cases: 20, seed: 7 }).expect_err("one operation reached every rule");
+    let failure = run(&MemoryHarness, &short(1, 20, 7)).expect_err("one operation reached every rule");
     assert_eq!((failure.rule, failure.property), (None, Some(COVERAGE)), "{failure}");
     assert!(failure.to_string().contains("never reached") && failure.to_string().contains("A3"), "{failure}");
 }

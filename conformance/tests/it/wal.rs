@@ -288,17 +288,12 @@ impl Harness for WalHarness {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
+        Capabilities::default().with_durable(true)
     }
 
     fn reopen(&self, store: WalStore, clock: ManualClock) -> Option<WalStore> {
         store.server.crash();
         Some(WalStore { server: store.server, clock })
-    }
-
-    /// Fewer differential scripts than the default: every write waits for a group commit.
-    fn settings(&self) -> reservation_conformance::Settings {
-        reservation_conformance::Settings::default().with_cases(300)
     }
 
     fn faults(&self) -> Vec<Fault> {
@@ -316,7 +311,13 @@ impl Harness for WalHarness {
     }
 }
 
-reservation_conformance::tests!(wal_store, WalHarness::new(None), durable, clock_survives_reopen);
+// Fewer differential scripts than the default: every write waits for a group commit.
+reservation_conformance::tests!(
+    wal_store,
+    WalHarness::new(None),
+    durable,
+    settings = reservation_conformance::Settings::default().with_cases(300)
+);
 
 /// Seeds each variant runs.
 const SEEDS: u64 = 20;
@@ -405,8 +406,16 @@ fn p1_a_write_that_unlocks_before_it_is_durable_is_caught() {
 #[test]
 fn the_report_says_whether_durability_was_checked_through_crashes_or_only_reopen() {
     let only = |name: &str| name.starts_with("p1_crashes");
-    let crashed = reservation_conformance::run_matching(&WalHarness::new(None), only);
-    let reopened = reservation_conformance::run_matching(&WalHarness::without_crash(None), only);
+    let crashed = reservation_conformance::run_matching(
+        &WalHarness::new(None),
+        &reservation_conformance::Settings::default(),
+        only,
+    );
+    let reopened = reservation_conformance::run_matching(
+        &WalHarness::without_crash(None),
+        &reservation_conformance::Settings::default(),
+        only,
+    );
     assert!(crashed.is_ok() && reopened.is_ok(), "{crashed}\n{reopened}");
     let (crashed, reopened) = (crashed.to_string(), reopened.to_string());
     assert!(crashed.contains("checked through crashes the harness caused"), "{crashed}");

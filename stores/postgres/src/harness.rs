@@ -55,7 +55,6 @@ pub struct PostgresHarness {
     url: String,
     options: PostgresOptions,
     base: PostgresStore<ManualClock>,
-    settings: Settings,
     /// The servers of a harness made by [`PostgresHarness::on_cluster`]; dropped last, once the
     /// runtime and its connections are gone.
     clusters: Option<Mutex<Clusters>>,
@@ -109,15 +108,14 @@ impl PostgresHarness {
             drop_stale_schemas(&store, secs).await;
             Ok::<_, StorageError>(store)
         })?;
-        let settings = Settings::default().with_cases(600).with_concurrency(8, 3_000, 10_000);
         let clusters = clusters.map(Mutex::new);
-        Ok(PostgresHarness { runtime, url: url.to_owned(), options, base, settings, clusters })
+        Ok(PostgresHarness { runtime, url: url.to_owned(), options, base, clusters })
     }
 
-    /// This harness with `settings` for the randomized checks.
-    pub fn with_settings(mut self, settings: Settings) -> Self {
-        self.settings = settings;
-        self
+    /// The settings that suit this store, for the run to start from: 600 differential scripts
+    /// (each step a round trip), and linearizability histories on 8 threads.
+    pub fn settings() -> Settings {
+        Settings::default().with_cases(600).with_concurrency(8, 3_000, 10_000)
     }
 
     /// The runtime the stores' futures run on.
@@ -235,7 +233,7 @@ impl Harness for PostgresHarness {
     fn capabilities(&self) -> Capabilities {
         // The store persists the instant of every change per scope (D10 across a restart); the
         // checks share the schema, each in a namespace of its own, so none moves another's clock.
-        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
+        Capabilities::default().with_durable(true)
     }
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
@@ -247,10 +245,6 @@ impl Harness for PostgresHarness {
         Some(reopened.unwrap_or_else(|e| {
             panic!("reopening the PostgreSQL store failed: {}", reservation_store::error_chain(&e))
         }))
-    }
-
-    fn settings(&self) -> Settings {
-        self.settings
     }
 
     fn faults(&self) -> Vec<Fault> {

@@ -131,7 +131,7 @@
 //!   and benches): `PostgresHarness`, made by `PostgresHarness::connect`, or on clusters of its
 //!   own by `PostgresHarness::on_cluster` with a `Replication` (whose clusters
 //!   `PostgresHarness::clusters` names and whose primary `PostgresHarness::primary_port` gives),
-//!   with `PostgresHarness::with_settings`; `pg_url`, the test server's URL
+//!   and `PostgresHarness::settings` (the run's settings that suit it); `pg_url`, the test server's URL
 //!   (`RESERVATION_PG_URL`). The faults the harness offers the suite's fault check are listed on
 //!   `PostgresHarness`. A test that works beside the suite, on the harness's schema of its
 //!   own, takes its stores from `PostgresHarness::store_with` (with a clock of its choosing) and

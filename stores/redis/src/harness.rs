@@ -328,7 +328,6 @@ pub struct RedisHarness {
     url: String,
     options: RedisOptions,
     base: RedisStore<ManualClock>,
-    settings: Settings,
     servers: Servers,
 }
 
@@ -392,14 +391,13 @@ impl RedisHarness {
         );
         let options = options.with_prefix(prefix);
         let base = runtime.block_on(RedisStore::connect(url, Time::Local(ManualClock::new(START)), options.clone()))?;
-        let settings = Settings::default().with_cases(600).with_concurrency(8, 3_000, 10_000);
-        Ok(RedisHarness { runtime, url: url.to_owned(), options, base, settings, servers: Servers::Shared })
+        Ok(RedisHarness { runtime, url: url.to_owned(), options, base, servers: Servers::Shared })
     }
 
-    /// This harness with `settings` for the randomized checks.
-    pub fn with_settings(mut self, settings: Settings) -> Self {
-        self.settings = settings;
-        self
+    /// The settings that suit this store, for the run to start from: 600 differential scripts
+    /// (each step a round trip), and linearizability histories on 8 threads.
+    pub fn settings() -> Settings {
+        Settings::default().with_cases(600).with_concurrency(8, 3_000, 10_000)
     }
 
     /// The runtime the stores' futures run on.
@@ -500,7 +498,7 @@ impl Harness for RedisHarness {
         // On a server of its own, which keeps every write on disk, the store's persisted instants
         // (one per scope, written with each change) survive the kill at every reopen too.
         let own = self.server().is_some();
-        Capabilities::default().with_durable(own).with_clock_survives_reopen(own)
+        Capabilities::default().with_durable(own)
     }
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
@@ -512,10 +510,6 @@ impl Harness for RedisHarness {
         Some(reopened.unwrap_or_else(|e| {
             panic!("reconnecting to the restarted Redis server failed: {}", reservation_store::error_chain(&e))
         }))
-    }
-
-    fn settings(&self) -> Settings {
-        self.settings
     }
 
     fn faults(&self) -> Vec<Fault> {

@@ -99,7 +99,7 @@
 //! - Feature `conformance`, a store's tests (`reservation conform redis`, this crate's tests and
 //!   benches): `RedisHarness`, made by `RedisHarness::connect` (a shared server) or
 //!   `RedisHarness::durable` or `RedisHarness::durable_with` (a server of its own that keeps every write on disk), with
-//!   `RedisHarness::with_settings`; `redis_url`, the test server's URL
+//!   `RedisHarness::settings` (the run's settings that suit it); `redis_url`, the test server's URL
 //!   (`RESERVATION_REDIS_URL`). A test that works beside the suite, under the harness's key
 //!   prefix, takes its stores from `RedisHarness::store_with` (with a clock of its choosing) and
 //!   runs them on `RedisHarness::runtime`; `RedisHarness::url` and `RedisHarness::options` say

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use reservation_conformance::{Capabilities, Harness, Settings};
+use reservation_conformance::{Capabilities, Harness};
 use reservation_store::{ManualClock, StorageError};
 
 use crate::{SqliteOptions, SqliteStore, Synchronous};
@@ -12,7 +12,7 @@ use crate::{SqliteOptions, SqliteStore, Synchronous};
 /// on that file, so the checks also exercise several handles sharing it; every check works in a
 /// namespace of its own. Durable: [`Harness::reopen`] closes the handle and opens the file again,
 /// as a process restart would; the reopened store's clock never goes back behind the latest change
-/// of a scope (capability `clock_survives_reopen`, rule D10 across a restart), which the store
+/// of a scope (rule D10 across a restart, which every durable store keeps), which the store
 /// persists per scope, so that the checks sharing the file never move each other's clocks.
 ///
 /// A store that cannot be opened panics inside [`Harness::store`], which the suite reports as the
@@ -20,7 +20,6 @@ use crate::{SqliteOptions, SqliteStore, Synchronous};
 pub struct SqliteHarness {
     path: PathBuf,
     options: SqliteOptions,
-    settings: Settings,
     /// Keeps the file open between the suite's stores, as a long-lived process would, so that
     /// closing a store is not the last close (which checkpoints the log and syncs the file).
     _keeper: SqliteStore<ManualClock>,
@@ -60,13 +59,7 @@ impl SqliteHarness {
     fn at(path: impl Into<PathBuf>, options: SqliteOptions) -> Result<Self, StorageError> {
         let path = path.into();
         let keeper = SqliteStore::open_with(&path, ManualClock::default(), options.clone())?;
-        Ok(SqliteHarness { path, options, settings: Settings::default(), _keeper: keeper, scratch: None })
-    }
-
-    /// The same harness, running the randomized checks with `settings`.
-    pub fn with_settings(mut self, settings: Settings) -> Self {
-        self.settings = settings;
-        self
+        Ok(SqliteHarness { path, options, _keeper: keeper, scratch: None })
     }
 }
 
@@ -87,11 +80,7 @@ impl Harness for SqliteHarness {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
-    }
-
-    fn settings(&self) -> Settings {
-        self.settings
+        Capabilities::default().with_durable(true)
     }
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {

@@ -25,8 +25,8 @@
 //!   carry to be opened.
 //! - Feature `conformance`, a store's tests (`reservation conform sqlite`, the fuzz target
 //!   `sqlite`, this crate's tests, a store compared with this one): `SqliteHarness`, made by
-//!   `SqliteHarness::new` (the suite's settings) or `SqliteHarness::scratch` (settings of one's
-//!   own), and `SqliteHarness::with_settings`.
+//!   `SqliteHarness::new` (the default options) or `SqliteHarness::scratch` (options of one's
+//!   own).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -23,16 +23,12 @@ impl Harness for MyAsyncHarness {
     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.runtime.block_on(f)
     }
-    // Durable stores only: declare it, reopen on the same storage, and say `durable` below; a
-    // store that persists the instant of each change says `clock_survives_reopen` too.
+    // Durable stores only: declare it and say `durable` below. The default reopen drops the store
+    // and opens a new one on the same storage, as a restarted process does.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
-    }
-    fn reopen(&self, store: MyAsyncStore, clock: ManualClock) -> Option<MyAsyncStore> {
-        drop(store);
-        Some(self.store(clock))
+        Capabilities::default().with_durable(true)
     }
 }
 
-reservation_conformance::tests!(my_async_store, MyAsyncHarness::new(), durable, clock_survives_reopen);
+reservation_conformance::tests!(my_async_store, MyAsyncHarness::new(), durable);
 // end of snippet

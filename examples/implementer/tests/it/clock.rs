@@ -81,11 +81,7 @@ impl Harness for ForgetfulHarness {
         self.runtime.block_on(f)
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
-    }
-    fn reopen(&self, store: MyAsyncStore, clock: ManualClock) -> Option<MyAsyncStore> {
-        drop(store);
-        Some(self.store(clock))
+        Capabilities::default().with_durable(true)
     }
 }
 
@@ -94,7 +90,7 @@ impl Harness for ForgetfulHarness {
 fn d10_restart_catches_a_store_that_forgets_its_clock() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     let h = ForgetfulHarness { runtime, storage: Storage::default().broken_forgets_clocks() };
-    let failure =
-        checks::d10_restart(&h).expect_err("a store that forgets its clock passed the check of D10 across a restart");
+    let failure = checks::d10_restart(&h, &reservation_conformance::Settings::default())
+        .expect_err("a store that forgets its clock passed the check of D10 across a restart");
     assert_eq!(failure.rule, Some(Rule::D10), "{failure}");
 }

@@ -30,11 +30,7 @@ impl Harness for MyServerHarness {
         self.runtime.block_on(f)
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true).with_clock_survives_reopen(true)
-    }
-    fn reopen(&self, store: MyAsyncStore, clock: ManualClock) -> Option<MyAsyncStore> {
-        drop(store);
-        Some(self.store(clock))
+        Capabilities::default().with_durable(true)
     }
     // README.md snippet: faults
     // The faults this harness can cause; each returns once the server answers again.
@@ -52,7 +48,7 @@ impl Harness for MyServerHarness {
 }
 
 // Every check, the fault check with this harness's faults among them.
-reservation_conformance::tests!(my_server_store, MyServerHarness::new(), durable, clock_survives_reopen);
+reservation_conformance::tests!(my_server_store, MyServerHarness::new(), durable);
 
 #[test]
 fn crashes_and_cut_connections_fire_and_lose_nothing() {

@@ -1,4 +1,4 @@
-//! docs/implementing.md quotes the two snippets and the dev-dependency lines exactly, and the
+//! docs/implementing.md quotes the three snippets and the dev-dependency lines exactly, and the
 //! README shows both forms of the dependency: a change to either side without the other fails
 //! here.
 
@@ -19,9 +19,14 @@ fn snippet(file: &str) -> String {
 }
 
 #[test]
-fn the_guide_quotes_both_snippets_exactly() {
+fn the_guide_quotes_every_snippet_exactly() {
     let guide = document("docs/implementing.md");
-    for (name, file) in [("sync", include_str!("sync_store.rs")), ("async", include_str!("async_store.rs"))] {
+    let files = [
+        ("sync", include_str!("sync_store.rs")),
+        ("async", include_str!("async_store.rs")),
+        ("settings", include_str!("settings.rs")),
+    ];
+    for (name, file) in files {
         let code = snippet(file);
         assert!(
             guide.contains(&format!("```rust\n{code}\n```")),

@@ -8,5 +8,6 @@ mod clock;
 mod faults;
 mod guide;
 mod links;
+mod settings;
 mod sync_store;
 mod using_a_store;

@@ -86,7 +86,7 @@ fn d10_restart_catches_a_store_that_forgets_its_clock() {
     ) else {
         return;
     };
-    let failure =
-        checks::d10_restart(&h).expect_err("a store that forgets its clock passed the check of D10 across a restart");
+    let failure = checks::d10_restart(&h, &reservation_conformance::Settings::default())
+        .expect_err("a store that forgets its clock passed the check of D10 across a restart");
     assert_eq!(failure.rule, Some(Rule::D10), "{failure}");
 }

@@ -2,4 +2,9 @@
 
 use crate::harness;
 
-reservation_conformance::tests!(postgres, ?harness(), durable, clock_survives_reopen);
+reservation_conformance::tests!(
+    postgres,
+    ?harness(),
+    durable,
+    settings = reservation_postgres::PostgresHarness::settings()
+);

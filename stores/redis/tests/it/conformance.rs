@@ -4,13 +4,13 @@
 
 use crate::{durable_harness, harness};
 
-reservation_conformance::tests!(redis, ?harness());
+reservation_conformance::tests!(redis, ?harness(), settings = reservation_redis::RedisHarness::settings());
 
 #[test]
 fn p1_durable_on_an_append_only_server_killed_at_every_reopen() {
     let Some(h) = durable_harness() else { return };
     assert!(reservation_conformance::Harness::capabilities(&h).durable);
-    if let Err(failure) = reservation_conformance::checks::durable(&h) {
+    if let Err(failure) = reservation_conformance::checks::durable(&h, &reservation_conformance::Settings::default()) {
         panic!("{failure}");
     }
 }
@@ -18,10 +18,10 @@ fn p1_durable_on_an_append_only_server_killed_at_every_reopen() {
 #[test]
 fn d10_restart_on_an_append_only_server_killed_at_every_reopen() {
     let Some(h) = durable_harness() else { return };
-    assert!(
-        reservation_conformance::Requirement::DurableClock.met_by(reservation_conformance::Harness::capabilities(&h))
-    );
-    if let Err(failure) = reservation_conformance::checks::d10_restart(&h) {
+    assert!(reservation_conformance::Harness::capabilities(&h).durable);
+    if let Err(failure) =
+        reservation_conformance::checks::d10_restart(&h, &reservation_conformance::Settings::default())
+    {
         panic!("{failure}");
     }
 }

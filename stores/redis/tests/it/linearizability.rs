@@ -2,7 +2,7 @@
 //! the planted bug of a store that does not watch its key, caught by it.
 
 use reservation_conformance::linearizability::{self, ATOMICITY};
-use reservation_conformance::{Harness, START, unique_namespace};
+use reservation_conformance::{START, unique_namespace};
 use reservation_redis::{RedisOptions, Time};
 use reservation_store::{
     AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, ReserveOutcome, StoredReservation, Ttl,
@@ -15,17 +15,18 @@ fn watch_multi_exec_is_linearizable_under_eight_connections() {
     let Some(h) = harness() else { return };
     let idle = h.store_with(Time::Local(ManualClock::new(START))).connections();
     assert_eq!(idle, 1, "connecting leaves the one connection it made in the pool");
-    let stats = linearizability::run(&h).unwrap_or_else(|f| panic!("{f}"));
+    let stats =
+        linearizability::run(&h, &reservation_redis::RedisHarness::settings()).unwrap_or_else(|f| panic!("{f}"));
     assert!(stats.ops >= 3_000, "one history at least: {stats:?}");
     let connections = h.store_with(Time::Local(ManualClock::new(START))).connections();
     assert!((8..=16).contains(&connections), "the check ran on {connections} connections, of at most 16");
-    assert_eq!(h.settings().threads, 8);
 }
 
 #[test]
 fn without_watch_two_writers_both_win_and_atomicity_fails() {
     let Some(h) = harness_with(RedisOptions::default().broken_without_watch()) else { return };
-    let failure = linearizability::run(&h).expect_err("a store without WATCH passed the check");
+    let failure = linearizability::run(&h, &reservation_redis::RedisHarness::settings())
+        .expect_err("a store without WATCH passed the check");
     assert_eq!(failure.property, Some(ATOMICITY), "{failure}");
 }
 
