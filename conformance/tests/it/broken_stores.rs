@@ -674,8 +674,25 @@ fn a_clock_that_goes_back_across_a_restart() {
     caught(Bug::ClockBackOnReopen, &[("d10_the_clock_never_goes_back_across_a_restart", "rule D10 broken")]);
 }
 
-/// Declares durability but keeps the default `reopen`: the suite used to reuse the same store
-/// object, so the durable check passed vacuously; now it fails, saying why.
+/// Declares durability and keeps the default `reopen` (the store dropped, a new one opened on the
+/// same storage), but each of its stores has storage of its own: a reopen loses everything, and
+/// the durable check fails on P1.
+struct FreshStorage;
+
+impl Harness for FreshStorage {
+    type Store = BrokenStore;
+
+    fn store(&self, clock: ManualClock) -> BrokenStore {
+        BrokenHarness(Bug::None).store(clock)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default().with_durable(true)
+    }
+}
+
+/// Declares durability but its `reopen` returns `None`: the suite used to reuse the same store
+/// object then, so the durable check passed vacuously; now it fails, saying why.
 struct DurableWithoutReopen;
 
 impl Harness for DurableWithoutReopen {
@@ -688,12 +705,18 @@ impl Harness for DurableWithoutReopen {
     fn capabilities(&self) -> Capabilities {
         Capabilities::default().with_durable(true)
     }
+
+    fn reopen(&self, _: BrokenStore, _: ManualClock) -> Option<BrokenStore> {
+        None
+    }
 }
 
 #[test]
 fn a_durable_harness_without_a_reopen_fails_the_durable_check() {
     let failure = reservation_conformance::checks::durable(&DurableWithoutReopen, &settings()).unwrap_err().to_string();
     assert!(failure.contains("Harness::reopen returned None"), "{failure}");
+    let failure = reservation_conformance::checks::durable(&FreshStorage, &settings()).unwrap_err().to_string();
+    assert!(failure.contains("rule P1 broken"), "{failure}");
     // The same store, reopened for real, passes.
     reservation_conformance::checks::durable(&BrokenHarness(Bug::None), &settings()).unwrap();
 }
