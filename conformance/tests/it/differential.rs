@@ -257,3 +257,22 @@ fn differential_coverage_figures() {
         }
     }
 }
+
+/// A run counts the scripts it ran until every rule of R1–A6 was reached, and draws extra batches
+/// only when its `cases` end before that: with exactly that many cases it draws none and counts
+/// the same; with one fewer it draws a batch, and the count goes on from its `cases`.
+#[test]
+fn a_run_counts_the_scripts_it_took_to_reach_every_rule() {
+    let run = |cases| differential::run(&Memory(seeded(3).with_cases(cases))).unwrap_or_else(|f| panic!("{f}"));
+    let whole = run(4_000);
+    let n = whole.covered_after.expect("every rule reached");
+    assert!(n > 1 && n <= 4_000 && whole.extra_batches == 0, "{whole:?}");
+    let exact = run(n as u32);
+    assert_eq!((exact.covered_after, exact.extra_batches), (Some(n), 0), "{exact:?}");
+    let short = run(n as u32 - 1);
+    let after = short.covered_after.expect("every rule reached in the extra batches");
+    assert!(short.extra_batches >= 1 && after >= n && after < n + 8 * 200, "{short:?}");
+    let threads = differential::run(&Memory(seeded(3).with_cases(400).with_differential_threads(2)))
+        .unwrap_or_else(|f| panic!("{f}"));
+    assert!(threads.covered_after.is_some_and(|c| c == 400 || c > 400 && threads.extra_batches > 0), "{threads:?}");
+}
