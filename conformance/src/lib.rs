@@ -70,8 +70,10 @@
 //!   no confirmed reservation is lost, no released or abandoned one comes back, pending ones
 //!   keep owner, holds and exact expiry, and expired ones stay expired.
 //! - [`differential`]: random scripts of [`ops::Op`] biased to where bugs live
-//!   (2–3 owners, few keys and holds, versions at and around the stored one, `UNVERSIONED`,
-//!   `ANY_VERSION`, clock moves to exactly `expires_at - 1`, `expires_at`, `expires_at + 1`),
+//!   (few keys and holds, the same key in scopes that differ in one part: tenant,
+//!   `SYSTEM_TENANT` or a tenant spelled so, namespace, aggregate type; owners of several
+//!   tenants, `SYSTEM_TENANT`'s included, and some a scope must refuse (D6); versions at and
+//!   around the stored one, `UNVERSIONED`, `ANY_VERSION`, clock moves to exactly `expires_at - 1`, `expires_at`, `expires_at + 1`),
 //!   compared step by step with the spec functions through [`oracle::ops`]. A failure shrinks to
 //!   a minimal script, printed as a transcript and as Rust to paste, with the seed to replay the
 //!   run (`RESERVATION_CONFORMANCE_SEED`, `RESERVATION_CONFORMANCE_CASES`). While its run has

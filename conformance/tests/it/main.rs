@@ -1,6 +1,7 @@
 //! The crate's one integration-test binary: a module per topic.
 
 mod broken_stores;
+mod differential;
 mod driver;
 mod driver_bounds;
 mod driver_versions;
