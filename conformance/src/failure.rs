@@ -42,12 +42,33 @@ pub struct Details {
     pub protocol: Option<Protocol>,
     /// What went wrong, in one sentence.
     pub problem: String,
+    /// Which kind of step went wrong, when a step of a session did: an operation's answer or a
+    /// lookup; the report finds the cause that most failures share by it.
+    pub finding: Option<Finding>,
+    /// What explains the wrong answer, when the specification, deciding the step on values read
+    /// the way a store may misread them, gives that answer: such as `"hold ids compared ignoring
+    /// case"`. The headline then names the rule the misreading breaks.
+    pub cause: Option<&'static str>,
     /// Who and where: the scopes, owners and clock the operations name.
     pub context: Vec<String>,
     /// The operations run, one line each, the one that went wrong marked.
     pub transcript: Vec<String>,
     /// How to run the failing case again, when it came from a random search.
     pub replay: Option<String>,
+}
+
+/// The kind of step a failure went wrong at.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum Finding {
+    /// An operation answered otherwise than the specification.
+    Outcome,
+    /// A lookup showed a state the specification does not give.
+    Lookup,
+    /// A lookup showed its key as it was before the last operation on it, whose answer was right
+    /// and changed the key: what the lookup shows lags the write the store acknowledged (a stale
+    /// read), or the write never happened.
+    LookupBeforeLastStep,
 }
 
 /// How a failure involves an adapter that broke the driver's protocol (`PROTOCOL.md`).
@@ -80,6 +101,8 @@ impl Failure {
             step_rule: None,
             protocol: None,
             problem: problem.into(),
+            finding: None,
+            cause: None,
             context: Vec::new(),
             transcript: Vec::new(),
             replay: None,
@@ -217,6 +240,9 @@ impl fmt::Display for Failure {
         }
         if self.protocol.is_none() {
             writeln!(f, "problem: {}", self.problem)?;
+        }
+        if let Some(cause) = self.cause {
+            writeln!(f, "cause: {cause}")?;
         }
         for line in &self.context {
             writeln!(f, "  {line}")?;
