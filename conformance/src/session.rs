@@ -672,9 +672,13 @@ pub(crate) struct Misreading {
     rule: Option<Rule>,
     /// The misreading, as the failure says it.
     cause: &'static str,
-    /// The step as a store misreading so decides it; `None` where the misreading changes nothing.
-    read: fn(Option<&StoredReservation>, Instant, Operation<&AggregateRef, &HoldId>) -> Option<Misread>,
+    /// The step as a store misreading so decides it.
+    read: Read,
 }
+
+/// How a [`Misreading`] decides a step: on the key's state before it, the instant and the
+/// operation; `None` where the misreading changes nothing.
+type Read = fn(Option<&StoredReservation>, Instant, Operation<&AggregateRef, &HoldId>) -> Option<Misread>;
 
 /// What a store that misreads a value does with a step.
 pub(crate) enum Misread {

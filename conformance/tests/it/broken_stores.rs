@@ -100,6 +100,9 @@ enum Bug {
 
 type Rows = HashMap<(ReservationScope, Key), StoredReservation>;
 
+/// Each row as it was before its last write, as [`Bug::StaleReads`] serves lookups.
+type Replica = HashMap<(ReservationScope, Key), Option<StoredReservation>>;
+
 /// The state of [`Bug::SweeperByOldExpiry`]'s sweeper: the last pending expiry of each row, kept
 /// after a confirm, and the rows inserted per scope (every check works in a scope of its own).
 type SweeperState = (HashMap<(ReservationScope, Key), Instant>, HashMap<ReservationScope, u64>);
@@ -129,7 +132,7 @@ struct BrokenStore {
     /// What [`Bug::AcksUnflushed`] has persisted, and its count of writes.
     disk: Arc<Mutex<(Rows, u64)>>,
     /// The copy [`Bug::StaleReads`] serves lookups from: each row as it was before its last write.
-    copy: Arc<Mutex<HashMap<(ReservationScope, Key), Option<StoredReservation>>>>,
+    copy: Arc<Mutex<Replica>>,
     bug: Bug,
 }
 

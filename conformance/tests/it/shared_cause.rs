@@ -15,9 +15,10 @@ fn failed(rule: Rule, finding: Option<Finding>, cause: Option<&'static str>) -> 
 
 fn report(results: Vec<CheckResult>) -> Report {
     const NAMES: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
-    let mut report = Report::default();
-    report.checks = NAMES.into_iter().zip(results).map(|(n, r)| (n, r, Duration::ZERO)).collect();
-    report
+    Report {
+        checks: NAMES.into_iter().zip(results).map(|(n, r)| (n, r, Duration::ZERO)).collect(),
+        ..Report::default()
+    }
 }
 
 const LOOKUP: Option<Finding> = Some(Finding::Lookup);
