@@ -377,7 +377,8 @@ class Store:
         return outcome
 
     def write(self, where, row):
-        self.copy[where] = self.rows.get(where)
+        if BUG == "stale-read":
+            self.copy[where] = self.rows.get(where)
         if row is None:
             self.rows.pop(where, None)
         else:
