@@ -46,12 +46,14 @@ impl Report {
     /// and what they share, which the report leads with. Failures are grouped by their cause (a
     /// misread value), else by lookups that show their key as it was before the last step on it,
     /// else by the kind of step and the rule their headline names; failing that, by the kind of
-    /// step alone. `None` when fewer checks failed, or no way is shared by most failures.
+    /// step alone. `None` when fewer checks failed, or only one, or no way is shared by most
+    /// failures.
     pub fn shared_cause(&self) -> Option<String> {
         let ran = self.checks.iter().filter(|(_, r, _)| !matches!(r, CheckResult::Skipped(_))).count();
         let failures: Vec<&Failure> = self.failures().collect();
         let failed = failures.len();
-        if failed * 2 <= ran {
+        // One failure shares nothing: a run of one check leads with no cause.
+        if failed < 2 || failed * 2 <= ran {
             return None;
         }
         let most = |key: &dyn Fn(&Failure) -> Option<String>| {

@@ -37,6 +37,14 @@ fn no_cause_is_shared_when_half_of_the_checks_that_ran_pass() {
 }
 
 #[test]
+fn one_failure_shares_nothing() {
+    let r = report(vec![failed(Rule::R1, LOOKUP, None)]);
+    assert_eq!(r.shared_cause(), None, "{r}");
+    let r = report(vec![failed(Rule::R1, LOOKUP, None), failed(Rule::R1, LOOKUP, None)]);
+    assert!(r.shared_cause().is_some_and(|c| c.starts_with("2 of the 2 failures")), "{r}");
+}
+
+#[test]
 fn the_rule_most_failures_break_at_a_lookup_is_the_shared_cause() {
     let r = report(vec![
         failed(Rule::R1, LOOKUP, None),
