@@ -13,6 +13,7 @@ mod memory;
 mod oracle;
 mod schema;
 mod services;
+mod shared_cause;
 mod tokio_store;
 mod vectors;
 mod wal;
