@@ -196,8 +196,8 @@ fn the_printed_replay_of_a_failure_across_scopes_compiles_and_fails_again() {
 /// The seed whose first 300 scripts once never reached A3 passes at 300 cases.
 #[test]
 fn a_seed_whose_first_scripts_once_missed_a3_passes_at_300_cases() {
-    let stats =
-        differential::run(&MemoryHarness, &seeded(12611642212081916392).with_cases(300)).unwrap_or_else(|f| panic!("{f}"));
+    let stats = differential::run(&MemoryHarness, &seeded(12611642212081916392).with_cases(300))
+        .unwrap_or_else(|f| panic!("{f}"));
     assert!(stats.reached.missing_transitions().is_empty(), "{stats:?}");
     println!("{stats:?}");
 }

@@ -811,7 +811,8 @@ fn python_bugs_are_headlined_by_the_rule_that_names_their_cause() {
 #[test]
 fn python_bug_stale_read_is_reported_as_the_shared_cause() {
     let Some(h) = python("stale-read") else { return };
-    let report = run_matching(&h, &CommandHarness::settings(), |name| ["r", "c", "l", "a"].iter().any(|p| name.starts_with(p)));
+    let report =
+        run_matching(&h, &CommandHarness::settings(), |name| ["r", "c", "l", "a"].iter().any(|p| name.starts_with(p)));
     let cause = report.shared_cause().unwrap_or_else(|| panic!("no shared cause:\n{report}"));
     assert!(cause.contains("(a stale read)"), "{cause}\n{report}");
 }
