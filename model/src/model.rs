@@ -1109,6 +1109,20 @@ mod tests {
         assert_eq!(from_now(&reached), from_now(&all));
     }
 
+    /// Eager steps only where their argument holds: every assumption, no planted fault.
+    #[test]
+    fn eager_steps_are_off_when_an_assumption_is_dropped_or_a_fault_planted() {
+        let small = ModelConfig::small();
+        assert!(ReservationModel::new(small).taking_eager_steps().eager);
+        assert!(!ReservationModel::new(small).eager);
+        for a in crate::Assumption::ALL {
+            assert!(!ReservationModel::new(small.dropping(a)).taking_eager_steps().eager, "{a}");
+        }
+        for fault in crate::Fault::ALL {
+            assert!(!ReservationModel::new(small.with_fault(fault)).taking_eager_steps().eager, "{fault:?}");
+        }
+    }
+
     /// Actions naming owners, attempts or keys beyond the configuration are not enabled: `step`
     /// returns `None` for them, never panics.
     #[test]

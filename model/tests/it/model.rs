@@ -51,6 +51,7 @@ fn the_small_configuration_has_a_pinned_state_space_and_reaches_every_rule() {
     let report = check(ModelConfig::small(), dfs());
     assert!(report.holds(), "{}", report.text());
     assert_eq!(report.unique_states, 55_793, "{}", report.text());
+    assert!(report.text().contains("symmetry on, with eager steps\n"), "{}", report.text());
     assert_eq!(report.unreached_rules(), Vec::<Rule>::new(), "{}", report.text());
     assert_eq!(report.unreached_scenarios(), Vec::new(), "{}", report.text());
     let one_thread = check(ModelConfig::small(), CheckOptions { threads: 1, ..dfs() });
