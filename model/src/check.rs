@@ -7,7 +7,7 @@ use reservation_store::rules::Rule;
 use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
 
 pub use crate::ceiling::Ceiling;
-use crate::config::ModelConfig;
+use crate::config::{Assumptions, ModelConfig};
 use crate::model::{ALWAYS, Coverage, ReservationModel, Scenario};
 use crate::trace::trace_text;
 
@@ -48,7 +48,9 @@ pub struct CheckOptions {
     pub strategy: Strategy,
     /// Checker threads.
     pub threads: usize,
-    /// Symmetry reduction over owners (depth-first and simulation only; breadth first ignores it).
+    /// The reductions: symmetry over owners, attempts and keys (depth-first and simulation;
+    /// breadth first reduces inside the model instead), and, depth first with every assumption
+    /// and no planted fault, eager steps (docs/model.md). Off, the check explores every state.
     pub symmetry: bool,
     /// The simulation's seed.
     pub seed: u64,
@@ -207,6 +209,11 @@ impl CheckReport {
             match (o.symmetry, o.strategy) {
                 (false, _) => "off",
                 (true, Strategy::Bfs) => "on (in the model: breadth first ignores the checker's)",
+                (true, Strategy::Dfs | Strategy::Auto)
+                    if self.config.assumptions == Assumptions::ALL && self.config.fault.is_none() =>
+                {
+                    "on, with eager steps"
+                }
                 (true, _) => "on",
             }
         );
@@ -373,6 +380,8 @@ fn check_with(config: ModelConfig, options: CheckOptions) -> CheckReport {
     let bfs_reduced = options.symmetry && options.strategy == Strategy::Bfs;
     let model = if bfs_reduced { ReservationModel::quotient(config) } else { ReservationModel::new(config) };
     let model = if options.symmetry { model.skipping_symmetric_actions() } else { model };
+    let depth_first = matches!(options.strategy, Strategy::Dfs | Strategy::Auto);
+    let model = if options.symmetry && depth_first { model.taking_eager_steps() } else { model };
     let mut builder = model.checker().threads(options.threads.max(1));
     if options.symmetry && options.strategy != Strategy::Bfs {
         builder = builder.symmetry();

@@ -159,10 +159,10 @@ pub struct CheckArgs {
     /// counterexample only on one thread)
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub threads: Option<usize>,
-    /// Check without symmetry reduction over owners
+    /// Check without reduction: no symmetry over owners, attempts and keys, no eager steps
     #[arg(long)]
     pub no_symmetry: bool,
-    /// Check a second time without symmetry reduction, and print the reduction factor
+    /// Check a second time without reduction, and print the reduction factor
     #[arg(long)]
     pub symmetry_factor: bool,
     /// Stop after this many seconds (above 0, at most a year); a run stopped so is reported
@@ -375,14 +375,14 @@ fn run_check(config: ModelConfig, args: &CheckArgs) -> ExitCode {
         let full = check(config, CheckOptions { symmetry: false, ceiling: false, ..options });
         let factor = full.unique_states as f64 / report.unique_states.max(1) as f64;
         println!(
-            "without symmetry: {} unique states, {} total, {:.2} s, {:.0} states/s, complete: {}",
+            "without reduction: {} unique states, {} total, {:.2} s, {:.0} states/s, complete: {}",
             full.unique_states,
             full.total_states,
             full.seconds,
             full.states_per_second(),
             if full.complete { "yes" } else { "no" }
         );
-        println!("symmetry reduction factor: {factor:.2}");
+        println!("reduction factor: {factor:.2}");
     }
     if !report.failures().is_empty() {
         ExitCode::from(1)

@@ -223,6 +223,7 @@ pub struct ReservationModel {
     failed: Arc<AtomicU8>,
     quotient: bool,
     skip_symmetric: bool,
+    eager: bool,
 }
 
 impl ReservationModel {
@@ -234,6 +235,7 @@ impl ReservationModel {
             failed: Arc::new(AtomicU8::new(0)),
             quotient: false,
             skip_symmetric: false,
+            eager: false,
         }
     }
 
@@ -250,6 +252,18 @@ impl ReservationModel {
     /// state its confirm leads to.
     pub(crate) fn skipping_symmetric_actions(mut self) -> Self {
         self.skip_symmetric = true;
+        self
+    }
+
+    /// This model, for a depth-first search reduced by eager steps: in a state where an attempt
+    /// or a subscription has a step that changes nothing in the store, that every other step
+    /// commutes with, and that no property can see go one way or the other (an appended attempt
+    /// whose confirm the subscription already made, a subscription catching up on a confirm the
+    /// attempt already made), that step is the only one explored ([`ReservationModel::eager_step`];
+    /// the argument is in docs/model.md). Only when every assumption holds and no fault is
+    /// planted: the argument uses H2, H5 and H8, and the specification's rules.
+    pub(crate) fn taking_eager_steps(mut self) -> Self {
+        self.eager = self.config.assumptions == crate::config::Assumptions::ALL && self.config.fault.is_none();
         self
     }
 
@@ -481,6 +495,20 @@ impl ReservationModel {
         })
     }
 
+    /// Whether nothing in `s` depends on the store clock: no pending reservation is live and no
+    /// reserved attempt can still append. Every guard and every rule compares instants with
+    /// each other, so the state one tick later (no field but the clock changes) behaves as this
+    /// one does with every instant a tick later and one tick less to the horizon: a search
+    /// reduced by eager steps does not tick here, as everything after the tick happens, a tick
+    /// earlier, without it.
+    pub(crate) fn timeless(&self, s: &State) -> bool {
+        s.store.iter().take(usize::from(self.keys())).all(|slot| slot.tag != PENDING || !slot.is_live(s.now))
+            && s.owners
+                .iter()
+                .take(usize::from(self.owners()))
+                .all(|o| o.attempts.iter().all(|a| a.phase != Phase::Reserved || a.deadline == 0))
+    }
+
     /// Whether an attempt may append at store time `now`, judging by a node clock that may lag by
     /// the skew, less its margin (the skew under H3, none without).
     fn clock_allows_append(&self, now: u8, deadline: u8) -> bool {
@@ -688,6 +716,53 @@ impl ReservationModel {
         Some((n, reports))
     }
 
+    /// A step to take alone in `s`, for a search reduced by eager steps: the first, by owner and
+    /// attempt, of
+    ///
+    /// - the confirm of an appended attempt whose key the store holds confirmed for its owner at
+    ///   its fact's version or a later one: the confirm changes nothing in the store (rule C7),
+    ///   and the attempt's crash leads to the same state (it is at once done, once the
+    ///   subscription has applied its fact) or to one that can do less (until then);
+    /// - the subscription's apply of a fact each of whose operations changes nothing, and will
+    ///   change nothing for as long as the fact waits: the confirm of a key the store holds
+    ///   confirmed for the owner at the fact's version or a later one (C7), the release, at the
+    ///   fact's version, of a key held confirmed for the owner at a later one (L5).
+    ///
+    /// Either step only moves the attempt or the subscription on; the store, the clock and the
+    /// logs are unchanged.
+    pub(crate) fn eager_step(&self, s: &State) -> Option<Action> {
+        for o in 0..self.owners() {
+            let owner = s.owners.get(usize::from(o))?;
+            let kept = |key: u8, at_least: u8| {
+                s.store
+                    .get(usize::from(key))
+                    .is_some_and(|slot| slot.tag == CONFIRMED && slot.owner == o && slot.at >= at_least)
+            };
+            for a in 0..self.attempts() {
+                let at = owner.attempts.get(usize::from(a))?;
+                if at.phase == Phase::Appended && kept(at.key, at.version) {
+                    return Some(Action::Confirm { owner: o, attempt: a });
+                }
+            }
+            if owner.caught_up() {
+                continue;
+            }
+            let fact = owner.cursor;
+            let no_op = |op: u8| match fact_op(o, owner, fact, op, self.any_for_give_ups()) {
+                None => op == 1,
+                Some((key, Operation::Confirm { .. })) => kept(key, fact + 1),
+                Some((key, Operation::Release { version: ReleaseVersion::At(_), .. })) => {
+                    kept(key, fact + 2) && !self.release_blocked(s, o, key, fact + 1)
+                }
+                Some(_) => false,
+            };
+            if no_op(0) && no_op(1) {
+                return Some(Action::Apply { owner: o });
+            }
+        }
+        None
+    }
+
     fn subscription_op(&self, n: &mut State, owner: u8, fact: u8, op: u8) -> Option<OpReport> {
         let o = *n.owners.get(usize::from(owner))?;
         let (key, store_op) = fact_op(owner, &o, fact, op, self.any_for_give_ups())?;
@@ -893,7 +968,13 @@ impl Model for ReservationModel {
     }
 
     fn actions(&self, s: &State, out: &mut Vec<Action>) {
-        if s.now < self.config.horizon && !self.tick_blocked(s) {
+        if self.eager
+            && let Some(step) = self.eager_step(s)
+        {
+            out.push(step);
+            return;
+        }
+        if s.now < self.config.horizon && !self.tick_blocked(s) && !(self.eager && self.timeless(s)) {
             out.push(Action::Tick);
         }
         let mirrored_keys = self.mirrored_keys(s);
@@ -945,8 +1026,102 @@ impl Model for ReservationModel {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
+    use stateright::Model;
+
     use super::{Action, ReservationModel};
     use crate::ModelConfig;
+    use crate::config::{MAX_KEYS, MAX_OWNERS};
+    use crate::state::{MAX_FACTS, PENDING, Slot, State};
+
+    /// Every state of `model` reachable from its initial state (no symmetry: states as they are).
+    fn reachable(model: &ReservationModel) -> HashSet<State> {
+        let mut seen: HashSet<State> = model.init_states().into_iter().collect();
+        let mut todo: Vec<State> = seen.iter().copied().collect();
+        let mut actions = Vec::new();
+        while let Some(s) = todo.pop() {
+            actions.clear();
+            model.actions(&s, &mut actions);
+            for &a in &actions {
+                if let Some(n) = model.next_state(&s, a)
+                    && seen.insert(n)
+                {
+                    todo.push(n);
+                }
+            }
+        }
+        seen
+    }
+
+    type Logs = [(u8, [u8; MAX_FACTS]); MAX_OWNERS];
+
+    /// The clock, the store and the logs: what uniqueness, the store's properties and the leak
+    /// check read (beside the subscriptions' positions and the crashed attempts).
+    fn seen_by_properties(s: &State) -> (u8, [Slot; MAX_KEYS], Logs) {
+        (s.now, s.store, std::array::from_fn(|o| (s.owners[o].log_len, s.owners[o].log)))
+    }
+
+    /// The store and the logs, each expiry counted from the clock: the same for a state and the
+    /// state a tick later when nothing in it is live.
+    fn store_and_logs_from_now(s: &State) -> ([Slot; MAX_KEYS], Logs) {
+        let (now, mut store, logs) = seen_by_properties(s);
+        for slot in store.iter_mut().filter(|slot| slot.tag == PENDING) {
+            slot.at = slot.at.saturating_sub(now);
+        }
+        (store, logs)
+    }
+
+    /// The eager steps, checked on every state the reduced search reaches in the small
+    /// configuration: each is a step the unreduced model enables, taken alone, that changes no
+    /// store, clock or log; a tick left out changes nothing but the clock. And the reduced model
+    /// reaches the same stores and logs as the unreduced one wherever no tick was left out: the
+    /// eager steps hide no store or log from the properties.
+    #[test]
+    fn eager_steps_change_no_store_clock_or_log_and_hide_none() {
+        let config = ModelConfig::small();
+        let full = ReservationModel::new(config);
+        let reduced = ReservationModel::new(config).taking_eager_steps();
+        let reached = reachable(&reduced);
+        let (mut eager, mut timeless) = (0, 0);
+        let mut enabled = Vec::new();
+        for s in &reached {
+            enabled.clear();
+            full.actions(s, &mut enabled);
+            if let Some(step) = reduced.eager_step(s) {
+                eager += 1;
+                assert!(enabled.contains(&step), "{step:?} in {s:?}");
+                let (n, _) = full.step(s, step).expect("an enabled step");
+                assert_eq!(seen_by_properties(&n), seen_by_properties(s), "{step:?} in {s:?}");
+                let mut taken = Vec::new();
+                reduced.actions(s, &mut taken);
+                assert_eq!(taken, vec![step]);
+            } else if reduced.timeless(s) && enabled.contains(&Action::Tick) {
+                timeless += 1;
+                let (n, _) = full.step(s, Action::Tick).expect("an enabled tick");
+                assert_eq!(n, State { now: s.now + 1, ..*s });
+            }
+        }
+        assert!(eager > 1000 && timeless > 10, "{eager} {timeless}");
+        let all = reachable(&full);
+        assert!(reached.len() < all.len() && reached.is_subset(&all));
+        let from_now = |states: &HashSet<State>| states.iter().map(store_and_logs_from_now).collect::<HashSet<_>>();
+        assert_eq!(from_now(&reached), from_now(&all));
+    }
+
+    /// Eager steps only where their argument holds: every assumption, no planted fault.
+    #[test]
+    fn eager_steps_are_off_when_an_assumption_is_dropped_or_a_fault_planted() {
+        let small = ModelConfig::small();
+        assert!(ReservationModel::new(small).taking_eager_steps().eager);
+        assert!(!ReservationModel::new(small).eager);
+        for a in crate::Assumption::ALL {
+            assert!(!ReservationModel::new(small.dropping(a)).taking_eager_steps().eager, "{a}");
+        }
+        for fault in crate::Fault::ALL {
+            assert!(!ReservationModel::new(small.with_fault(fault)).taking_eager_steps().eager, "{fault:?}");
+        }
+    }
 
     /// Actions naming owners, attempts or keys beyond the configuration are not enabled: `step`
     /// returns `None` for them, never panics.
