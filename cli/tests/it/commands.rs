@@ -697,6 +697,48 @@ fn conform_command_fires_the_faults_given_by_command() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// One seed replays the whole run, the fault schedule included: `conform --seed 1` twice fires the
+/// same faults in the same order (a run on a loaded machine may end before its last faults, so
+/// the shorter schedule is a prefix of the longer), and another seed fires another schedule.
+#[test]
+fn conform_command_with_one_seed_fires_the_same_fault_schedule_twice() {
+    if !python3() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("reservation-fault-schedule-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let schedule = |seed: &str, run: &str| {
+        let log = dir.join(run);
+        let log = log.display();
+        let faults = [
+            format!("crash=echo crash >> {log}"),
+            format!("pause=echo pause >> {log}"),
+            format!("cut-connections=echo cut >> {log}"),
+        ];
+        let mut args: Vec<String> = ["conform", "--command", &format!("python3 {PYTHON_STORE}"), "--only", "p1_faults"]
+            .map(String::from)
+            .into();
+        args.extend(["--seed".to_owned(), seed.to_owned()]);
+        for fault in faults {
+            args.extend(["--fault".to_owned(), fault]);
+        }
+        let o = Command::new(env!("CARGO_BIN_EXE_reservation")).args(&args).output().expect("the binary ran");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        std::fs::read_to_string(dir.join(run)).unwrap_or_default().lines().map(String::from).collect::<Vec<_>>()
+    };
+    let (one, two) = (schedule("1", "first"), schedule("1", "second"));
+    let shorter = one.len().min(two.len());
+    assert!(shorter >= 2, "too few faults fired to compare: {one:?} {two:?}");
+    assert_eq!(one[..shorter], two[..shorter], "one seed fired two schedules");
+    let others: Vec<Vec<String>> = ["2", "3", "4"].iter().map(|seed| schedule(seed, &format!("seed-{seed}"))).collect();
+    assert!(
+        others.iter().any(|other| other[..shorter.min(other.len())] != one[..shorter.min(other.len())]),
+        "three other seeds fired the schedule of seed 1: {one:?} {others:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `conform --command` sends the requests the typed API cannot make, as the driver's harness
 /// does: the Python store that reads `1.0` as a number is caught by the argument sweep (D6).
 #[test]
