@@ -54,9 +54,10 @@ use reservation_store::{
 use crate::failure::Failure;
 use crate::faults::Fault;
 use crate::harness::{Capabilities, Harness, START, unique_namespace};
-use crate::linearizability::{
-    self, Call, Event, Faults, Names, Recorder, Return, XorShift, by_key, final_states, key_named, linearizable,
-};
+use crate::history::{Call, Event, Names, Return, by_key, key_named};
+use crate::linearizability::{self, StorageErrors};
+use crate::record::{Recorder, XorShift, panicked};
+use crate::search::{final_states, linearizable};
 use crate::session::{panic_message, show_state};
 
 /// The check's name, as the suite lists it.
@@ -556,7 +557,7 @@ impl<H: Harness> Run<'_, H> {
             for (w, h) in handles.into_iter().enumerate() {
                 match h.join() {
                     Ok(out) => events.extend(out),
-                    Err(p) => events.push(linearizability::panicked(w + 1, &*p)),
+                    Err(p) => events.push(panicked(w + 1, &*p)),
                 }
             }
         });
@@ -624,12 +625,12 @@ impl<H: Harness> Run<'_, H> {
             let mut out = looks;
             match writer.join() {
                 Ok(e) => out.push(e),
-                Err(p) => out.push(linearizability::panicked(WORKERS + 1, &*p)),
+                Err(p) => out.push(panicked(WORKERS + 1, &*p)),
             }
             for (w, h) in workers.into_iter().enumerate() {
                 match h.join() {
                     Ok(more) => out.extend(more),
-                    Err(p) => out.push(linearizability::panicked(w + 1, &*p)),
+                    Err(p) => out.push(panicked(w + 1, &*p)),
                 }
             }
             (began, point, (out, crashed))
@@ -729,7 +730,7 @@ fn judge(
     crashes: &[CrashPoint],
     set_back: &BTreeMap<u64, Instant>,
 ) -> Result<(), Failure> {
-    linearizability::precheck(CHECK, names, events, Faults::Tolerated)?;
+    linearizability::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
     for (key, ops) in by_key(events) {
         if linearizable(names, &ops).is_ok() {
             continue;

@@ -93,7 +93,7 @@
 //!   until a second has passed ([`Settings`]), since a race shows in some histories only. A
 //!   failure prints each thread's timeline of the shortest prefix that no order explains, and
 //!   says whether one thread alone already breaks the rule. [`linearizability::check_history_with`]
-//!   with [`linearizability::Faults::Tolerated`] decides histories of runs that inject faults:
+//!   with [`linearizability::StorageErrors::Tolerated`] decides histories of runs that inject faults:
 //!   an indeterminate storage error may or may not have taken effect.
 //! - [`faults`], P1 under faults (`p1_faults_…`): for two seconds, four threads run random
 //!   operations on three hot keys while two more take fresh key after fresh key (owner A
@@ -211,7 +211,7 @@
 //!   of any store; [`faults::lost_confirmations`] for a history recorded by hand.
 //! - Histories recorded under faults (the networked stores' tests, their shared test kit):
 //!   [`linearizability::record`], [`linearizability::check_history_with`] with
-//!   [`linearizability::Faults::Tolerated`], and the history's types.
+//!   [`linearizability::StorageErrors::Tolerated`], and the history's types.
 //! - Fuzzing (`fuzz/`) and the benches: the operation scripts as plain data, [`ops`] (with the
 //!   feature `arbitrary`, each derives `arbitrary::Arbitrary`); [`oracle::ops`] and
 //!   [`oracle::inputs`] (with [`oracle::RawInput`]), [`differential::run`] and its
@@ -233,10 +233,13 @@ pub mod examples;
 mod failure;
 pub mod faults;
 mod harness;
+mod history;
 pub mod linearizability;
 pub mod ops;
 pub mod oracle;
+mod record;
 mod report;
+mod search;
 pub mod services;
 mod session;
 pub mod vectors;
