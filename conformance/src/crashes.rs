@@ -52,13 +52,12 @@ use reservation_store::{
 };
 
 use crate::failure::Failure;
-use crate::faults::Fault;
-use crate::harness::{Capabilities, Harness, START, unique_namespace};
+use crate::harness::{Capabilities, Fault, Harness, START, unique_namespace};
 use crate::history::{Call, Event, Names, Return, by_key, key_named};
-use crate::linearizability::{self, StorageErrors};
 use crate::record::{Recorder, XorShift, panicked};
 use crate::search::{final_states, linearizable};
 use crate::session::{panic_message, show_state};
+use crate::verdict::{self, StorageErrors};
 
 /// The check's name, as the suite lists it.
 const CHECK: &str = "crashes";
@@ -730,7 +729,7 @@ fn judge(
     crashes: &[CrashPoint],
     set_back: &BTreeMap<u64, Instant>,
 ) -> Result<(), Failure> {
-    linearizability::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
+    verdict::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
     for (key, ops) in by_key(events) {
         if linearizable(names, &ops).is_ok() {
             continue;
@@ -740,11 +739,11 @@ fn judge(
         let wrong = ops[len - 1];
         let crash = crashes.iter().rev().find(|c| c.ended <= wrong.called);
         let Some(crash) = crash else {
-            return Err(linearizability::report(CHECK, names, key, &ops));
+            return Err(verdict::report(CHECK, names, key, &ops));
         };
         let before: Vec<&Event> = ops.iter().copied().filter(|e| e.called < crash.began).collect();
         if linearizable(names, &before).is_err() {
-            return Err(linearizability::report(CHECK, names, key, &ops));
+            return Err(verdict::report(CHECK, names, key, &ops));
         }
         return Err(crash_failure(names, key, &ops[..len], &before, crash, set_back.get(&wrong.called).copied()));
     }

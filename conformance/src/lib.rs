@@ -242,15 +242,17 @@ mod report;
 mod search;
 pub mod services;
 mod session;
+mod settings;
 pub mod vectors;
+mod verdict;
 
 pub use failure::{Details, Failure, Protocol};
 pub use harness::unique_namespace;
 pub use harness::{
-    Capabilities, Harness, MemoryHarness, PARTS, Probe, RawAnswer, RawRequest, Requirement, START, Settings,
-    dropped_parts,
+    Capabilities, Harness, MemoryHarness, PARTS, Probe, RawAnswer, RawRequest, Requirement, START, dropped_parts,
 };
 pub use report::{CheckResult, Report, run_all, run_all_with, run_matching, run_matching_with};
+pub use settings::Settings;
 
 /// Calls `$callback!` with the list of every check, in the suite's order:
 /// `test_name => check_function`, and `[requirement]` after a check that needs a capability

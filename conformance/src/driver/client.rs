@@ -23,8 +23,8 @@ use super::codec::{
 };
 use super::lock;
 use super::pipe::{self, Line, quote};
-use crate::faults::Fault;
-use crate::harness::{Capabilities, Harness, RawAnswer, RawRequest, Settings};
+use crate::harness::{Capabilities, Fault, Harness, RawAnswer, RawRequest};
+use crate::settings::Settings;
 
 /// Lines of the adapter's standard error kept for failure messages.
 const STDERR_TAIL: usize = 20;
@@ -635,7 +635,7 @@ impl Harness for CommandHarness {
     /// [`CommandHarness::FAULT_TIMEOUT`].
     fn inject(&self, fault: Fault) -> Result<(), StorageError> {
         let Some((_, command)) = self.faults.iter().find(|(f, _)| *f == fault) else {
-            return Err(crate::faults::not_offered(fault));
+            return Err(crate::harness::not_offered(fault));
         };
         run_fault_command(command, CommandHarness::FAULT_TIMEOUT)
     }

@@ -11,8 +11,8 @@ use reservation_store::{AggregateRef, HoldId, Instant, Operation, StoredReservat
 use super::{CHECK, FaultReport, Shot};
 use crate::failure::Failure;
 use crate::history::{Call, Event, KEYS, Names, Return, by_key};
-use crate::linearizability::{self, StorageErrors};
 use crate::search::linearizable;
+use crate::verdict::{self, StorageErrors};
 
 /// Whether `e`, an operation with an outcome, told its owner that it holds the key, as the
 /// specification decides it: among states of every shape (free; pending, live or expired, the
@@ -119,7 +119,7 @@ pub fn lost_confirmations(names: &Names, events: &[Event], losses: &[u64]) -> Ve
 /// Judges a fault run's history (ordered by call), filling the report's counts of lost
 /// confirmations and of keys with two owners.
 pub(super) fn judge(names: &Names, events: &[Event], shots: &[Shot], report: &mut FaultReport) -> Result<(), Failure> {
-    linearizability::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
+    verdict::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
     let keys = by_key(events);
     let failing: Vec<usize> =
         keys.iter().filter(|(_, ops)| linearizable(names, ops).is_err()).map(|(key, _)| *key).collect();
@@ -136,7 +136,7 @@ pub(super) fn judge(names: &Names, events: &[Event], shots: &[Shot], report: &mu
     }
     match failing.first() {
         Some(key) => Err(after_loss(names, *key, &keys[key], shots)
-            .unwrap_or_else(|| linearizability::report(CHECK, names, *key, &keys[key]))),
+            .unwrap_or_else(|| verdict::report(CHECK, names, *key, &keys[key]))),
         None => Ok(()),
     }
 }
@@ -154,7 +154,7 @@ fn after_loss(names: &Names, key: usize, ops: &[&Event], shots: &[Shot]) -> Opti
     if linearizable(names, &before).is_err() {
         return None;
     }
-    let mut f = linearizability::report(CHECK, names, key, &ops[..len]);
+    let mut f = verdict::report(CHECK, names, key, &ops[..len]);
     f.rule = Some(Rule::P1);
     f.check_rule = Some(Rule::P1);
     f.property = None;

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant as WallInstant};
 use reservation_store::{Key, Operation, ReservationStore, Ttl, Version};
 
 use super::judge::acknowledged_confirmation;
-use super::{CHECK, Fault, FaultSettings, Fired, RECOVERY, Shot};
+use super::{CHECK, FaultSettings, Fired, RECOVERY, Shot};
 use crate::failure::Failure;
-use crate::harness::{Capabilities, Harness};
+use crate::harness::{Capabilities, Fault, Harness};
 use crate::history::{Call, Event, KEYS, key_named};
 use crate::record::{Contender, Recorder, XorShift, panicked};
 use crate::session::panic_message;

@@ -13,8 +13,7 @@ use reservation_store::{
     Version,
 };
 
-use super::Fault;
-use crate::harness::{Capabilities, Harness};
+use crate::harness::{Capabilities, Fault, Harness};
 use crate::record::XorShift;
 
 /// Any harness, with [`Fault::CutConnections`] and [`Fault::Pause`] simulated in front of its
