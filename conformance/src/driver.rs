@@ -30,19 +30,18 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 mod client;
-mod codec;
 mod pipe;
 mod serve;
 
-pub(crate) use client::ShapeError;
-pub use client::{CommandHarness, CommandStore, ProtocolError};
-pub(crate) use codec::{
+pub(crate) use crate::protocol::{
     Call, INVALID_ARGUMENT, Parsed, Verb, error_json, lookup_json, operation_json, outcome_json, parse_outcome,
     parse_request, parse_reservation, reservation_json, unrepresentable,
 };
-pub use codec::{Hello, MAX_LINE, PROTOCOL, SCHEMA, VERSIONS, VERSIONS_SECTION};
+pub use crate::protocol::{Hello, MAX_LINE, PROTOCOL, SCHEMA, VERSIONS, VERSIONS_SECTION};
 #[doc(hidden)]
-pub use codec::{check_answer, error_names};
+pub use crate::protocol::{check_answer, error_names};
+pub(crate) use client::ShapeError;
+pub use client::{CommandHarness, CommandStore, ProtocolError};
 pub(crate) use serve::run_request;
 pub use serve::serve;
 

@@ -237,6 +237,7 @@ mod history;
 pub mod linearizability;
 pub mod ops;
 pub mod oracle;
+mod protocol;
 mod record;
 mod report;
 mod search;

@@ -16,14 +16,14 @@ use reservation_store::{
 };
 use serde_json::Value;
 
-use super::codec::{
+use super::lock;
+use super::pipe::{self, Line, quote};
+use crate::harness::{Capabilities, Fault, Harness, RawAnswer, RawRequest};
+use crate::protocol::{
     ASK, Hello, MAX_LINE, PROTOCOL, STORAGE_ERROR, VERSIONS_SECTION, clock_json, close_json, hello_json,
     invalid_by_name, lookup_json, open_json, operation_json, parse_hello, parse_outcome, parse_reservation,
     reopen_json, split_answer,
 };
-use super::lock;
-use super::pipe::{self, Line, quote};
-use crate::harness::{Capabilities, Fault, Harness, RawAnswer, RawRequest};
 use crate::settings::Settings;
 
 /// Lines of the adapter's standard error kept for failure messages.

@@ -11,13 +11,13 @@ use reservation_store::{
 };
 use serde_json::{Value, json};
 
-use super::codec::{
-    ASK, Call, MAX_LINE, Parsed, Verb, clock_question_json, error_json, hello_answer_json, number, outcome_json,
-    parse_request, reservation_json, text, unrepresentable,
-};
 use super::lock;
 use super::pipe::{self, Line};
 use crate::harness::Harness;
+use crate::protocol::{
+    ASK, Call, MAX_LINE, Parsed, Verb, clock_question_json, error_json, hello_answer_json, number, outcome_json,
+    parse_request, reservation_json, text, unrepresentable,
+};
 
 /// One store of [`serve`]: a `MemoryStore` on a clock that the requests move, never back.
 struct Served {

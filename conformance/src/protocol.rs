@@ -22,7 +22,7 @@ pub const MAX_LINE: usize = 1 << 20;
 
 /// The protocol's JSON Schema (draft 2020-12): one line is a request or an answer; its
 /// `$defs.vector_file` describes a test vector file ([`crate::vectors`]).
-pub const SCHEMA: &str = include_str!("../../schema/protocol.schema.json");
+pub const SCHEMA: &str = include_str!("../schema/protocol.schema.json");
 
 /// The protocol's version: the one the driver runs, sent in `hello` (`PROTOCOL.md`, "Versions").
 pub const PROTOCOL: u64 = 2;
