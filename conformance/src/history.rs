@@ -47,7 +47,7 @@ pub enum Return {
         indeterminate: bool,
     },
     /// No answer of the store: the adapter behind the driver broke its protocol
-    /// ([`ProtocolError`](crate::driver::ProtocolError)), as the message says.
+    /// ([`ProtocolError`](crate::protocol::ProtocolError)), as the message says.
     Protocol(String),
 }
 

@@ -10,9 +10,9 @@ use reservation_store::{
     Clock, Key, ManualClock, Operation, ReleaseVersion, ReservationScope, ReservationStore, Ttl, Version,
 };
 
-use crate::driver::ProtocolError;
 use crate::harness::{Harness, START};
 use crate::history::{Call, Event, HOLDS, KEYS, Names, OWNERS, Return, entry};
+use crate::protocol::ProtocolError;
 use crate::session::{Entry, call, panic_message, show_error};
 
 /// Operations each thread runs in one round before the clock moves.
