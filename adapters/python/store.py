@@ -18,6 +18,13 @@ RESERVATION_PY_BUG plants one bug, to show the suite catching it:
   tenant-merge     the scope's tenant left out of the row's key                 (S1)
   any-version      a release at ANY_VERSION taken as one at UNVERSIONED         (L4)
   atomicity        read, then write, without the store's lock in between        (H1)
+  last-abandon-keeps  the abandon of the last hold answers Abandoned and keeps the row,
+                   a pending reservation with no holds                          (A2)
+  lookup-expired   a lookup shows an expired pending reservation                (D7)
+  zero-version-absent  a version of 0 read as no version: UNVERSIONED refused   (D3)
+  hold-case        hold ids compared ignoring ASCII case                        (D5)
+  float-versions   versions decoded as floats, exact only up to 2^53            (D8)
+  stale-read       lookups served from a copy of each row one write behind it
   clock-before-lock  the clock read before the store's lock is taken, and used  (D10)
 Bugs in the checks of arguments that the typed API cannot make (D2, D4, D6, D8, D9):
   ttl-zero-only-on-pending  a zero TTL refused only where the reserve would write a pending
@@ -171,7 +178,15 @@ def pending(owner, holds, expires):
     return {"state": "pending", "owner": owner, "holds": frozenset(holds), "expires": expires}
 
 
+def held_as(row, hold):
+    """The bug hold-case: a held hold equal to `hold` but for ASCII case stands for it."""
+    if BUG != "hold-case" or row is None or row["state"] != "pending":
+        return hold
+    return next((h for h in sorted(row["holds"]) if h.lower() == hold.lower()), hold)
+
+
 def reserve(row, now, owner, hold, ttl):
+    hold = held_as(row, hold)
     until = min(now + ttl, U64)  # D1: now+ttl saturates
     if row is None or (row["state"] == "pending" and not live(row, now)):
         return pending(owner, {hold}, until), "Taken"  # R1, R2
@@ -211,6 +226,7 @@ def release(row, now, owner, version):
 
 
 def abandon(row, now, owner, hold):
+    hold = held_as(row, hold)
     if row is None or not live(row, now):
         return None, "NotHeld"  # A1
     if not same_owner(row["owner"], owner):
@@ -220,6 +236,8 @@ def abandon(row, now, owner, hold):
     if hold not in row["holds"]:
         return row, "NotHeld"  # A4
     rest = row["holds"] - {hold}
+    if not rest and BUG == "last-abandon-keeps":
+        return pending(row["owner"], rest, row["expires"]), "Abandoned"
     if not rest or BUG == "hold-set":
         return None, "Abandoned"  # A2
     return pending(row["owner"], rest, row["expires"]), "StillReserved"  # A3
@@ -247,7 +265,7 @@ def owner_json(o):
 
 def shown(row, now):
     """Lookup (D7, D11): nothing for a free or expired key; holds in ascending byte order."""
-    if row is None or not live(row, now):
+    if row is None or not (live(row, now) or BUG == "lookup-expired"):
         return None
     if row["state"] == "pending":
         holds = [h.decode("utf-8") for h in sorted(row["holds"])]
@@ -260,11 +278,22 @@ def shown(row, now):
     return confirmed
 
 
+def version_of(value):
+    """A version (D8), as the bugs float-versions and zero-version-absent misread it."""
+    version = u64(value)
+    if BUG == "float-versions":
+        version = min(int(float(version)), U64)
+    if BUG == "zero-version-absent" and not version:
+        raise Invalid("ZeroStreamVersion", "no version given")
+    return version
+
+
 class Store:
     """One store of the suite: rows by (scope, key), a clock that never goes back (D10)."""
 
     def __init__(self, rows=None, clock=0):
         self.rows = {} if rows is None else rows
+        self.copy = {}  # the bug stale-read: each row as it was before its last write
         self.clock = clock
         self.lock = threading.Lock()
 
@@ -289,7 +318,8 @@ class Store:
         if op == "lookup":
             with self.lock:
                 self.clock = max(self.clock, clock())
-                return shown(self.rows.get(where), self.clock)
+                rows = self.copy if BUG == "stale-read" else self.rows
+                return shown(rows.get(where), self.clock)
         owner = owner_of(request.get("owner"))
         late = []  # checks that the bug check-after-write makes after the row is written
         if op in ("reserve", "abandon"):
@@ -308,11 +338,11 @@ class Store:
             decide = lambda row, t: pending_only_ttl(reserve(row, t, owner, hold, ttl), ttl)
         elif op == "confirm":
             version = request.get("version")
-            version = U64 if BUG == "confirm-any" and version == "ANY" else u64(version)
+            version = U64 if BUG == "confirm-any" and version == "ANY" else version_of(version)
             decide = lambda row, t: confirm(row, t, owner, version)
         elif op == "release":
             version = request.get("version")
-            version = "ANY" if version == "ANY" else u64(version)
+            version = "ANY" if version == "ANY" else version_of(version)
             if version == "ANY" and BUG == "any-version":
                 version = 0
             decide = lambda row, t: release(row, t, owner, version)
@@ -347,6 +377,8 @@ class Store:
         return outcome
 
     def write(self, where, row):
+        if BUG == "stale-read":
+            self.copy[where] = self.rows.get(where)
         if row is None:
             self.rows.pop(where, None)
         else:

@@ -809,6 +809,8 @@ fn fail(plan: &Plan, rule: Option<Rule>, step_rule: Option<Rule>, problem: Strin
         step_rule,
         protocol: None,
         problem,
+        finding: None,
+        cause: None,
         context,
         transcript,
         replay: None,

@@ -51,14 +51,18 @@ impl Bytes {
     }
 }
 
-/// A key slot: mostly the first two (which differ only in case), sometimes the others.
+/// A key slot ([`crate::oracle::ops`] names them): mostly the first two, which differ only in
+/// case, within one scope; often the third (a trailing space) and the same key in a tenant's
+/// scope; sometimes the same key in a scope that differs only in its tenant's spelling, its
+/// namespace or its aggregate type.
 fn key(b: &mut Bytes) -> u8 {
-    b.pick(&[2, 2, 1, 1]) as u8
+    b.pick(&[4, 4, 2, 2, 1, 1, 1, 1]) as u8
 }
 
-/// An owner: mostly the first two, sometimes the one that differs from the first only in tenant.
+/// An owner of the slot's scope: mostly the first two, sometimes one that differs from the first
+/// only in its tenant (another, `SYSTEM_TENANT` or the one spelled so) or its aggregate type.
 fn owner(b: &mut Bytes) -> u8 {
-    b.pick(&[4, 4, 2]) as u8
+    b.pick(&[4, 4, 2, 1, 1, 1]) as u8
 }
 
 /// A hold: 1–3 per owner, mostly two.
@@ -77,8 +81,8 @@ fn version(b: &mut Bytes) -> VersionPick {
     }
 }
 
-/// Decodes one operation from a random word, biased to where bugs live: 2–3 owners, 2–4 keys,
-/// 1–3 holds, short ttls (sometimes zero), versions at, just below and just above the stored one,
+/// Decodes one operation from a random word, biased to where bugs live: 2–6 owners, 2–8 key
+/// slots over 6 scopes (the key `k` in most of them), 1–3 holds, short ttls (sometimes zero), versions at, just below and just above the stored one,
 /// and clock moves to exactly `expires_at - 1`, `expires_at` and `expires_at + 1`. Smaller words
 /// decode to simpler operations (word 0 is a reserve by owner 0 of key 0), so shrinking a word
 /// simplifies its operation.
@@ -133,6 +137,12 @@ pub struct Stats {
     pub ops: u64,
     /// The rules the specification reported.
     pub reached: RuleSet,
+    /// Batches of scripts drawn past `cases` to reach every rule of R1–A6 (at most eight).
+    pub extra_batches: u32,
+    /// Scripts run when every rule of R1–A6 had first been reached, counting those of the
+    /// regression file and of the extra batches; on several threads, whose scripts interleave,
+    /// all of the first part's scripts count.
+    pub covered_after: Option<u64>,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -183,8 +193,8 @@ pub fn run<H: Harness>(harness: &H, settings: &crate::Settings) -> Result<Stats,
     let threads = settings.differential_threads.max(1);
     let stop = AtomicBool::new(false);
     let started = WallInstant::now();
-    let results: Vec<Result<(u64, RuleSet), Failure>> = if threads == 1 {
-        vec![run_share(harness, settings, seed, settings.cases, &stop)]
+    let results: Vec<Result<Share, Failure>> = if threads == 1 {
+        vec![run_share(harness, settings, seed, settings.cases, &stop, RuleSet::EMPTY)]
     } else {
         std::thread::scope(|scope| {
             let shares: Vec<_> = (0..threads as u64)
@@ -192,7 +202,7 @@ pub fn run<H: Harness>(harness: &H, settings: &crate::Settings) -> Result<Stats,
                     let cases = share(settings.cases, threads as u32, i as u32);
                     let seed = if i == 0 { seed } else { seed ^ 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i) };
                     let stop = &stop;
-                    scope.spawn(move || run_share(harness, settings, seed, cases, stop))
+                    scope.spawn(move || run_share(harness, settings, seed, cases, stop, RuleSet::EMPTY))
                 })
                 .collect();
             shares
@@ -201,11 +211,17 @@ pub fn run<H: Harness>(harness: &H, settings: &crate::Settings) -> Result<Stats,
                 .collect()
         })
     };
-    let (mut ops, mut reached) = (0, RuleSet::EMPTY);
+    let (mut ops, mut reached, mut scripts, mut covered_after) = (0, RuleSet::EMPTY, 0, None);
     for result in results {
-        let (n, rules) = result?;
-        ops += n;
-        reached = reached.union(rules);
+        let share = result?;
+        ops += share.ops;
+        scripts += share.scripts;
+        reached = reached.union(share.reached);
+        covered_after = share.covered_after;
+    }
+    // Several threads' scripts interleave: the whole first part counts.
+    if threads > 1 {
+        covered_after = reached.missing_transitions().is_empty().then_some(scripts);
     }
     // Scripts drawn until every rule is reached: a run whose seed happens to miss one draws more,
     // each batch from a seed of its own derived from the run's, up to a cap. A run of no new
@@ -216,9 +232,11 @@ pub fn run<H: Harness>(harness: &H, settings: &crate::Settings) -> Result<Stats,
     while !reached.missing_transitions().is_empty() && extra < extra_batches {
         extra += 1;
         let seed = seed ^ 0xc0fe_0000_0000_0000u64.wrapping_add(u64::from(extra)).wrapping_mul(0x2545_f491_4f6c_dd1d);
-        let (n, rules) = run_share(harness, &settings.clone().with_regressions(None), seed, batch, &stop)?;
-        ops += n;
-        reached = reached.union(rules);
+        let share = run_share(harness, &settings.clone().with_regressions(None), seed, batch, &stop, reached)?;
+        ops += share.ops;
+        reached = reached.union(share.reached);
+        covered_after = covered_after.or(share.covered_after.map(|n| scripts + n));
+        scripts += share.scripts;
     }
     let elapsed = started.elapsed();
     let replay_env = format!(
@@ -241,7 +259,7 @@ pub fn run<H: Harness>(harness: &H, settings: &crate::Settings) -> Result<Stats,
         f.replay = Some(replay_env);
         return Err(f);
     }
-    Ok(Stats { seed, cases: settings.cases, ops, reached, elapsed })
+    Ok(Stats { seed, cases: settings.cases, ops, reached, extra_batches: extra, covered_after, elapsed })
 }
 
 /// Thread `i`'s share of `cases` scripts over `threads` threads.
@@ -249,15 +267,29 @@ fn share(cases: u32, threads: u32, i: u32) -> u32 {
     cases / threads + u32::from(i < cases % threads)
 }
 
-/// Runs `cases` scripts from `seed` on this thread: the operations run and the rules reached, or
-/// the shrunk failure. Stops early, passing, once `stop` is set by another thread's failure.
+/// What one thread's share of a run did.
+struct Share {
+    /// Scripts run, those of the regression file included.
+    scripts: u64,
+    /// Operations applied.
+    ops: u64,
+    /// The rules the specification reported.
+    reached: RuleSet,
+    /// Scripts run when every rule of R1–A6 had been reached, counting the rules reached before.
+    covered_after: Option<u64>,
+}
+
+/// Runs `cases` scripts from `seed` on this thread, after a part of the run that reached
+/// `before`: what they did, or the shrunk failure. Stops early, passing, once `stop` is set by
+/// another thread's failure.
 fn run_share<H: Harness>(
     harness: &H,
     settings: &crate::Settings,
     seed: u64,
     cases: u32,
     stop: &AtomicBool,
-) -> Result<(u64, RuleSet), Failure> {
+    before: RuleSet,
+) -> Result<Share, Failure> {
     let persistence =
         settings.regressions.map(|path| Box::new(FileFailurePersistence::Direct(path)) as Box<dyn FailurePersistence>);
     let config = Config {
@@ -270,6 +302,8 @@ fn run_share<H: Harness>(
     let mut runner = TestRunner::new_with_rng(config, rng(seed));
     let reached = Cell::new(RuleSet::EMPTY);
     let ops = Cell::new(0u64);
+    let scripts = Cell::new(0u64);
+    let covered_after = Cell::new(None);
     // A script on an adapter that broke the protocol says nothing of the store: it stops the run
     // as passing, so that proptest neither shrinks it nor saves its seed, and is reported alone.
     let broken: Cell<Option<Failure>> = Cell::new(None);
@@ -278,9 +312,13 @@ fn run_share<H: Harness>(
             return Ok(());
         }
         ops.set(ops.get() + script.len() as u64);
+        scripts.set(scripts.get() + 1);
         match oracle::ops(harness, &script) {
             Ok(rules) => {
                 reached.set(reached.get().union(rules));
+                if covered_after.get().is_none() && before.union(reached.get()).missing_transitions().is_empty() {
+                    covered_after.set(Some(scripts.get()));
+                }
                 Ok(())
             }
             Err(f) if f.is_protocol() => {
@@ -298,7 +336,12 @@ fn run_share<H: Harness>(
         "to run the same scripts again: RESERVATION_CONFORMANCE_SEED={seed} RESERVATION_CONFORMANCE_CASES={cases} RESERVATION_CONFORMANCE_THREADS=1"
     );
     match result {
-        Ok(()) => Ok((ops.get(), reached.get())),
+        Ok(()) => Ok(Share {
+            scripts: scripts.get(),
+            ops: ops.get(),
+            reached: reached.get(),
+            covered_after: covered_after.get(),
+        }),
         Err(TestError::Fail(reason, minimal)) => {
             stop.store(true, Ordering::Relaxed);
             let mut failure = match oracle::ops(harness, &minimal) {

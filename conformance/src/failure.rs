@@ -11,8 +11,14 @@ use reservation_store::rules::Rule;
 ///
 /// Its headline names the rule by which the specification decided the step that went wrong,
 /// whatever check ran it; the rule the check is about, when it differs, follows as context
-/// ("rule L4 broken (in the check of S1)"). A failure of the adapter behind the driver to speak
-/// its protocol names no rule: it is headlined "the adapter broke the protocol".
+/// ("rule L4 broken (in the check of S1)"). Where the specification, deciding that step on a value
+/// read as a store may misread it (a hold id ignoring case, a version through a float, UNVERSIONED
+/// as no version), gives the store's answer, the headline names the rule of that value (D5, D8,
+/// D3) and a `cause:` line says the misreading. A wrong lookup is headlined by the rule of the
+/// last step on its key, the step that made the state it shows; by D7 when it still shows an
+/// expired reservation a millisecond past its expiry (D1 when it does not); by D11 only when its
+/// answer has no shape D11 gives and the key is not free. A failure of the adapter behind the
+/// driver to speak its protocol names no rule: it is headlined "the adapter broke the protocol".
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Failure(Box<Details>);
 
@@ -25,7 +31,8 @@ pub struct Details {
     pub check: String,
     /// The rule found broken: the one by which the specification decided the step that went
     /// wrong (for a lookup, the rule of the step that last wrote the key, or D1, D7, D11, P1 where
-    /// those decide what it must show), or, for a failure only the check's own rule covers, that
+    /// those decide what it must show), the rule of a value the store misread (see
+    /// [`Details::cause`]), or, for a failure only the check's own rule covers, that
     /// rule; `None` when no rule is to blame, as when a check panicked outside a store call, a run
     /// stopped, or the adapter broke the protocol.
     pub rule: Option<Rule>,
@@ -42,12 +49,33 @@ pub struct Details {
     pub protocol: Option<Protocol>,
     /// What went wrong, in one sentence.
     pub problem: String,
+    /// Which kind of step went wrong, when a step of a session did: an operation's answer or a
+    /// lookup; the report finds the cause that most failures share by it.
+    pub finding: Option<Finding>,
+    /// What explains the wrong answer, when the specification, deciding the step on values read
+    /// the way a store may misread them, gives that answer: such as `"hold ids compared ignoring
+    /// case"`. The headline then names the rule the misreading breaks.
+    pub cause: Option<&'static str>,
     /// Who and where: the scopes, owners and clock the operations name.
     pub context: Vec<String>,
     /// The operations run, one line each, the one that went wrong marked.
     pub transcript: Vec<String>,
     /// How to run the failing case again, when it came from a random search.
     pub replay: Option<String>,
+}
+
+/// The kind of step a failure went wrong at.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum Finding {
+    /// An operation answered otherwise than the specification.
+    Outcome,
+    /// A lookup showed a state the specification does not give.
+    Lookup,
+    /// A lookup showed its key as it was before the last operation on it, whose answer was right
+    /// and changed the key: what the lookup shows lags the write the store acknowledged (a stale
+    /// read), or the write never happened.
+    LookupBeforeLastStep,
 }
 
 /// How a failure involves an adapter that broke the driver's protocol (`PROTOCOL.md`).
@@ -80,6 +108,8 @@ impl Failure {
             step_rule: None,
             protocol: None,
             problem: problem.into(),
+            finding: None,
+            cause: None,
             context: Vec::new(),
             transcript: Vec::new(),
             replay: None,
@@ -217,6 +247,9 @@ impl fmt::Display for Failure {
         }
         if self.protocol.is_none() {
             writeln!(f, "problem: {}", self.problem)?;
+        }
+        if let Some(cause) = self.cause {
+            writeln!(f, "cause: {cause}")?;
         }
         for line in &self.context {
             writeln!(f, "  {line}")?;

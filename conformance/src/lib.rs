@@ -70,8 +70,10 @@
 //!   no confirmed reservation is lost, no released or abandoned one comes back, pending ones
 //!   keep owner, holds and exact expiry, and expired ones stay expired.
 //! - [`differential`]: random scripts of [`ops::Op`] biased to where bugs live
-//!   (2–3 owners, few keys and holds, versions at and around the stored one, `UNVERSIONED`,
-//!   `ANY_VERSION`, clock moves to exactly `expires_at - 1`, `expires_at`, `expires_at + 1`),
+//!   (few keys and holds, the same key in scopes that differ in one part: tenant,
+//!   `SYSTEM_TENANT` or a tenant spelled so, namespace, aggregate type; owners of several
+//!   tenants, `SYSTEM_TENANT`'s included, and some a scope must refuse (D6); versions at and
+//!   around the stored one, `UNVERSIONED`, `ANY_VERSION`, clock moves to exactly `expires_at - 1`, `expires_at`, `expires_at + 1`),
 //!   compared step by step with the spec functions through [`oracle::ops`]. A failure shrinks to
 //!   a minimal script, printed as a transcript and as Rust to paste, with the seed to replay the
 //!   run (`RESERVATION_CONFORMANCE_SEED`, `RESERVATION_CONFORMANCE_CASES`). While its run has
@@ -153,13 +155,17 @@
 //! | abandon | abandoning one hold drops them all | `a3_…` (A3), differential (A3) |
 //! | expiry boundary | live at `now <= expires_at` instead of `<` | `d1_…` (D1), differential (D1) |
 //! | versions | a release at `UNVERSIONED` is taken as `ANY_VERSION` | `d3_…` (D3), `l5_…` (L5), differential (L5) |
-//! | holds | hold ids compared ignoring ASCII case | `d5_…` (D5), `a4_…` (A4), differential |
+//! | holds | hold ids compared ignoring ASCII case | `d5_…` (D5), `a4_…` (D5, in the check of A4), differential; the suite's first failure (D5) |
 //! | owner comparison | only the owner's id is compared | `d5_owner_differing_only_in_tenant_…` (D5), differential |
 //! | tenant checks | the scope's tenant never checked against the owner's | `d6_…` (D6), differential (D6) |
 //! | argument checks | whether the scope admits the owner checked on the reserve path only, or after the write | `d6_every_invalid_argument_…` (D6) |
 //! | keys | trailing spaces trimmed, as a padded SQL column does | `d5_…` (D5), differential |
 //! | scopes | the aggregate type left out of the row's key | `s1_scope_aggregate_types_…` (S1) |
-//! | lookup | an expired pending reservation still shown | `d7_…` (D7), differential |
+//! | lookup | an expired pending reservation still shown | `d7_…` (D7), differential; the suite's first failure (D7) |
+//! | abandon | the abandon of the last hold answers Abandoned and leaves the key held | the suite's first failure (A2) |
+//! | versions | a version of 0 read as no version, so that `UNVERSIONED` is refused | the suite's first failure (D3) |
+//! | versions | decoded as 64-bit floats, exact only up to 2^53 | the suite's first failure (D8) |
+//! | lookup | served from a copy of each row one write behind (a stale read) | most checks, the report leading with the cause they share |
 //! | atomicity under threads | read, then write, without the lock in between (with a yield, and without) | `linearizability_…`, `p1_faults_…` (atomicity, H1) |
 //! | durability | confirmed reservations lost on reopen | `p1_durable_…` (P1), `p1_faults_…` (P1) |
 //! | durability | one write in seven acknowledged but never persisted | `p1_durable_…` (P1) |
@@ -247,7 +253,7 @@ mod settings;
 pub mod vectors;
 mod verdict;
 
-pub use failure::{Details, Failure, Protocol};
+pub use failure::{Details, Failure, Finding, Protocol};
 pub use harness::unique_namespace;
 pub use harness::{
     Capabilities, Harness, MemoryHarness, PARTS, Probe, RawAnswer, RawRequest, Requirement, START, dropped_parts,

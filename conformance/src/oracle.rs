@@ -6,6 +6,7 @@
 //! checking that every invalid one is a typed error that changes nothing.
 
 use std::fmt::Write as _;
+use std::sync::LazyLock;
 
 use reservation_store::rules::{Rule, RuleSet};
 use reservation_store::{
@@ -18,46 +19,112 @@ use crate::harness::{Harness, unique_namespace};
 use crate::ops::{self, ClockMove, Op, ReleasePick, VersionPick};
 use crate::session::Session;
 
-/// The aggregate type of every scope and owner of a script.
+/// The aggregate type of a script's scopes and owners, but for one scope and one owner per slot.
 pub(crate) const SCRIPT_TYPE: &str = "rc-user";
 
-/// The names a script's indices stand for: owners, keys and holds that differ in one field or
-/// one byte, so that a store comparing loosely fails.
+/// The other aggregate type: of one scope, and of one owner of each scope (rule D6's
+/// `OwnerTypeMismatch` elsewhere).
+pub(crate) const OTHER_TYPE: &str = "rc-order";
+
+/// A tenant whose id spells the system tenant's name: an ordinary tenant, which a store must keep
+/// apart from `SYSTEM_TENANT` (rule S1).
+pub(crate) const MARKER_TENANT: &str = "SYSTEM_TENANT";
+
+/// The suffix of a script's second namespace, after its own unique one.
+const SECOND_NAMESPACE: &str = ".b";
+
+/// One key slot of a script: a key in a scope, and the owners a script's owner indices name there.
+#[derive(Clone, Debug)]
+pub(crate) struct Slot {
+    /// The slot's scope.
+    pub scope: ReservationScope,
+    /// The slot's key.
+    pub key: Key,
+    /// The owners of [`Domain::owner`] on this slot.
+    owners: &'static [AggregateRef; OWNERS],
+}
+
+/// Owners per slot.
+const OWNERS: usize = 6;
+
+/// The owners a script's indices name on a slot whose scope is of type `ty` and whose tenant, or
+/// `acme` for a `SYSTEM_TENANT` scope, is `home`: `alice` and `bob` of `home`, then `alice` of
+/// `globex`, of `SYSTEM_TENANT`, of the other of `acme` and the tenant spelled `SYSTEM_TENANT`,
+/// and `alice` of `home` with the other aggregate type. A `SYSTEM_TENANT` scope admits the first
+/// five, all different owners (D5); a tenant scope only the first two (D6, `TenantMismatch`); no
+/// scope the last (D6, `OwnerTypeMismatch`).
+fn owners(ty: &str, home: &str) -> [AggregateRef; OWNERS] {
+    let other_type = if ty == SCRIPT_TYPE { OTHER_TYPE } else { SCRIPT_TYPE };
+    let other_tenant = if home == MARKER_TENANT { "acme" } else { MARKER_TENANT };
+    let owner = |ty: &str, t: Option<&str>, id: &str| AggregateRef::parse(ty, t, id).expect("a valid constant");
+    [
+        owner(ty, Some(home), "alice"),
+        owner(ty, Some(home), "bob"),
+        owner(ty, Some("globex"), "alice"),
+        owner(ty, None, "alice"),
+        owner(ty, Some(other_tenant), "alice"),
+        owner(other_type, Some(home), "alice"),
+    ]
+}
+
+static USERS: LazyLock<[AggregateRef; OWNERS]> = LazyLock::new(|| owners(SCRIPT_TYPE, "acme"));
+static MARKED: LazyLock<[AggregateRef; OWNERS]> = LazyLock::new(|| owners(SCRIPT_TYPE, MARKER_TENANT));
+static ORDERS: LazyLock<[AggregateRef; OWNERS]> = LazyLock::new(|| owners(OTHER_TYPE, "acme"));
+
+/// Key slots of a script.
+pub(crate) const SLOTS: usize = 8;
+
+/// The names a script's indices stand for: scopes, keys, owners and holds that differ in one
+/// field or one byte, so that a store comparing loosely, or joining scopes that differ, fails.
 #[derive(Clone, Debug)]
 pub(crate) struct Domain {
-    /// Key slots: `(scope, key)`. Slots 0–2 share a `SYSTEM_TENANT` scope and differ only in
-    /// case or a trailing space; slot 3 is key `"k"` in the tenant scope `acme` of the same
-    /// namespace.
-    pub slots: [(ReservationScope, Key); 4],
-    /// Owners: `acme/alice`, `acme/bob`, and `globex/alice` (the first's id in another tenant,
-    /// which the tenant scope of slot 3 refuses: rule D6).
-    pub owners: [AggregateRef; 3],
+    /// Key slots. Slots 0–2: keys `"k"`, `"K"` and `"k "` of a `SYSTEM_TENANT` scope (type
+    /// `rc-user`, the script's namespace); the others hold key `"k"` each, in a scope that differs
+    /// from slot 0's in one part: 3, tenant `acme`; 4, the tenant spelled `SYSTEM_TENANT`; 5, the
+    /// script's second namespace (its own followed by `.b`); 6, tenant `acme` there; 7, type
+    /// `rc-order`.
+    pub slots: [Slot; SLOTS],
     /// Holds: `"h1"`, `"H1"`, `"h1 "`.
     pub holds: [HoldId; 3],
 }
 
 impl Domain {
-    /// The domain of a script, in a namespace of its own.
+    /// The domain of a script whose own namespace is `namespace` (and `namespace` followed by
+    /// `.b`, its second).
     pub fn new(namespace: Namespace) -> Self {
-        let ty = || reservation_store::AggregateType::new(SCRIPT_TYPE).expect("a valid constant");
-        let system = ReservationScope::new(ty(), Tenant::System, namespace.clone());
-        let acme = ReservationScope::new(ty(), Tenant::id("acme").expect("a valid constant"), namespace);
+        let second = Namespace::new(format!("{namespace}{SECOND_NAMESPACE}"))
+            .unwrap_or_else(|_| unique_namespace("rc-script-b"));
+        let ty = |t: &str| reservation_store::AggregateType::new(t).expect("a valid constant");
+        let tenant = |t: &str| Tenant::id(t).expect("a valid constant");
+        let scope = |t: &str, tenant: Tenant, ns: &Namespace| ReservationScope::new(ty(t), tenant, ns.clone());
+        let system = scope(SCRIPT_TYPE, Tenant::System, &namespace);
         let key = |k: &str| Key::new(k).expect("a valid constant");
-        let owner = |t: &str, id: &str| AggregateRef::parse(SCRIPT_TYPE, Some(t), id).expect("a valid constant");
+        let slot = |scope: &ReservationScope, k: &str, owners| Slot { scope: scope.clone(), key: key(k), owners };
         let hold = |h: &str| HoldId::new(h).expect("a valid constant");
+        let users = &*USERS;
         Domain {
-            slots: [(system.clone(), key("k")), (system.clone(), key("K")), (system, key("k ")), (acme, key("k"))],
-            owners: [owner("acme", "alice"), owner("acme", "bob"), owner("globex", "alice")],
+            slots: [
+                slot(&system, "k", users),
+                slot(&system, "K", users),
+                slot(&system, "k ", users),
+                slot(&scope(SCRIPT_TYPE, tenant("acme"), &namespace), "k", users),
+                slot(&scope(SCRIPT_TYPE, tenant(MARKER_TENANT), &namespace), "k", &*MARKED),
+                slot(&scope(SCRIPT_TYPE, Tenant::System, &second), "k", users),
+                slot(&scope(SCRIPT_TYPE, tenant("acme"), &second), "k", users),
+                slot(&scope(OTHER_TYPE, Tenant::System, &namespace), "k", &*ORDERS),
+            ],
             holds: [hold("h1"), hold("H1"), hold("h1 ")],
         }
     }
 
-    fn slot(&self, raw: u8) -> &(ReservationScope, Key) {
+    fn slot(&self, raw: u8) -> &Slot {
         &self.slots[ops::index(raw, self.slots.len())]
     }
 
-    fn owner(&self, raw: u8) -> &AggregateRef {
-        &self.owners[ops::index(raw, self.owners.len())]
+    /// Owner `raw` on slot `slot`.
+    fn owner(&self, slot: u8, raw: u8) -> &AggregateRef {
+        let owners = self.slot(slot).owners;
+        &owners[ops::index(raw, owners.len())]
     }
 
     fn hold(&self, raw: u8) -> &HoldId {
@@ -68,13 +135,23 @@ impl Domain {
 /// Runs `script` on a fresh store of `harness` and on the specification, comparing every outcome
 /// and the lookup of every key after every step; returns the rules the specification reported.
 ///
-/// Indices name owners, keys and holds that differ in one field or one byte, so that a store
-/// comparing loosely fails: owners `acme/alice`, `acme/bob` and `globex/alice`; keys `k`, `K` and
-/// `k ` in a `SYSTEM_TENANT` scope and `k` in tenant `acme`'s; holds `h1`, `H1` and `h1 `,
-/// every scope of type `rc-user` in a namespace of the run's own. Versions and clock moves are resolved
-/// against the specification's state of the key. A reserve with a zero ttl is the constructor's
-/// [`InvalidArgument::TtlZero`] (rule D2) and reaches no store. A failure carries the transcript
-/// and the script as Rust, to replay it.
+/// Indices name keys, scopes, owners and holds that differ in one field or one byte, so that a
+/// store comparing loosely, or joining scopes that differ, fails. A key index names one of 8
+/// slots (taken mod 8), each a key in a scope: keys `k`, `K` and `k ` in a `SYSTEM_TENANT` scope of
+/// type `rc-user` in the script's namespace (slots 0–2), then `k` again in scopes that differ from
+/// that one in one part: tenant `acme` (3), the tenant whose id spells `SYSTEM_TENANT`, which is
+/// not the system tenant (4), a second namespace, the script's own followed by `.b` (5), tenant
+/// `acme` there (6), and type `rc-order` (7). Every script has namespaces of its own
+/// ([`unique_namespace`]), so that stores sharing a database never meet. An owner index names one
+/// of 6 owners of the slot's type (mod 6): `alice` and `bob` of the scope's tenant (`acme` for a
+/// `SYSTEM_TENANT` scope), `alice` of `globex`, of `SYSTEM_TENANT`, and of the tenant spelled
+/// `SYSTEM_TENANT` (of `acme` on slot 4), and `alice` of the other aggregate type: a
+/// `SYSTEM_TENANT` scope admits the first five, as five different owners; a tenant scope the
+/// first two; the others are D6 errors that change nothing. Holds are `h1`, `H1` and `h1 `.
+/// Versions and clock moves are resolved against the specification's state of the key. A
+/// reserve with a zero ttl is the constructor's [`InvalidArgument::TtlZero`] (rule D2) and
+/// reaches no store. A failure carries the transcript, whose legend names each scope (`s0`,
+/// `s1`, …), and the script as Rust, to replay it.
 pub fn ops<H: Harness>(harness: &H, script: &[Op]) -> Result<RuleSet, Failure> {
     match run(harness, script, false) {
         Ok(rules) => Ok(rules),
@@ -104,8 +181,8 @@ fn run<H: Harness>(harness: &H, script: &[Op], record: bool) -> Result<RuleSet, 
     Ok(s.reached())
 }
 
-fn confirmed_version<H: Harness>(s: &Session<'_, H>, slot: &(ReservationScope, Key)) -> Option<Version> {
-    s.state(&slot.0, &slot.1).and_then(|r| r.as_confirmed()).map(|c| c.version)
+fn confirmed_version<H: Harness>(s: &Session<'_, H>, slot: &Slot) -> Option<Version> {
+    s.state(&slot.scope, &slot.key).and_then(|r| r.as_confirmed()).map(|c| c.version)
 }
 
 fn apply<H: Harness>(s: &mut Session<'_, H>, d: &Domain, op: Op) -> Result<(), Failure> {
@@ -113,9 +190,9 @@ fn apply<H: Harness>(s: &mut Session<'_, H>, d: &Domain, op: Op) -> Result<(), F
     // decides through `spec::apply`: the script has no dispatcher of its own.
     let (key, operation) = match op {
         Op::Reserve { owner, key, hold, ttl } => match Ttl::from_millis(u64::from(ttl)) {
-            Ok(ttl) => (key, Operation::Reserve { owner: d.owner(owner), hold: d.hold(hold), ttl }),
+            Ok(ttl) => (key, Operation::Reserve { owner: d.owner(key, owner), hold: d.hold(hold), ttl }),
             Err(e) => {
-                let (_, key) = d.slot(key);
+                let key = &d.slot(key).key;
                 s.note(|| format!("reserve({key:?}) with ttl 0: the constructor says {e:?} (D2); nothing sent"));
                 return if e == InvalidArgument::TtlZero {
                     s.reach(Rule::D2);
@@ -127,42 +204,52 @@ fn apply<H: Harness>(s: &mut Session<'_, H>, d: &Domain, op: Op) -> Result<(), F
         },
         Op::Confirm { owner, key, version } => {
             let version = version.resolve(confirmed_version(s, d.slot(key)));
-            (key, Operation::Confirm { owner: d.owner(owner), version })
+            (key, Operation::Confirm { owner: d.owner(key, owner), version })
         }
         Op::Release { owner, key, version } => {
             let version = version.resolve(confirmed_version(s, d.slot(key)));
-            (key, Operation::Release { owner: d.owner(owner), version })
+            (key, Operation::Release { owner: d.owner(key, owner), version })
         }
-        Op::Abandon { owner, key, hold } => (key, Operation::Abandon { owner: d.owner(owner), hold: d.hold(hold) }),
+        Op::Abandon { owner, key, hold } => {
+            (key, Operation::Abandon { owner: d.owner(key, owner), hold: d.hold(hold) })
+        }
         Op::Lookup { key } => {
-            let (scope, key) = d.slot(key);
-            return s.lookup(scope, key);
+            let slot = d.slot(key);
+            return s.lookup(&slot.scope, &slot.key);
         }
         Op::Clock(m) => {
             let expires = m.key().and_then(|k| {
-                let (scope, key) = d.slot(k);
-                s.state(scope, key).and_then(|r| r.as_pending()).map(|p| p.expires_at())
+                let slot = d.slot(k);
+                s.state(&slot.scope, &slot.key).and_then(|r| r.as_pending()).map(|p| p.expires_at())
             });
             let at = m.resolve(s.now(), expires);
             s.set_clock(at);
             return s.check_lookups();
         }
     };
-    let (scope, key) = d.slot(key);
-    s.execute(scope, key, operation).map(drop)
+    let slot = d.slot(key);
+    s.execute(&slot.scope, &slot.key, operation).map(drop)
 }
 
-/// `script` as Rust, ready to paste into a test.
+/// `script` as Rust, ready to paste into a test: it imports only the types it names, so that it
+/// compiles without a warning.
 pub(crate) fn replay(script: &[Op]) -> String {
-    let mut out = String::from(
-        "use reservation_conformance::ops::{ClockMove, Op, ReleasePick, VersionPick};\n\
-         reservation_conformance::oracle::ops(&harness, &[\n",
-    );
+    let mut ops = String::new();
     for op in script {
-        let _ = writeln!(out, "    {},", rust(op));
+        let _ = writeln!(ops, "    {},", rust(op));
     }
-    out.push_str("]).unwrap();");
-    out
+    let used: Vec<&str> = ["ClockMove", "Op", "ReleasePick", "VersionPick"]
+        .into_iter()
+        .filter(|t| ops.contains(&format!("{t}::")))
+        .collect();
+    let names = match used.as_slice() {
+        [one] => (*one).to_owned(),
+        many => format!("{{{}}}", many.join(", ")),
+    };
+    format!(
+        "use reservation_conformance::ops::{names};\n\
+         reservation_conformance::oracle::ops(&harness, &[\n{ops}]).unwrap();"
+    )
 }
 
 fn rust_version(v: VersionPick) -> String {

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::failure::Failure;
+use crate::failure::{Failure, Finding};
 use crate::harness::{Harness, Settings};
 
 /// The result of one check.
@@ -41,6 +41,38 @@ impl Report {
         })
     }
 
+    /// The one cause that most failures share, when more than half of the checks that ran failed
+    /// and more than half of those failures went wrong the same way: one line that says how many
+    /// and what they share, which the report leads with. Failures are grouped by their cause (a
+    /// misread value), else by lookups that show their key as it was before the last step on it,
+    /// else by the kind of step and the rule their headline names; failing that, by the kind of
+    /// step alone. `None` when fewer checks failed, or only one, or no way is shared by most
+    /// failures.
+    pub fn shared_cause(&self) -> Option<String> {
+        let ran = self.checks.iter().filter(|(_, r, _)| !matches!(r, CheckResult::Skipped(_))).count();
+        let failures: Vec<&Failure> = self.failures().collect();
+        let failed = failures.len();
+        // One failure shares nothing: a run of one check leads with no cause.
+        if failed < 2 || failed * 2 <= ran {
+            return None;
+        }
+        let most = |key: &dyn Fn(&Failure) -> Option<String>| {
+            let mut groups: Vec<(String, usize)> = Vec::new();
+            for label in failures.iter().filter_map(|f| key(f)) {
+                match groups.iter_mut().find(|(l, _)| *l == label) {
+                    Some((_, n)) => *n += 1,
+                    None => groups.push((label, 1)),
+                }
+            }
+            // The largest group, the first of equals.
+            groups.into_iter().rev().max_by_key(|(_, n)| *n).filter(|(_, n)| n * 2 > failed)
+        };
+        let (label, n) = most(&|f| shared_label(f)).or_else(|| most(&|f| kind_label(f)))?;
+        Some(format!(
+            "{n} of the {failed} failures share one cause ({failed} of {ran} checks that ran failed): {label}"
+        ))
+    }
+
     /// Ok if no check failed, otherwise the report itself as the error.
     pub fn into_result(self) -> Result<(), Report> {
         if self.is_ok() { Ok(()) } else { Err(self) }
@@ -59,6 +91,9 @@ impl fmt::Display for Report {
             self.checks.len() - failed - skipped,
             total
         )?;
+        if let Some(cause) = self.shared_cause() {
+            writeln!(f, "{cause}")?;
+        }
         for (name, result, took) in &self.checks {
             match result {
                 CheckResult::Passed => writeln!(f, "  ok      {name} ({took:.2?})")?,
@@ -78,6 +113,37 @@ impl fmt::Display for Report {
 }
 
 impl std::error::Error for Report {}
+
+/// How a failure went wrong, in words that failures sharing a cause share.
+fn shared_label(f: &Failure) -> Option<String> {
+    if f.is_protocol() {
+        return Some("the adapter broke the protocol".to_owned());
+    }
+    if let Some(cause) = f.cause {
+        return Some(cause.to_owned());
+    }
+    let Some(finding) = f.finding else { return f.property.map(str::to_owned) };
+    match (finding, f.rule) {
+        (Finding::LookupBeforeLastStep, _) => Some(
+            "lookups show states that the store's own answers contradict: a lookup lags the writes it follows (a \
+             stale read); each shows its key as it was before the last operation on it, whose answer was right"
+                .to_owned(),
+        ),
+        (Finding::Lookup, Some(rule)) => Some(format!("rule {rule} broken at a lookup")),
+        (Finding::Outcome, Some(rule)) => Some(format!("rule {rule} broken by an operation's answer")),
+        _ => None,
+    }
+}
+
+/// The kind of step a failure went wrong at, in words.
+fn kind_label(f: &Failure) -> Option<String> {
+    match f.finding? {
+        Finding::Lookup | Finding::LookupBeforeLastStep => {
+            Some("lookups show states the specification does not give, after operations answered right".to_owned())
+        }
+        Finding::Outcome => Some("operations answer otherwise than the specification".to_owned()),
+    }
+}
 
 #[doc(hidden)]
 #[macro_export]

@@ -20,7 +20,7 @@ use reservation_store::{
 };
 
 use crate::driver::ProtocolError;
-use crate::failure::{Details, Failure, check_name};
+use crate::failure::{Details, Failure, Finding, check_name};
 use crate::harness::{Harness, START};
 
 type SpecStep = Step<AggregateRef, BTreeSet<HoldId>, Outcome>;
@@ -34,6 +34,17 @@ struct SlotState {
     key: Key,
     state: Option<StoredReservation>,
     last_rule: Option<Rule>,
+    last: Option<LastStep>,
+}
+
+/// The last operation on a key that the specification decided: the key's state before it, the
+/// instant and the operation, so that a wrong lookup can be laid beside what that step would have
+/// made on a misread value ([`MISREADINGS`]), or beside the key as it was before it.
+struct LastStep {
+    before: Option<StoredReservation>,
+    at: Instant,
+    operation: Operation<AggregateRef, HoldId>,
+    step: usize,
 }
 
 /// A store under test beside the specification's state of every key it touched.
@@ -227,7 +238,13 @@ impl<'h, H: Harness> Session<'h, H> {
     fn watch(&mut self, scope: &ReservationScope, key: &Key) -> usize {
         self.find(scope, key).unwrap_or_else(|| {
             let i = self.slots.len();
-            self.slots.push(SlotState { scope: scope.clone(), key: key.clone(), state: None, last_rule: None });
+            self.slots.push(SlotState {
+                scope: scope.clone(),
+                key: key.clone(),
+                state: None,
+                last_rule: None,
+                last: None,
+            });
             if i == INDEX_ABOVE {
                 // From now on, keys are found by hash.
                 for (j, slot) in self.slots.iter().enumerate() {
@@ -280,6 +297,8 @@ impl<'h, H: Harness> Session<'h, H> {
             step_rule: None,
             protocol: None,
             problem,
+            finding: None,
+            cause: None,
             context,
             transcript: self.transcript.clone(),
             replay: None,
@@ -307,18 +326,21 @@ impl<'h, H: Harness> Session<'h, H> {
     /// Runs one operation: `expected` from the specification (or the invalid arguments it may
     /// report), `actual` from the store's `method`; compares them, then looks up every watched
     /// key.
+    #[expect(clippy::too_many_arguments, reason = "one step's every part, from the one caller")]
     fn exec(
         &mut self,
         what: fmt::Arguments<'_>,
         method: &str,
         scope: &ReservationScope,
         key: &Key,
+        operation: Operation<&AggregateRef, &HoldId>,
         expected: Result<SpecStep, Vec<InvalidArgument>>,
         actual: StoreResult<Outcome>,
     ) -> Result<Rule, Failure> {
         self.steps += 1;
         let now = self.decision_instant();
         let i = self.watch(scope, key);
+        let before = self.slots.get(i).and_then(|s| s.state.clone());
         let (rule, ok, exp_text) = match &expected {
             Ok(step) => (step.rule, matches!(&actual, Ok(o) if *o == step.outcome), format!("{:?}", step.outcome)),
             Err(errs) => (
@@ -333,9 +355,14 @@ impl<'h, H: Harness> Session<'h, H> {
         self.reached.insert(rule);
         let label = if self.record { self.scope_label(scope) } else { String::new() };
         let act_text = show_result(&actual);
+        // A wrong answer that the specification gives on a misread value is that misreading's.
+        let misread =
+            if ok || expected.is_err() { None } else { explain_outcome(before.as_ref(), now, operation, &actual) };
         if let (Ok(step), Some(slot)) = (expected, self.slots.get_mut(i)) {
             slot.state = step.next;
             slot.last_rule = Some(step.rule);
+            let operation = operation.map(AggregateRef::clone, HoldId::clone);
+            slot.last = Some(LastStep { before, at: now, operation, step: self.steps });
         }
         if self.record || !ok {
             let state = show_state(spec::lookup(self.state(scope, key), now));
@@ -358,7 +385,10 @@ impl<'h, H: Harness> Session<'h, H> {
                     format!("step {n} ({method}) returned {act_text}; the specification says {exp_text} (rule {rule})")
                 }
             };
-            return Err(self.fail(Some(rule), problem));
+            let mut f = self.fail(Some(misread.and_then(|m| m.rule).unwrap_or(rule)), problem);
+            f.finding = Some(Finding::Outcome);
+            f.cause = misread.map(|m| m.cause);
+            return Err(f);
         }
         if self.lookup_all {
             self.check_lookups()?
@@ -406,9 +436,34 @@ impl<'h, H: Harness> Session<'h, H> {
         let (scope, key) = (slot.scope.clone(), slot.key.clone());
         let shown = actual.as_ref().ok().and_then(Option::as_ref);
         let shape = actual.as_ref().err().and_then(crate::driver::ShapeError::in_result_error);
-        let rule = rule.or(shape.map(|_| Rule::D11)).unwrap_or_else(|| {
-            lookup_rule(slot.state.as_ref(), shown, now, slot.last_rule).or(self.rule).unwrap_or(Rule::D7)
-        });
+        let state = slot.state.as_ref();
+        // What the last step on the key would have made on a misread value, or the key as it was
+        // before that step, when either is what the lookup shows.
+        let misread = slot.last.as_ref().filter(|_| actual.is_ok()).and_then(|last| explain_lookup(last, now, shown));
+        let before_last = slot
+            .last
+            .as_ref()
+            .filter(|last| {
+                actual.is_ok() && last.before.as_ref() != state && spec::lookup(last.before.as_ref(), now) == shown
+            })
+            .map(|last| last.step);
+        let mut found = match (rule, shape) {
+            (Some(rule), _) => Some(rule),
+            // An answer of no shape where the key must show nothing: the step that should have
+            // freed it (or the expiry that did) broke, not the answer's shape.
+            (None, Some(_)) if expected.is_none() => lookup_rule(state, state, now, slot.last_rule),
+            (None, Some(_)) => Some(Rule::D11),
+            (None, None) => misread.and_then(|m| m.rule).or_else(|| lookup_rule(state, shown, now, slot.last_rule)),
+        };
+        let boundary_shown =
+            rule.is_none() && shape.is_none() && found == Some(Rule::D1) && shown == state && shown.is_some();
+        let written = slot.last_rule;
+        if boundary_shown && self.shows_past_expiry(i, now) {
+            // Still shown once past the boundary: the store shows expired reservations (D7), its
+            // boundary is not merely a millisecond late (D1).
+            found = Some(Rule::D7);
+        }
+        let rule = found.or(written).or(self.rule).unwrap_or(Rule::D7);
         let label = self.scope_label(&scope);
         let act = match (&actual, shape) {
             (Ok(a), _) => show_state(a.as_ref()),
@@ -423,11 +478,42 @@ impl<'h, H: Harness> Session<'h, H> {
         if let Some(p) = actual.as_ref().err().and_then(ProtocolError::in_result_error) {
             return Err(self.protocol_fail(&format!("the lookup of {key:?} in {label} after step {}", self.steps), p));
         }
-        let problem = format!(
+        let mut problem = format!(
             "after step {}, lookup of {key:?} in {label} returned {act}; the specification says {exp}",
             self.steps
         );
-        Err(self.fail(Some(rule), problem))
+        if let Some(step) = before_last {
+            problem.push_str(&format!(
+                ", which is the key as it was before step {step}, whose answer was right: the lookup does not show \
+                 that step's write"
+            ));
+        }
+        let mut f = self.fail(Some(rule), problem);
+        f.finding = Some(if before_last.is_some() { Finding::LookupBeforeLastStep } else { Finding::Lookup });
+        f.cause = misread.map(|m| m.cause);
+        Err(f)
+    }
+
+    /// Whether the store, looked up again a millisecond after `now`, still shows the watched key
+    /// `i` as the specification's state of it (expired since `now`): a probe made only once the
+    /// check has failed, noted in the transcript. The suite's clock is set back after it.
+    fn shows_past_expiry(&mut self, i: usize, now: Instant) -> bool {
+        let Some(slot) = self.slots.get(i) else { return false };
+        let Ok(store) = self.store() else { return false };
+        let suite = self.now();
+        let later = now.saturating_add_millis(1);
+        self.clock.set(later);
+        let keys = [(&slot.scope, &slot.key)];
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.h.lookups(store, &keys)));
+        self.clock.set(suite);
+        let shown = match found.as_deref() {
+            Ok([Ok(shown)]) => shown.clone(),
+            _ => return false,
+        };
+        let still = shown.is_some() && shown == slot.state;
+        let shows = show_state(shown.as_ref());
+        self.transcript.push(format!("      (probe) {later} lookup again, a millisecond past the expiry: {shows}"));
+        still
     }
 
     /// Fails unless the specification decided the last step by `want`: a guard on the check's
@@ -460,8 +546,10 @@ impl<'h, H: Harness> Session<'h, H> {
         let shown = ShowOperation(key, operation);
         let method = entry.method(operation.kind());
         match entry {
-            Entry::Execute => self.exec(format_args!("execute({shown})"), method, scope, key, expected, actual),
-            Entry::Typed => self.exec(format_args!("{shown}"), method, scope, key, expected, actual),
+            Entry::Execute => {
+                self.exec(format_args!("execute({shown})"), method, scope, key, operation, expected, actual)
+            }
+            Entry::Typed => self.exec(format_args!("{shown}"), method, scope, key, operation, expected, actual),
         }
     }
 
@@ -573,6 +661,133 @@ pub(crate) fn lookup_rule(
     } else {
         written
     }
+}
+
+/// A way a store may misread a value: it explains a wrong answer when the spec functions, deciding
+/// the step on the value so misread, give the store's answer.
+pub(crate) struct Misreading {
+    /// The rule the misreading breaks, which the headline then names; `None` where SPEC.md names
+    /// the rules of the steps it breaks as its symptoms (D8: a signed comparison breaks C6, C7, L4
+    /// and L5), so that the step's rule stays the headline and the cause is said beside it.
+    rule: Option<Rule>,
+    /// The misreading, as the failure says it.
+    cause: &'static str,
+    /// The step as a store misreading so decides it.
+    read: Read,
+}
+
+/// How a [`Misreading`] decides a step: on the key's state before it, the instant and the
+/// operation; `None` where the misreading changes nothing.
+type Read = fn(Option<&StoredReservation>, Instant, Operation<&AggregateRef, &HoldId>) -> Option<Misread>;
+
+/// What a store that misreads a value does with a step.
+pub(crate) enum Misread {
+    /// It decides the step as the specification does on the misread value.
+    Decided(SpecStep),
+    /// It refuses the step with an invalid argument.
+    Refused,
+}
+
+/// The misreadings a wrong answer is laid beside, first match first. Signed versions come before
+/// versions through a float: where both explain an answer, the float is not shown to be the cause.
+pub(crate) const MISREADINGS: &[Misreading] = &[
+    Misreading {
+        rule: Some(Rule::D3),
+        cause: "UNVERSIONED (version 0) refused, as if it were a stream version of 0 or no version at all: \
+                D3 says it by name, below every stream version",
+        read: |_, _, operation| match operation {
+            Operation::Confirm { version, .. } | Operation::Release { version: ReleaseVersion::At(version), .. }
+                if version.is_unversioned() =>
+            {
+                Some(Misread::Refused)
+            }
+            _ => None,
+        },
+    },
+    Misreading {
+        rule: Some(Rule::D5),
+        cause: "hold ids compared ignoring case: D5 compares them as exact bytes",
+        read: |before, now, operation| {
+            let hold = *operation.hold()?;
+            let holds = before?.as_pending()?.holds();
+            let folded = hold.as_str().to_lowercase();
+            let other = holds.iter().find(|h| *h != hold && h.as_str().to_lowercase() == folded)?;
+            (!holds.contains(hold))
+                .then(|| Misread::Decided(spec::apply(before.cloned(), now, operation.map(|o| o, |_| other))))
+        },
+    },
+    Misreading {
+        rule: None,
+        cause: "versions compared as signed 64-bit integers: D8 compares them as unsigned",
+        read: |before, now, operation| {
+            let flip = |v: Version| Version::from_u64(v.as_u64() ^ (1 << 63));
+            let mut step =
+                spec::apply(before.cloned().map(|r| with_version(r, flip)), now, with_versions(operation, flip));
+            step.next = step.next.map(|r| with_version(r, flip));
+            Some(Misread::Decided(step))
+        },
+    },
+    Misreading {
+        rule: Some(Rule::D8),
+        cause: "versions read through a 64-bit float, exact only up to 2^53: D8 makes them unsigned 64-bit integers",
+        read: |before, now, operation| {
+            let rounded = before.cloned().map(|r| with_version(r, through_f64));
+            let misread = with_versions(operation, through_f64);
+            (rounded.as_ref() != before || misread != operation)
+                .then(|| Misread::Decided(spec::apply(rounded, now, misread)))
+        },
+    },
+];
+
+/// `version` as a 64-bit float reads it back: the nearest float, saturating at the last version.
+fn through_f64(version: Version) -> Version {
+    // The loss of precision is the misreading; `as` saturates at the last version.
+    Version::from_u64(version.as_u64() as f64 as u64)
+}
+
+/// A reservation with its version, if confirmed, mapped by `f`.
+fn with_version(r: StoredReservation, f: impl Fn(Version) -> Version) -> StoredReservation {
+    match r {
+        Reservation::Confirmed(c) => Reservation::confirmed(c.owner, f(c.version)),
+        other => other,
+    }
+}
+
+/// An operation with its version, if it names one, mapped by `f`.
+fn with_versions<'a>(
+    operation: Operation<&'a AggregateRef, &'a HoldId>,
+    f: impl Fn(Version) -> Version,
+) -> Operation<&'a AggregateRef, &'a HoldId> {
+    match operation {
+        Operation::Confirm { owner, version } => Operation::Confirm { owner, version: f(version) },
+        Operation::Release { owner, version: ReleaseVersion::At(v) } => {
+            Operation::Release { owner, version: ReleaseVersion::At(f(v)) }
+        }
+        other => other,
+    }
+}
+
+/// The misreading that explains `actual`, a store's answer to `operation` on `before` at `now`
+/// that differs from the specification's.
+pub(crate) fn explain_outcome(
+    before: Option<&StoredReservation>,
+    now: Instant,
+    operation: Operation<&AggregateRef, &HoldId>,
+    actual: &StoreResult<Outcome>,
+) -> Option<&'static Misreading> {
+    MISREADINGS.iter().find(|m| match ((m.read)(before, now, operation), actual) {
+        (Some(Misread::Refused), Err(StoreError::Invalid(_))) => true,
+        (Some(Misread::Decided(step)), Ok(outcome)) => step.outcome == *outcome,
+        _ => false,
+    })
+}
+
+/// The misreading under which the `last` step on a key makes what a lookup at `now` `shown`.
+fn explain_lookup(last: &LastStep, now: Instant, shown: Option<&StoredReservation>) -> Option<&'static Misreading> {
+    MISREADINGS.iter().find(|m| match (m.read)(last.before.as_ref(), last.at, last.operation.as_ref()) {
+        Some(Misread::Decided(step)) => spec::lookup(step.next.as_ref(), now) == shown,
+        _ => false,
+    })
 }
 
 /// Runs one call of the store, turning a panic into a storage error that names it, so that the

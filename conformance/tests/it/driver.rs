@@ -784,3 +784,35 @@ fn a_clock_question_is_answered_with_a_held_reading_and_only_for_a_request_that_
     });
     assert!(!clock.hold_pending(), "the store's reading took the hold");
 }
+
+/// The Python store's planted variants of the broken stores whose headlines name the cause
+/// (`broken_stores.rs`): each check named fails with the headline given, through the driver.
+#[test]
+fn python_bugs_are_headlined_by_the_rule_that_names_their_cause() {
+    let cases = [
+        // A pending reservation with no holds is of no shape D11 gives; but the key must be
+        // free, and A2 decided the step that should have freed it.
+        ("last-abandon-keeps", "a2_", "a2_abandon_of_the_last_hold_frees", "rule A2 broken"),
+        ("lookup-expired", "d7_", "d7_expired_pending_is_a_free_key", "rule D7 broken"),
+        ("zero-version-absent", "d3_", "d3_versions_order_unversioned_first", "rule D3 broken"),
+        ("hold-case", "d5_owners_keys", "d5_owners_keys_holds_compared_exactly", "rule D5 broken"),
+        ("hold-case", "a4_", "a4_abandon_of_a_hold_it_lacks_is_not_held", "rule D5 broken (in the check of A4)"),
+        ("float-versions", "d8_", "d8_unsigned_versions_and_the_last_instant", "rule D8 broken"),
+        ("float-versions", "d3_", "d3_versions_order_unversioned_first", "rule D8 broken (in the check of D3)"),
+    ];
+    for (bug, prefix, check, rule) in cases {
+        let Some(lines) = headlines(bug, prefix) else { return };
+        assert_eq!(lines, [format!("conformance check `{check}` failed: {rule}")], "{bug}");
+    }
+}
+
+/// Lookups served from a copy one write behind: most checks fail, and the report leads with the
+/// cause they share.
+#[test]
+fn python_bug_stale_read_is_reported_as_the_shared_cause() {
+    let Some(h) = python("stale-read") else { return };
+    let report =
+        run_matching(&h, &CommandHarness::settings(), |name| ["r", "c", "l", "a"].iter().any(|p| name.starts_with(p)));
+    let cause = report.shared_cause().unwrap_or_else(|| panic!("no shared cause:\n{report}"));
+    assert!(cause.contains("(a stale read)"), "{cause}\n{report}");
+}

@@ -1,6 +1,7 @@
 //! The crate's one integration-test binary: a module per topic.
 
 mod broken_stores;
+mod differential;
 mod driver;
 mod driver_bounds;
 mod driver_versions;
@@ -12,6 +13,7 @@ mod memory;
 mod oracle;
 mod schema;
 mod services;
+mod shared_cause;
 mod tokio_store;
 mod vectors;
 mod wal;
