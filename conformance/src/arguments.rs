@@ -28,7 +28,8 @@ use crate::protocol::{
     Call, INVALID_ARGUMENT, Parsed, Verb, lookup_json, operation_json, parse_outcome, parse_request, parse_reservation,
     reservation_json,
 };
-use crate::session::{ShowScope, guarded, show_state};
+use crate::session::guarded;
+use crate::show::{ShowScope, show_state};
 
 /// The check's test name.
 pub(crate) const CHECK: &str = "d6_every_invalid_argument_in_every_state_changes_nothing";

@@ -12,8 +12,9 @@ use reservation_store::{
 };
 
 use crate::failure::Failure;
-use crate::harness::{Harness, Requirement, Settings, unique_namespace};
+use crate::harness::{Harness, Requirement, unique_namespace};
 use crate::session::Session;
+use crate::settings::Settings;
 
 /// The ttl of the checks' reservations, in milliseconds.
 const TTL_MS: u64 = 1_000;
@@ -1118,7 +1119,7 @@ pub fn d10<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
     // An answer the adapter behind the driver could not give is its failure, not D10's.
     let protocol = std::sync::OnceLock::new();
     let text = |e: reservation_store::StoreError| {
-        if let Some(p) = crate::driver::ProtocolError::in_result_error(&e) {
+        if let Some(p) = crate::protocol::ProtocolError::in_result_error(&e) {
             let _ = protocol.set(p.to_string());
         }
         reservation_store::error_chain(&e)

@@ -56,7 +56,7 @@ use crate::harness::{Capabilities, Fault, Harness, START, unique_namespace};
 use crate::history::{Call, Event, Names, Return, by_key, key_named};
 use crate::record::{Recorder, XorShift, panicked};
 use crate::search::{final_states, linearizable};
-use crate::session::{panic_message, show_state};
+use crate::show::{panic_message, show_state};
 use crate::verdict::{self, StorageErrors};
 
 /// The check's name, as the suite lists it.
@@ -673,7 +673,7 @@ impl<H: Harness> Run<'_, H> {
             }));
             match answered {
                 Ok(Ok(_)) => return Ok(()),
-                Ok(Err(e)) => last = crate::session::show_error(&e),
+                Ok(Err(e)) => last = crate::show::show_error(&e),
                 Err(p) => last = format!("the store panicked: {}", panic_message(&*p)),
             }
             std::thread::sleep(Duration::from_millis(5));

@@ -36,7 +36,6 @@ mod pipe;
 mod serve;
 
 pub use crate::protocol::ProtocolError;
-pub(crate) use crate::protocol::ShapeError;
 pub use crate::protocol::{Hello, MAX_LINE, PROTOCOL, SCHEMA, VERSIONS, VERSIONS_SECTION};
 #[doc(hidden)]
 pub use crate::protocol::{check_answer, error_names};

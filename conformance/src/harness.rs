@@ -9,8 +9,6 @@ use reservation_store::{
 };
 use serde_json::Value;
 
-pub(crate) use crate::settings::Settings;
-
 /// Builds the stores under test and runs their futures.
 ///
 /// The suite calls [`Harness::store`] once per check (and per differential case) with a fresh

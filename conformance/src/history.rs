@@ -9,8 +9,9 @@ use reservation_store::{
     AggregateRef, HoldId, Instant, Key, Operation, Outcome, ReservationScope, StoredReservation, Tenant,
 };
 
+use crate::entry::Entry;
 use crate::harness::unique_namespace;
-use crate::session::{Entry, show_state};
+use crate::show::show_state;
 
 /// Keys of a contended history.
 pub const KEYS: usize = 3;

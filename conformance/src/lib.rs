@@ -234,8 +234,10 @@ pub mod checks;
 pub mod crashes;
 pub mod differential;
 pub mod driver;
+mod entry;
 #[doc(hidden)]
 pub mod examples;
+mod expected;
 mod failure;
 pub mod faults;
 mod harness;
@@ -250,6 +252,7 @@ mod search;
 pub mod services;
 mod session;
 mod settings;
+mod show;
 pub mod vectors;
 mod verdict;
 

@@ -10,10 +10,11 @@ use reservation_store::{
     Clock, Key, ManualClock, Operation, ReleaseVersion, ReservationScope, ReservationStore, Ttl, Version,
 };
 
+use crate::entry::{Entry, call};
 use crate::harness::{Harness, START};
 use crate::history::{Call, Event, HOLDS, KEYS, Names, OWNERS, Return, entry};
 use crate::protocol::ProtocolError;
-use crate::session::{Entry, call, panic_message, show_error};
+use crate::show::{panic_message, show_error};
 
 /// Operations each thread runs in one round before the clock moves.
 pub(crate) const ROUND: usize = 16;

@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use reservation_store::rules::Rule;
 use reservation_store::{Instant, StoredReservation, spec};
 
+use crate::expected::lookup_rule;
 use crate::history::{Call, Event, Names, Return};
-use crate::session::lookup_rule;
 
 /// The specification's answer to `e` on `state` at `now`: the next state, if it gives the
 /// recorded result (any result, for an indeterminate operation), and the rule that decided it

@@ -6,16 +6,13 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::{Arc, Mutex};
 
-use reservation_store::{
-    Clock, Instant, ManualClock, MemoryStore, Request, ReservationStore, StorageError, StoreError,
-};
+use reservation_store::{Instant, ManualClock, MemoryStore, StorageError, StoreError};
 use serde_json::{Value, json};
 
 use super::lock;
 use super::pipe::{self, Line};
 use crate::protocol::{
-    ASK, Call, MAX_LINE, Parsed, Verb, clock_question_json, error_json, hello_answer_json, number, outcome_json,
-    parse_request, reservation_json, run_request, text, unrepresentable,
+    ASK, MAX_LINE, Verb, clock_question_json, error_json, hello_answer_json, number, run_request, text, unrepresentable,
 };
 
 /// One store of [`serve`]: a `MemoryStore` on a clock that the requests move, never back.

@@ -16,7 +16,7 @@ use crate::failure::Failure;
 use crate::harness::{Capabilities, Fault, Harness};
 use crate::history::{Call, Event, KEYS, key_named};
 use crate::record::{Contender, Recorder, XorShift, panicked};
-use crate::session::panic_message;
+use crate::show::panic_message;
 
 /// Contended workers.
 const CONTENDED: usize = 4;
