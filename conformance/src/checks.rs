@@ -970,14 +970,14 @@ pub fn d11<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The worked examples of SPEC.md, run as written ([`crate::examples`]): each on a fresh store,
+/// The worked examples of SPEC.md, run as written ([`crate::worked_examples`]): each on a fresh store,
 /// the clock set to each line's instant; the store must agree with the spec functions at every
 /// step, and the spec functions with the example's stated outcome, rule and lookups.
 pub fn examples<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
-    let examples = crate::examples::from_spec()
+    let examples = crate::worked_examples::from_spec()
         .map_err(|e| Failure::without_rule("examples", format!("SPEC.md's worked examples do not parse: {e}")))?;
     for example in &examples {
-        crate::examples::run(h, example)?;
+        crate::worked_examples::run(h, example)?;
     }
     Ok(())
 }

@@ -223,7 +223,7 @@
 //!   [`oracle::inputs`] (with [`oracle::RawInput`]), [`differential::run`] and its
 //!   [`differential::script`]s.
 //!
-//! Items hidden from this documentation (the module `examples`, `driver::check_answer`,
+//! Items hidden from this documentation (the module `worked_examples`, `driver::check_answer`,
 //! `driver::error_names` and the `__`-named items the macros expand to) are public only for the
 //! macros and this crate's own tests; they are not part of its interface.
 #![deny(missing_docs)]
@@ -235,8 +235,6 @@ pub mod crashes;
 pub mod differential;
 pub mod driver;
 mod entry;
-#[doc(hidden)]
-pub mod examples;
 mod expected;
 mod failure;
 pub mod faults;
@@ -255,6 +253,8 @@ mod settings;
 mod show;
 pub mod vectors;
 mod verdict;
+#[doc(hidden)]
+pub mod worked_examples;
 
 pub use failure::{Details, Failure, Finding, Protocol};
 pub use harness::unique_namespace;
