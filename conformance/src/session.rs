@@ -2,9 +2,10 @@
 //! every outcome and, after every step, the lookup of every key it has touched.
 //!
 //! Every entry point a store can override is called: the operations of a session go to the store
-//! through [`ReservationStore::execute`] and through the typed methods (`reserve`, `confirm`,
-//! `release`, `abandon`) in turn ([`Entry`]), so that a store whose typed method differs from its
-//! `execute` fails; the transcript and the failure say which method answered.
+//! through [`ReservationStore::execute`](reservation_store::ReservationStore::execute) and
+//! through the typed methods (`reserve`, `confirm`, `release`, `abandon`) in turn ([`Entry`]), so
+//! that a store whose typed method differs from its `execute` fails; the transcript and the
+//! failure say which method answered.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap};
