@@ -22,13 +22,14 @@ use reservation_store::{
 };
 use serde_json::{Value, json};
 
-use crate::driver::{
+use crate::failure::{Details, Failure};
+use crate::harness::{Harness, RawAnswer, RawRequest, START, unique_namespace};
+use crate::protocol::{
     Call, INVALID_ARGUMENT, Parsed, Verb, lookup_json, operation_json, parse_outcome, parse_request, parse_reservation,
     reservation_json,
 };
-use crate::failure::{Details, Failure};
-use crate::harness::{Harness, RawAnswer, RawRequest, START, unique_namespace};
-use crate::session::{ShowScope, guarded, show_state};
+use crate::session::guarded;
+use crate::show::{ShowScope, show_state};
 
 /// The check's test name.
 pub(crate) const CHECK: &str = "d6_every_invalid_argument_in_every_state_changes_nothing";
@@ -167,7 +168,7 @@ enum Answer {
     Invalid(String),
     /// No answer the protocol allows, or a storage error.
     Failed(String),
-    /// The adapter behind the driver broke its protocol ([`crate::driver::ProtocolError`]).
+    /// The adapter behind the driver broke its protocol ([`crate::protocol::ProtocolError`]).
     Protocol(String),
 }
 
@@ -181,7 +182,7 @@ fn protocol(answer: &Answer) -> Result<(), Failure> {
 
 /// `e` as an answer: a protocol failure of the adapter, or the store's storage error.
 fn from_storage(e: &reservation_store::StorageError) -> Answer {
-    match crate::driver::ProtocolError::of(e) {
+    match crate::protocol::ProtocolError::of(e) {
         Some(p) => Answer::Protocol(p.to_string()),
         None => Answer::Failed(reservation_store::error_chain(e)),
     }
@@ -220,7 +221,7 @@ fn expected(
     let unchanged = state.cloned();
     // A line serde_json refuses holds a lone surrogate: `serve` answers it Unrepresentable.
     let Some(value) = request.value() else {
-        return (invalid(&crate::driver::unrepresentable("")), None, unchanged);
+        return (invalid(&crate::protocol::unrepresentable("")), None, unchanged);
     };
     let Parsed { now, scope, key, call } = match parse_request(&value) {
         Ok(parsed) => parsed,

@@ -12,8 +12,9 @@ use reservation_store::{
 };
 
 use crate::failure::Failure;
-use crate::harness::{Harness, Requirement, Settings, unique_namespace};
+use crate::harness::{Harness, Requirement, unique_namespace};
 use crate::session::Session;
+use crate::settings::Settings;
 
 /// The ttl of the checks' reservations, in milliseconds.
 const TTL_MS: u64 = 1_000;
@@ -969,14 +970,14 @@ pub fn d11<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The worked examples of SPEC.md, run as written ([`crate::examples`]): each on a fresh store,
+/// The worked examples of SPEC.md, run as written ([`crate::worked_examples`]): each on a fresh store,
 /// the clock set to each line's instant; the store must agree with the spec functions at every
 /// step, and the spec functions with the example's stated outcome, rule and lookups.
 pub fn examples<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
-    let examples = crate::examples::from_spec()
+    let examples = crate::worked_examples::from_spec()
         .map_err(|e| Failure::without_rule("examples", format!("SPEC.md's worked examples do not parse: {e}")))?;
     for example in &examples {
-        crate::examples::run(h, example)?;
+        crate::worked_examples::run(h, example)?;
     }
     Ok(())
 }
@@ -1118,7 +1119,7 @@ pub fn d10<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
     // An answer the adapter behind the driver could not give is its failure, not D10's.
     let protocol = std::sync::OnceLock::new();
     let text = |e: reservation_store::StoreError| {
-        if let Some(p) = crate::driver::ProtocolError::in_result_error(&e) {
+        if let Some(p) = crate::protocol::ProtocolError::in_result_error(&e) {
             let _ = protocol.set(p.to_string());
         }
         reservation_store::error_chain(&e)

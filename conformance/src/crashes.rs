@@ -52,12 +52,12 @@ use reservation_store::{
 };
 
 use crate::failure::Failure;
-use crate::faults::Fault;
-use crate::harness::{Capabilities, Harness, START, unique_namespace};
-use crate::linearizability::{
-    self, Call, Event, Faults, Names, Recorder, Return, XorShift, by_key, final_states, key_named, linearizable,
-};
-use crate::session::{panic_message, show_state};
+use crate::harness::{Capabilities, Fault, Harness, START, unique_namespace};
+use crate::history::{Call, Event, Names, Return, by_key, key_named};
+use crate::record::{Recorder, XorShift, panicked};
+use crate::search::{final_states, linearizable};
+use crate::show::{panic_message, show_state};
+use crate::verdict::{self, StorageErrors};
 
 /// The check's name, as the suite lists it.
 const CHECK: &str = "crashes";
@@ -556,7 +556,7 @@ impl<H: Harness> Run<'_, H> {
             for (w, h) in handles.into_iter().enumerate() {
                 match h.join() {
                     Ok(out) => events.extend(out),
-                    Err(p) => events.push(linearizability::panicked(w + 1, &*p)),
+                    Err(p) => events.push(panicked(w + 1, &*p)),
                 }
             }
         });
@@ -624,12 +624,12 @@ impl<H: Harness> Run<'_, H> {
             let mut out = looks;
             match writer.join() {
                 Ok(e) => out.push(e),
-                Err(p) => out.push(linearizability::panicked(WORKERS + 1, &*p)),
+                Err(p) => out.push(panicked(WORKERS + 1, &*p)),
             }
             for (w, h) in workers.into_iter().enumerate() {
                 match h.join() {
                     Ok(more) => out.extend(more),
-                    Err(p) => out.push(linearizability::panicked(w + 1, &*p)),
+                    Err(p) => out.push(panicked(w + 1, &*p)),
                 }
             }
             (began, point, (out, crashed))
@@ -673,7 +673,7 @@ impl<H: Harness> Run<'_, H> {
             }));
             match answered {
                 Ok(Ok(_)) => return Ok(()),
-                Ok(Err(e)) => last = crate::session::show_error(&e),
+                Ok(Err(e)) => last = crate::show::show_error(&e),
                 Err(p) => last = format!("the store panicked: {}", panic_message(&*p)),
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -729,7 +729,7 @@ fn judge(
     crashes: &[CrashPoint],
     set_back: &BTreeMap<u64, Instant>,
 ) -> Result<(), Failure> {
-    linearizability::precheck(CHECK, names, events, Faults::Tolerated)?;
+    verdict::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
     for (key, ops) in by_key(events) {
         if linearizable(names, &ops).is_ok() {
             continue;
@@ -739,11 +739,11 @@ fn judge(
         let wrong = ops[len - 1];
         let crash = crashes.iter().rev().find(|c| c.ended <= wrong.called);
         let Some(crash) = crash else {
-            return Err(linearizability::report(CHECK, names, key, &ops));
+            return Err(verdict::report(CHECK, names, key, &ops));
         };
         let before: Vec<&Event> = ops.iter().copied().filter(|e| e.called < crash.began).collect();
         if linearizable(names, &before).is_err() {
-            return Err(linearizability::report(CHECK, names, key, &ops));
+            return Err(verdict::report(CHECK, names, key, &ops));
         }
         return Err(crash_failure(names, key, &ops[..len], &before, crash, set_back.get(&wrong.called).copied()));
     }

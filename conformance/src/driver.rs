@@ -22,28 +22,24 @@
 //! requests are written without blocking, so that neither a hang nor the memory a peer costs
 //! grows with what it does.
 //!
-//! The module is in four parts: the wire format (`codec`: requests and answers encoded and
-//! decoded, the names of requests and errors, the rules numbers follow, the bound on a line), the
-//! client (`client`: the adapter process and [`CommandHarness`]), [`serve()`], and the bounded pipes
-//! both sides read and write through (`pipe`).
+//! The module is in three parts: the client (`client`: the adapter process and
+//! [`CommandHarness`]), [`serve()`], and the bounded pipes both sides read and write through
+//! (`pipe`). The wire format they speak (requests and answers encoded and decoded, the names of
+//! requests and errors, the rules numbers follow, the bound on a line, the marks of a protocol
+//! failure) is the crate's `protocol` module, which the rest of the suite speaks too; its public
+//! items are re-exported here.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 mod client;
-mod codec;
 mod pipe;
 mod serve;
 
-pub(crate) use client::ShapeError;
-pub use client::{CommandHarness, CommandStore, ProtocolError};
-pub(crate) use codec::{
-    Call, INVALID_ARGUMENT, Parsed, Verb, error_json, lookup_json, operation_json, outcome_json, parse_outcome,
-    parse_request, parse_reservation, reservation_json, unrepresentable,
-};
-pub use codec::{Hello, MAX_LINE, PROTOCOL, SCHEMA, VERSIONS, VERSIONS_SECTION};
+pub use crate::protocol::ProtocolError;
+pub use crate::protocol::{Hello, MAX_LINE, PROTOCOL, SCHEMA, VERSIONS, VERSIONS_SECTION};
 #[doc(hidden)]
-pub use codec::{check_answer, error_names};
-pub(crate) use serve::run_request;
+pub use crate::protocol::{check_answer, error_names};
+pub use client::{CommandHarness, CommandStore};
 pub use serve::serve;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

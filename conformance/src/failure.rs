@@ -134,7 +134,7 @@ impl Failure {
 
     /// A failure of `check`, which panicked with `payload` outside any store call.
     pub fn panicked(check: &str, payload: &(dyn std::any::Any + Send)) -> Self {
-        let message = crate::session::panic_message(payload);
+        let message = crate::show::panic_message(payload);
         let mut f = Failure::without_rule(check, format!("the check panicked outside a store call: {message}"));
         f.property = Some("a check must run to its end; this one panicked");
         f
@@ -162,34 +162,6 @@ macro_rules! __check_names {
 /// `s1_scope_tenants_are_independent`); a test name is its own. `None` for a name of no check.
 pub(crate) fn check_name(function: &str) -> Option<&'static str> {
     CHECK_NAMES.iter().find(|(f, t)| *f == function || *t == function).map(|(_, t)| *t)
-}
-
-/// Reports an adapter that broke the protocol once: the first check it failed keeps the whole
-/// failure, each later one that failed for a protocol failure only points back to it.
-#[derive(Default)]
-pub(crate) struct ProtocolOnce {
-    first: Option<&'static str>,
-}
-
-impl ProtocolOnce {
-    /// Sees the result of check `name`, as the checks end one after another.
-    pub(crate) fn see(&mut self, name: &'static str, result: &mut crate::CheckResult) {
-        let crate::CheckResult::Failed(failure) = result else { return };
-        if !failure.is_protocol() {
-            return;
-        }
-        match self.first {
-            None => self.first = Some(name),
-            Some(earlier) => {
-                let mut brief = Failure::without_rule(
-                    failure.check.clone(),
-                    format!("not run to its end: the adapter broke the protocol earlier (see check `{earlier}`)"),
-                );
-                brief.protocol = Some(Protocol::Earlier(earlier.to_owned()));
-                *failure = brief;
-            }
-        }
-    }
 }
 
 impl From<Details> for Failure {

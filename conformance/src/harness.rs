@@ -9,8 +9,6 @@ use reservation_store::{
 };
 use serde_json::Value;
 
-use crate::faults::Fault;
-
 /// Builds the stores under test and runs their futures.
 ///
 /// The suite calls [`Harness::store`] once per check (and per differential case) with a fresh
@@ -95,9 +93,9 @@ pub trait Harness: Sync {
     /// answering, the replica promoted and taking writes, the paused server let go on. The
     /// store's own operations, which other threads run meanwhile, must find their way back by
     /// themselves. An error when the fault could not be caused (by default:
-    /// [`crate::faults::not_offered`]).
+    /// [`not_offered`]).
     fn inject(&self, fault: Fault) -> Result<(), StorageError> {
-        Err(crate::faults::not_offered(fault))
+        Err(not_offered(fault))
     }
 
     /// Why no store of this harness can answer any more, if that is so: the adapter behind the
@@ -291,141 +289,76 @@ impl Requirement {
     }
 }
 
-/// How much the randomized checks do, and from which seed: given to the run ([`crate::run_all`],
-/// the [`tests!`](crate::tests) macro, each function of [`crate::checks`]), never asked of the
-/// harness. [`Settings::from_env`] reads the environment's overrides, for a longer run or a
-/// replay: `RESERVATION_CONFORMANCE_CASES`, `RESERVATION_CONFORMANCE_SEED`,
-/// `RESERVATION_CONFORMANCE_THREADS` (the differential check's); the `tests!` macro applies them
-/// on top of the settings it is given.
-#[derive(Clone, PartialEq, Eq, Debug)]
+/// A fault in the store's world. A harness offers the ones it can cause
+/// ([`Harness::faults`]) and causes them on the suite's call
+/// ([`Harness::inject`]); the suite causes [`Fault::Restart`] and
+/// [`Fault::ClockJump`] itself.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 #[non_exhaustive]
-pub struct Settings {
-    /// Scripts the differential check runs.
-    pub cases: u32,
-    /// Most operations in one script.
-    pub max_ops: usize,
-    /// The one seed of every randomized check: the differential check's scripts, the
-    /// linearizability check's histories, the fault check's schedule and workload, and the crash
-    /// check's crash points. `None` draws one for the differential check (printed on failure) and
-    /// gives the others fixed ones.
-    pub seed: Option<u64>,
-    /// The differential check's regression file: the seed of every failing script is appended
-    /// to it, and the scripts of its seeds run first on every later run (on top of `cases`). A
-    /// relative path is taken from the working directory, which `cargo test` sets to the root of
-    /// the crate under test. [`Settings::REGRESSIONS`] by default; `None` neither reads nor
-    /// writes one.
-    pub regressions: Option<&'static str>,
-    /// Scripts of the differential check run at once, each on its own store: 1 by default. A
-    /// store behind a process boundary (the driver's [`crate::driver::CommandHarness`]) goes
-    /// faster with several in flight, since each request waits a round trip. Each thread runs
-    /// its share of `cases` from a seed of its own, and a failure's replay line names it.
-    pub differential_threads: usize,
-    /// Threads of the linearizability check: 6 by default, enough that a tight read-then-write
-    /// race shows even when the check shares one core with other work.
-    pub threads: usize,
-    /// Operations of one history of the linearizability check, over all threads and rounds.
-    pub concurrent_ops: usize,
-    /// Most histories the linearizability check records (a race shows in some only); 10,000 by
-    /// default, so that the time budget is what ends the check.
-    pub histories: usize,
-    /// Wall time after which the linearizability check records no further history.
-    pub concurrency_budget: std::time::Duration,
-    /// The fault check's run (`p1_faults_…`); its seed, when it sets none, is [`Settings::seed`].
-    pub faults: crate::faults::FaultSettings,
-    /// The crash check's run (`p1_crashes_…`); its seed, when it sets none, is [`Settings::seed`].
-    pub crashes: crate::crashes::CrashSettings,
+pub enum Fault {
+    /// Every connection between the store and its server is cut; the server keeps running and the
+    /// store must connect again by itself. Operations in flight fail.
+    CutConnections,
+    /// The server is killed (SIGKILL: nothing is flushed) and started again on the same storage;
+    /// the store must connect again by itself.
+    Crash,
+    /// The server is stopped (SIGSTOP) for a while, then let go on (SIGCONT): it neither answers
+    /// nor closes its connections meanwhile.
+    Pause,
+    /// The primary is killed and a replica promoted in its place; the store must follow it.
+    Failover,
+    /// The suite's own, for a durable harness: the store is closed and a new one opened on the
+    /// same storage ([`Harness::reopen`]), as a restarting process.
+    Restart,
+    /// The suite's own: the store's clock jumps ahead, past every reservation's expiry.
+    ClockJump,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            cases: 4_000,
-            max_ops: 48,
-            seed: None,
-            regressions: Some(Settings::REGRESSIONS),
-            differential_threads: 1,
-            threads: 6,
-            concurrent_ops: 3_000,
-            histories: 10_000,
-            concurrency_budget: std::time::Duration::from_secs(1),
-            faults: crate::faults::FaultSettings::default(),
-            crashes: crate::crashes::CrashSettings::default(),
+impl Fault {
+    /// Every fault.
+    pub const ALL: [Fault; 6] =
+        [Fault::CutConnections, Fault::Crash, Fault::Pause, Fault::Failover, Fault::Restart, Fault::ClockJump];
+
+    /// The fault's name, as reports print it: `cut-connections`, `crash`, `pause`, `failover`,
+    /// `restart`, `clock-jump`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Fault::CutConnections => "cut-connections",
+            Fault::Crash => "crash",
+            Fault::Pause => "pause",
+            Fault::Failover => "failover",
+            Fault::Restart => "restart",
+            Fault::ClockJump => "clock-jump",
         }
+    }
+
+    /// Whether the fault may lose writes that were acknowledged: a crash, a failover or a
+    /// restart. The fault check looks up every acknowledged confirmation after each.
+    pub const fn may_lose_writes(self) -> bool {
+        matches!(self, Fault::Crash | Fault::Failover | Fault::Restart)
+    }
+
+    /// The fault named `name` ([`Fault::name`]), if any.
+    pub fn from_name(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Whether the suite causes the fault itself, rather than the harness.
+    pub const fn is_the_suites(self) -> bool {
+        matches!(self, Fault::Restart | Fault::ClockJump)
     }
 }
 
-impl Settings {
-    /// The default regression file, relative to the crate root: commit it, so that every run
-    /// replays the scripts that once failed.
-    pub const REGRESSIONS: &'static str = "proptest-regressions/reservation-conformance.txt";
-
-    /// The default settings with the environment's overrides ([`Settings::with_env`]).
-    pub fn from_env() -> Self {
-        Settings::default().with_env()
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
+}
 
-    /// These settings with the regression file `path`, or none.
-    pub fn with_regressions(mut self, path: Option<&'static str>) -> Self {
-        self.regressions = path;
-        self
-    }
-
-    /// These settings with `cases` differential scripts.
-    pub fn with_cases(mut self, cases: u32) -> Self {
-        self.cases = cases;
-        self
-    }
-
-    /// These settings with `threads` differential scripts at once (at least 1).
-    pub fn with_differential_threads(mut self, threads: usize) -> Self {
-        self.differential_threads = threads.max(1);
-        self
-    }
-
-    /// These settings with the seed `seed` for every randomized check.
-    pub fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
-        self
-    }
-
-    /// These settings with linearizability histories of `ops` operations on `threads` threads,
-    /// up to `histories` of them.
-    pub fn with_concurrency(mut self, threads: usize, ops: usize, histories: usize) -> Self {
-        self.threads = threads;
-        self.concurrent_ops = ops;
-        self.histories = histories;
-        self
-    }
-
-    /// These settings with the fault check's run `faults`.
-    pub fn with_faults(mut self, faults: crate::faults::FaultSettings) -> Self {
-        self.faults = faults;
-        self
-    }
-
-    /// These settings with the crash check's run `crashes`.
-    pub fn with_crashes(mut self, crashes: crate::crashes::CrashSettings) -> Self {
-        self.crashes = crashes;
-        self
-    }
-
-    /// These settings overridden by the environment's variables, where they are set and parse:
-    /// `RESERVATION_CONFORMANCE_CASES`, `RESERVATION_CONFORMANCE_SEED` and
-    /// `RESERVATION_CONFORMANCE_THREADS`. A program with flags of its own (the `reservation`
-    /// command line) reads them itself and does not call this.
-    pub fn with_env(mut self) -> Self {
-        let var = |name: &str| std::env::var(name).ok();
-        if let Some(cases) = var("RESERVATION_CONFORMANCE_CASES").and_then(|v| v.parse().ok()) {
-            self.cases = cases;
-        }
-        if let Some(seed) = var("RESERVATION_CONFORMANCE_SEED").and_then(|v| v.parse().ok()) {
-            self.seed = Some(seed);
-        }
-        if let Some(threads) = var("RESERVATION_CONFORMANCE_THREADS").and_then(|v| v.parse().ok()) {
-            self = self.with_differential_threads(threads);
-        }
-        self
-    }
+/// The error of [`Harness::inject`] for a fault the harness does not
+/// offer.
+pub fn not_offered(fault: Fault) -> StorageError {
+    StorageError::new(format!("this harness cannot cause the fault `{fault}`"))
 }
 
 /// `MemoryStore` on the suite's clock: the harness of the suite's own tests, and
@@ -546,7 +479,7 @@ impl Harness for Probe {
         self.saw("inject");
         match fault {
             Fault::Crash => Ok(()),
-            other => Err(crate::faults::not_offered(other)),
+            other => Err(not_offered(other)),
         }
     }
 

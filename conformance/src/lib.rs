@@ -95,7 +95,7 @@
 //!   until a second has passed ([`Settings`]), since a race shows in some histories only. A
 //!   failure prints each thread's timeline of the shortest prefix that no order explains, and
 //!   says whether one thread alone already breaks the rule. [`linearizability::check_history_with`]
-//!   with [`linearizability::Faults::Tolerated`] decides histories of runs that inject faults:
+//!   with [`linearizability::StorageErrors::Tolerated`] decides histories of runs that inject faults:
 //!   an indeterminate storage error may or may not have taken effect.
 //! - [`faults`], P1 under faults (`p1_faults_…`): for two seconds, four threads run random
 //!   operations on three hot keys while two more take fresh key after fresh key (owner A
@@ -217,13 +217,13 @@
 //!   of any store; [`faults::lost_confirmations`] for a history recorded by hand.
 //! - Histories recorded under faults (the networked stores' tests, their shared test kit):
 //!   [`linearizability::record`], [`linearizability::check_history_with`] with
-//!   [`linearizability::Faults::Tolerated`], and the history's types.
+//!   [`linearizability::StorageErrors::Tolerated`], and the history's types.
 //! - Fuzzing (`fuzz/`) and the benches: the operation scripts as plain data, [`ops`] (with the
 //!   feature `arbitrary`, each derives `arbitrary::Arbitrary`); [`oracle::ops`] and
 //!   [`oracle::inputs`] (with [`oracle::RawInput`]), [`differential::run`] and its
 //!   [`differential::script`]s.
 //!
-//! Items hidden from this documentation (the module `examples`, `driver::check_answer`,
+//! Items hidden from this documentation (the module `worked_examples`, `driver::check_answer`,
 //! `driver::error_names` and the `__`-named items the macros expand to) are public only for the
 //! macros and this crate's own tests; they are not part of its interface.
 #![deny(missing_docs)]
@@ -234,26 +234,35 @@ pub mod checks;
 pub mod crashes;
 pub mod differential;
 pub mod driver;
-#[doc(hidden)]
-pub mod examples;
+mod entry;
+mod expected;
 mod failure;
 pub mod faults;
 mod harness;
+mod history;
 pub mod linearizability;
 pub mod ops;
 pub mod oracle;
+mod protocol;
+mod record;
 mod report;
+mod search;
 pub mod services;
 mod session;
+mod settings;
+mod show;
 pub mod vectors;
+mod verdict;
+#[doc(hidden)]
+pub mod worked_examples;
 
 pub use failure::{Details, Failure, Finding, Protocol};
 pub use harness::unique_namespace;
 pub use harness::{
-    Capabilities, Harness, MemoryHarness, PARTS, Probe, RawAnswer, RawRequest, Requirement, START, Settings,
-    dropped_parts,
+    Capabilities, Harness, MemoryHarness, PARTS, Probe, RawAnswer, RawRequest, Requirement, START, dropped_parts,
 };
 pub use report::{CheckResult, Report, run_all, run_all_with, run_matching, run_matching_with};
+pub use settings::Settings;
 
 /// Calls `$callback!` with the list of every check, in the suite's order:
 /// `test_name => check_function`, and `[requirement]` after a check that needs a capability

@@ -3,8 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::failure::{Failure, Finding};
-use crate::harness::{Harness, Settings};
+use crate::failure::{Failure, Finding, Protocol};
+use crate::harness::Harness;
+use crate::settings::Settings;
 
 /// The result of one check.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -209,7 +210,7 @@ pub fn run_matching_with<H: Harness>(
 ) -> Report {
     let mut report = Report::default();
     // An adapter that broke the protocol is reported once, by the first check it failed.
-    let mut once = crate::failure::ProtocolOnce::default();
+    let mut once = ProtocolOnce::default();
     crate::__for_each_check!(__run_all_list { harness, settings, report, filter, on_check, once });
     report.notes.extend(durability_note(harness, &report));
     report
@@ -234,4 +235,32 @@ fn durability_note<H: Harness>(harness: &H, report: &Report) -> Option<String> {
          store) passes these checks without running the store's recovery"
             .to_owned()
     })
+}
+
+/// Reports an adapter that broke the protocol once: the first check it failed keeps the whole
+/// failure, each later one that failed for a protocol failure only points back to it.
+#[derive(Default)]
+pub(crate) struct ProtocolOnce {
+    first: Option<&'static str>,
+}
+
+impl ProtocolOnce {
+    /// Sees the result of check `name`, as the checks end one after another.
+    pub(crate) fn see(&mut self, name: &'static str, result: &mut CheckResult) {
+        let CheckResult::Failed(failure) = result else { return };
+        if !failure.is_protocol() {
+            return;
+        }
+        match self.first {
+            None => self.first = Some(name),
+            Some(earlier) => {
+                let mut brief = Failure::without_rule(
+                    failure.check.clone(),
+                    format!("not run to its end: the adapter broke the protocol earlier (see check `{earlier}`)"),
+                );
+                brief.protocol = Some(Protocol::Earlier(earlier.to_owned()));
+                *failure = brief;
+            }
+        }
+    }
 }

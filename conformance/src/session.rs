@@ -2,26 +2,29 @@
 //! every outcome and, after every step, the lookup of every key it has touched.
 //!
 //! Every entry point a store can override is called: the operations of a session go to the store
-//! through [`ReservationStore::execute`] and through the typed methods (`reserve`, `confirm`,
-//! `release`, `abandon`) in turn ([`Entry`]), so that a store whose typed method differs from its
-//! `execute` fails; the transcript and the failure say which method answered.
+//! through [`ReservationStore::execute`](reservation_store::ReservationStore::execute) and
+//! through the typed methods (`reserve`, `confirm`, `release`, `abandon`) in turn ([`Entry`]), so
+//! that a store whose typed method differs from its `execute` fails; the transcript and the
+//! failure say which method answered.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap};
-use std::fmt::{self, Debug};
+use std::fmt;
 use std::hash::BuildHasher;
 
 use reservation_store::rules::{Rule, RuleSet};
 use reservation_store::spec::{Reservation, Step};
 use reservation_store::{
-    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Monotonic, Operation, OperationKind, Outcome,
-    ReleaseVersion, Request, ReservationScope, ReservationStore, StorageError, StoreError, StoreResult,
-    StoredReservation, Tenant, Ttl, Version, error_chain, spec,
+    AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Monotonic, Operation, Outcome, ReleaseVersion,
+    ReservationScope, StorageError, StoreError, StoreResult, StoredReservation, Ttl, Version, error_chain, spec,
 };
 
-use crate::driver::ProtocolError;
+use crate::entry::{Entry, call};
+use crate::expected::{admission_errors, lookup_rule};
 use crate::failure::{Details, Failure, Finding, check_name};
 use crate::harness::{Harness, START};
+use crate::protocol::{ProtocolError, ShapeError};
+use crate::show::{ShowOperation, ShowScope, panic_message, show_error, show_result, show_state};
 
 type SpecStep = Step<AggregateRef, BTreeSet<HoldId>, Outcome>;
 
@@ -73,61 +76,6 @@ pub(crate) struct Session<'h, H: Harness> {
     /// Operations sent to the store so far, which choose each one's [`Entry`].
     operations: usize,
     reached: RuleSet,
-}
-
-/// The entry point through which a session sends an operation to the store.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Entry {
-    /// [`ReservationStore::execute`].
-    Execute,
-    /// The operation's typed method: [`ReservationStore::reserve`], `confirm`, `release` or
-    /// `abandon`.
-    Typed,
-}
-
-impl Entry {
-    /// The entry point of a session's `n`th operation (from 0): `execute` and the typed methods
-    /// in turn, so that a script reaches both, the same way on every run.
-    pub(crate) fn nth(n: usize) -> Entry {
-        if n.is_multiple_of(2) { Entry::Execute } else { Entry::Typed }
-    }
-
-    /// The method called for an operation of `kind`, as failures name it.
-    pub(crate) fn method(self, kind: OperationKind) -> &'static str {
-        match (self, kind) {
-            (Entry::Execute, _) => "ReservationStore::execute",
-            (Entry::Typed, OperationKind::Reserve) => "ReservationStore::reserve",
-            (Entry::Typed, OperationKind::Confirm) => "ReservationStore::confirm",
-            (Entry::Typed, OperationKind::Release) => "ReservationStore::release",
-            (Entry::Typed, OperationKind::Abandon) => "ReservationStore::abandon",
-        }
-    }
-}
-
-/// Sends `operation` on (scope, key) to `store` through `entry`, with the typed method's outcome
-/// widened to an [`Outcome`].
-pub(crate) async fn call<S: ReservationStore>(
-    store: &S,
-    entry: Entry,
-    scope: &ReservationScope,
-    key: &Key,
-    operation: Operation<&AggregateRef, &HoldId>,
-) -> StoreResult<Outcome> {
-    match (entry, operation) {
-        (Entry::Execute, _) => store.execute(Request { scope, key, operation }).await,
-        (Entry::Typed, Operation::Reserve { owner, hold, ttl }) => {
-            store.reserve(scope, key, owner, hold, ttl).await.map(Outcome::from)
-        }
-        (Entry::Typed, Operation::Confirm { owner, version }) => {
-            store.confirm(scope, key, owner, version).await.map(Outcome::from)
-        }
-        (Entry::Typed, Operation::Release { owner, version }) => {
-            store.release(scope, key, owner, version).await.map(Outcome::from)
-        }
-        (Entry::Typed, Operation::Abandon { owner, hold }) => {
-            store.abandon(scope, key, owner, hold).await.map(Outcome::from)
-        }
-    }
 }
 
 impl<'h, H: Harness> Session<'h, H> {
@@ -435,7 +383,7 @@ impl<'h, H: Harness> Session<'h, H> {
         let Some(slot) = self.slots.get(i) else { return Ok(()) };
         let (scope, key) = (slot.scope.clone(), slot.key.clone());
         let shown = actual.as_ref().ok().and_then(Option::as_ref);
-        let shape = actual.as_ref().err().and_then(crate::driver::ShapeError::in_result_error);
+        let shape = actual.as_ref().err().and_then(ShapeError::in_result_error);
         let state = slot.state.as_ref();
         // What the last step on the key would have made on a misread value, or the key as it was
         // before that step, when either is what the lookup shows.
@@ -537,8 +485,8 @@ impl<'h, H: Harness> Session<'h, H> {
         operation: Operation<&AggregateRef, &HoldId>,
     ) -> Result<Rule, Failure> {
         let now = self.decision_instant();
-        let expected =
-            admitted(scope, operation.owner()).map(|()| spec::apply(self.state(scope, key).cloned(), now, operation));
+        let expected = admission_errors(scope, operation.owner())
+            .map(|()| spec::apply(self.state(scope, key).cloned(), now, operation));
         let entry = Entry::nth(self.operations);
         self.operations += 1;
         let store = self.store()?;
@@ -634,32 +582,6 @@ impl<'h, H: Harness> Session<'h, H> {
         // with the suite's clock set back behind the store's, it decided at an earlier instant.
         let rule = if self.store_clock.latest() > self.now() { Rule::D10 } else { Rule::P1 };
         self.check_slots_blaming(0..self.slots.len(), Some(rule))
-    }
-}
-
-/// The rule a wrong lookup breaks, given the specification's `state` of the key, what the store
-/// `shown`, and `written`, the rule of the step that last wrote the key: D1 for a pending
-/// reservation at its expiry boundary that the store shows as it is or as free, D7 for one past
-/// it that the store still shows, D11 for a live one that the store showed as a pending
-/// reservation that is not live (an answer no lookup may give: an expiry given as the time left,
-/// say), otherwise `written`.
-pub(crate) fn lookup_rule(
-    state: Option<&StoredReservation>,
-    shown: Option<&StoredReservation>,
-    now: Instant,
-    written: Option<Rule>,
-) -> Option<Rule> {
-    let Some(p) = state.and_then(Reservation::as_pending) else { return written };
-    // Live a millisecond ago and not a millisecond on: the key is at its expiry boundary.
-    let boundary = p.is_live(now.saturating_sub_millis(1)) && !p.is_live(now.saturating_add_millis(1));
-    if boundary && (shown == state || shown.is_none()) {
-        Some(Rule::D1)
-    } else if !p.is_live(now) && shown == state {
-        Some(Rule::D7)
-    } else if p.is_live(now) && shown.and_then(Reservation::as_pending).is_some_and(|s| !s.is_live(now)) {
-        Some(Rule::D11)
-    } else {
-        written
     }
 }
 
@@ -796,106 +718,4 @@ pub(crate) fn guarded<T>(call: impl FnOnce() -> StoreResult<T>) -> StoreResult<T
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|panic| {
         Err(StoreError::Storage(StorageError::new(format!("the store panicked: {}", panic_message(&*panic)))))
     })
-}
-
-/// The message of a panic's payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
-}
-
-/// Whether `scope` admits `owner`; if not, every invalid-argument error a store may report for
-/// it (D6 lets a store report any one of several).
-pub(crate) fn admitted(scope: &ReservationScope, owner: &AggregateRef) -> Result<(), Vec<InvalidArgument>> {
-    let Err(first) = scope.admits(owner) else { return Ok(()) };
-    let mut errors = vec![first];
-    // Each mismatch on its own, found by curing the other one, as the core's validation says.
-    let same_type = AggregateRef { aggregate_type: scope.aggregate_type.clone(), ..owner.clone() };
-    let tenant = if scope.tenant == Tenant::System { owner.tenant.clone() } else { scope.tenant.clone() };
-    let same_tenant = AggregateRef { tenant, ..owner.clone() };
-    for alone in [scope.admits(&same_type), scope.admits(&same_tenant)] {
-        if let Err(e) = alone
-            && !errors.contains(&e)
-        {
-            errors.push(e);
-        }
-    }
-    Err(errors)
-}
-
-/// An operation on a key in one short line, as transcripts show it.
-pub(crate) struct ShowOperation<'a>(pub(crate) &'a Key, pub(crate) Operation<&'a AggregateRef, &'a HoldId>);
-
-impl fmt::Display for ShowOperation<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let key = self.0;
-        match self.1 {
-            Operation::Reserve { owner, hold, ttl } => {
-                write!(f, "reserve({key:?}, {}, hold {hold:?}, ttl {}ms)", ShowOwner(owner), ttl.as_millis())
-            }
-            Operation::Confirm { owner, version } => write!(f, "confirm({key:?}, {}, {version})", ShowOwner(owner)),
-            Operation::Release { owner, version } => write!(f, "release({key:?}, {}, {version})", ShowOwner(owner)),
-            Operation::Abandon { owner, hold } => write!(f, "abandon({key:?}, {}, hold {hold:?})", ShowOwner(owner)),
-        }
-    }
-}
-
-/// An owner in one short line, its id quoted so that a trailing space shows.
-pub(crate) struct ShowOwner<'a>(pub(crate) &'a AggregateRef);
-
-impl fmt::Display for ShowOwner<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let o = self.0;
-        match &o.tenant {
-            Tenant::System => write!(f, "{}/SYSTEM_TENANT/{:?}", o.aggregate_type, o.id.as_str()),
-            Tenant::Id(t) => write!(f, "{}/{:?}/{:?}", o.aggregate_type, t.as_str(), o.id.as_str()),
-        }
-    }
-}
-
-/// A scope in one short line, its parts quoted so that `SYSTEM_TENANT` stands out from a tenant
-/// of that name.
-pub(crate) struct ShowScope<'a>(pub(crate) &'a ReservationScope);
-
-impl fmt::Display for ShowScope<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = self.0;
-        match &s.tenant {
-            Tenant::System => write!(f, "{:?}/SYSTEM_TENANT/{:?}", s.aggregate_type.as_str(), s.namespace.as_str()),
-            Tenant::Id(t) => {
-                write!(f, "{:?}/{:?}/{:?}", s.aggregate_type.as_str(), t.as_str(), s.namespace.as_str())
-            }
-        }
-    }
-}
-
-/// A reservation in one short line.
-pub(crate) fn show_state(r: Option<&StoredReservation>) -> String {
-    match r {
-        None => "free".into(),
-        Some(Reservation::Pending(p)) => {
-            let holds: Vec<String> = p.holds().iter().map(|h| format!("{:?}", h.as_str())).collect();
-            format!("pending({}, holds [{}], expires {})", ShowOwner(p.owner()), holds.join(", "), p.expires_at())
-        }
-        Some(Reservation::Confirmed(c)) => format!("confirmed({}, {})", ShowOwner(&c.owner), c.version),
-    }
-}
-
-/// A store error in one short line.
-pub(crate) fn show_error(e: &StoreError) -> String {
-    match e {
-        StoreError::Invalid(i) => format!("Invalid({i:?})"),
-        StoreError::Storage(s) => format!("StorageError({})", error_chain(s)),
-    }
-}
-
-/// A store result in one short line.
-pub(crate) fn show_result<T: Debug>(r: &StoreResult<T>) -> String {
-    match r {
-        Ok(v) => format!("{v:?}"),
-        Err(e) => show_error(e),
-    }
 }

@@ -26,8 +26,8 @@ use reservation_store::{
 };
 use serde_json::{Value, json};
 
-use crate::driver::{error_json, lookup_json, operation_json, outcome_json, reservation_json, run_request};
 use crate::harness::{Harness, MemoryHarness};
+use crate::protocol::{error_json, lookup_json, operation_json, outcome_json, reservation_json, run_request};
 use crate::report::{CheckResult, run_matching};
 
 /// The vector files, by name (`vectors/{name}.json`), with what each covers.
@@ -237,7 +237,7 @@ pub fn generate() -> Result<BTreeMap<&'static str, Value>, String> {
     let mut out = BTreeMap::new();
     for (name, covers) in FILES {
         let cases = files.remove(name).ok_or_else(|| format!("no case for the file {name}"))?;
-        let file = json!({"file": name, "covers": covers, "protocol": crate::driver::PROTOCOL, "cases": cases});
+        let file = json!({"file": name, "covers": covers, "protocol": crate::protocol::PROTOCOL, "cases": cases});
         // What was recorded replays, as written, against MemoryStore.
         replay(&MemoryHarness, &file).map_err(|e| format!("{name}.json does not replay against MemoryStore: {e}"))?;
         out.insert(name, file);
@@ -474,7 +474,7 @@ pub fn replay<H: Harness>(h: &H, file: &Value) -> Result<usize, String> {
             let (request, shown) = match (step.get("request"), step.get("line").and_then(Value::as_str)) {
                 (Some(r), _) => (Ok(r.clone()), r.to_string()),
                 (None, Some(line)) => {
-                    (serde_json::from_str::<Value>(line).map_err(crate::driver::unrepresentable), line.to_owned())
+                    (serde_json::from_str::<Value>(line).map_err(crate::protocol::unrepresentable), line.to_owned())
                 }
                 (None, None) => return Err(format!("step {i} of {case} has neither `request` nor `line`")),
             };

@@ -1,6 +1,6 @@
 //! The adapter client: [`CommandHarness`] starts an adapter program and is a [`Harness`] whose
-//! stores live in it, each operation one request through the codec; the marks of the errors it
-//! raises for an adapter that breaks the protocol ([`ProtocolError`]) or answers a reservation of
+//! stores live in it, each operation one request through the protocol's wire format; it marks the
+//! errors of an adapter that breaks the protocol ([`ProtocolError`]) or answers a reservation of
 //! no shape ([`ShapeError`]).
 
 use std::collections::{HashMap, VecDeque};
@@ -16,98 +16,18 @@ use reservation_store::{
 };
 use serde_json::Value;
 
-use super::codec::{
-    ASK, Hello, MAX_LINE, PROTOCOL, STORAGE_ERROR, VERSIONS_SECTION, clock_json, close_json, hello_json,
-    invalid_by_name, lookup_json, open_json, operation_json, parse_hello, parse_outcome, parse_reservation,
-    reopen_json, split_answer,
-};
 use super::lock;
 use super::pipe::{self, Line, quote};
-use crate::faults::Fault;
-use crate::harness::{Capabilities, Harness, RawAnswer, RawRequest, Settings};
+use crate::harness::{Capabilities, Fault, Harness, RawAnswer, RawRequest};
+use crate::protocol::{
+    ASK, Hello, MAX_LINE, PROTOCOL, ProtocolError, STORAGE_ERROR, ShapeError, VERSIONS_SECTION, clock_json, close_json,
+    hello_json, invalid_by_name, lookup_json, open_json, operation_json, parse_hello, parse_outcome, parse_reservation,
+    reopen_json, split_answer,
+};
+use crate::settings::Settings;
 
 /// Lines of the adapter's standard error kept for failure messages.
 const STDERR_TAIL: usize = 20;
-
-/// The mark of a [`StorageError`] that the driver raised because the adapter broke the protocol
-/// (`PROTOCOL.md`): it hung, died, wrote a line that is not JSON (a log line on its standard
-/// output), answered an id nobody asked, or an answer the protocol does not allow. Such an error
-/// is the error's [source](std::error::Error::source), and says what happened; the error itself
-/// is indeterminate (the request may have run). The suite reports it as the adapter's failure,
-/// never as a rule broken, once per run, and saves no regression seed for it.
-///
-/// A `StorageError` that the adapter answered (`{"kind": "StorageError", ...}`) is the store's,
-/// and carries no mark.
-#[derive(Debug)]
-pub struct ProtocolError(String);
-
-impl ProtocolError {
-    /// The message of every marked error; the details are its source's.
-    pub const MESSAGE: &'static str = "the adapter broke the protocol";
-
-    /// An indeterminate [`StorageError`] marked as the adapter's protocol failure, which
-    /// `details` describes.
-    pub fn error(details: impl Into<String>) -> StorageError {
-        StorageError::with_source(Self::MESSAGE, ProtocolError(details.into())).with_indeterminate(true)
-    }
-
-    /// The mark of `error`, if the driver raised it for a protocol failure.
-    pub fn of(error: &StorageError) -> Option<&ProtocolError> {
-        std::error::Error::source(error).and_then(|s| s.downcast_ref::<ProtocolError>())
-    }
-
-    /// The mark of `error`, if it is a storage error the driver raised for a protocol failure.
-    pub fn in_result_error(error: &StoreError) -> Option<&ProtocolError> {
-        match error {
-            StoreError::Storage(e) => ProtocolError::of(e),
-            StoreError::Invalid(_) => None,
-        }
-    }
-
-    /// What the adapter did: the request, what went wrong, and the end of its standard error.
-    pub fn details(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for ProtocolError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ProtocolError {}
-
-/// The mark of a lookup answered with a reservation that is not of D11's shapes (a field the
-/// shape does not have, holds out of order): a well-formed answer whose content breaks D11, the
-/// store's failure and not a break of the protocol.
-#[derive(Debug)]
-pub struct ShapeError(String);
-
-impl ShapeError {
-    /// An indeterminate [`StorageError`] marked as a reservation of the wrong shape, which
-    /// `details` describes.
-    pub fn error(details: impl Into<String>) -> StorageError {
-        StorageError::with_source("the store answered a reservation of no shape D11 gives", ShapeError(details.into()))
-            .with_indeterminate(true)
-    }
-
-    /// The mark of `error`, if it is a storage error the driver raised for a reservation's shape.
-    pub fn in_result_error(error: &StoreError) -> Option<&ShapeError> {
-        match error {
-            StoreError::Storage(e) => std::error::Error::source(e).and_then(|s| s.downcast_ref::<ShapeError>()),
-            StoreError::Invalid(_) => None,
-        }
-    }
-}
-
-impl std::fmt::Display for ShapeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ShapeError {}
 
 /// `error`, which kept a store from opening, as the error of a request to that store: still
 /// marked when it was a protocol failure.
@@ -635,7 +555,7 @@ impl Harness for CommandHarness {
     /// [`CommandHarness::FAULT_TIMEOUT`].
     fn inject(&self, fault: Fault) -> Result<(), StorageError> {
         let Some((_, command)) = self.faults.iter().find(|(f, _)| *f == fault) else {
-            return Err(crate::faults::not_offered(fault));
+            return Err(crate::harness::not_offered(fault));
         };
         run_fault_command(command, CommandHarness::FAULT_TIMEOUT)
     }

@@ -1,23 +1,19 @@
 //! [`serve`]: `MemoryStore` behind the protocol, the other side of the driver
-//! (`reservation serve`), so that the driver is tested against a store that decides through `spec`; and
-//! [`run_request`], one request run on any harness's store, which the vectors replay with.
+//! (`reservation serve`), so that the driver is tested against a store that decides through
+//! `spec`. Each request runs as the vectors replay theirs (`protocol::run_request`).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::{Arc, Mutex};
 
-use reservation_store::{
-    Clock, Instant, ManualClock, MemoryStore, Request, ReservationStore, StorageError, StoreError,
-};
+use reservation_store::{Instant, ManualClock, MemoryStore, StorageError, StoreError};
 use serde_json::{Value, json};
 
-use super::codec::{
-    ASK, Call, MAX_LINE, Parsed, Verb, clock_question_json, error_json, hello_answer_json, number, outcome_json,
-    parse_request, reservation_json, text, unrepresentable,
-};
 use super::lock;
 use super::pipe::{self, Line};
-use crate::harness::Harness;
+use crate::protocol::{
+    ASK, MAX_LINE, Verb, clock_question_json, error_json, hello_answer_json, number, run_request, text, unrepresentable,
+};
 
 /// One store of [`serve`]: a `MemoryStore` on a clock that the requests move, never back.
 struct Served {
@@ -228,27 +224,4 @@ fn answer(stores: &mut HashMap<u64, Arc<Served>>, r: &Value) -> Result<Value, Va
     let served = stores.get(&store).ok_or_else(|| unknown_store(store))?.clone();
     let _turn = lock(&served.turn);
     run_request(&crate::MemoryHarness, &served.store, &served.clock, r)
-}
-
-/// Runs one operation or lookup request `r` (the protocol's fields; `id` and `store` are not
-/// read) on `store`, first moving `clock` to the request's `now` unless it is already later
-/// (D10), and answers as an adapter does: the `ok` value or the error object. The caller
-/// serializes requests on one store.
-pub(crate) fn run_request<H: Harness>(h: &H, store: &H::Store, clock: &ManualClock, r: &Value) -> Result<Value, Value> {
-    text(r, "op").map_err(unrepresentable)?;
-    let now = Instant::from_millis(number(r, "now").map_err(unrepresentable)?);
-    if now > clock.now() {
-        clock.set(now);
-    }
-    let Parsed { scope, key, call, .. } = parse_request(r)?;
-    match call {
-        Call::Lookup => {
-            let found = h.block_on(store.lookup(&scope, &key)).map_err(|e| error_json(&e))?;
-            Ok(found.as_ref().map_or(Value::Null, reservation_json))
-        }
-        Call::Operation(operation) => h
-            .block_on(store.execute(Request::new(&scope, &key, operation.as_ref())))
-            .map(outcome_json)
-            .map_err(|e| error_json(&e)),
-    }
 }

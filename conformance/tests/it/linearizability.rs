@@ -4,7 +4,7 @@
 
 use reservation_conformance::START;
 use reservation_conformance::linearizability::{
-    ATOMICITY, Call, Event, Faults, Names, Return, check_history, check_history_with,
+    ATOMICITY, Call, Event, Names, Return, StorageErrors, check_history, check_history_with,
 };
 use reservation_store::spec::Reservation;
 use reservation_store::{Instant, Operation, Outcome, ReleaseVersion, Ttl, Version};
@@ -175,7 +175,7 @@ fn storage_errors_under_tolerated_faults() {
     {
         let lookup = if seen { alices_pending(&names, 10) } else { Return::Lookup(None) };
         let history = [event(0, 0, 1, reserve(ALICE), storage(indeterminate)), event(0, 2, 3, Call::Lookup, lookup)];
-        let result = check_history_with(&names, &history, Faults::Tolerated);
+        let result = check_history_with(&names, &history, StorageErrors::Tolerated);
         assert_eq!(result.is_ok(), ok, "indeterminate {indeterminate}, seen {seen}: {result:?}");
         // The suite's own run forbids them all.
         let forbidden = check_history(&names, &history).expect_err("a storage error fails the suite's own run");
@@ -190,7 +190,7 @@ fn an_indeterminate_operation_takes_effect_within_its_call() {
     let names = Names::new();
     let history =
         [event(0, 0, 1, Call::Lookup, alices_pending(&names, 10)), event(1, 2, 3, reserve(ALICE), storage(true))];
-    assert!(check_history_with(&names, &history, Faults::Tolerated).is_err());
+    assert!(check_history_with(&names, &history, StorageErrors::Tolerated).is_err());
 }
 
 /// A history whose clock went back during an operation is refused, not searched.

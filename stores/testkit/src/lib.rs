@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};
 
-use reservation_conformance::linearizability::{self, Event, Faults, Names, Return};
+use reservation_conformance::linearizability::{self, Event, Names, Return, StorageErrors};
 use reservation_conformance::{START, unique_namespace};
 use reservation_store::spec::{self, Reservation};
 use reservation_store::{
@@ -406,7 +406,7 @@ pub fn judge_faults(names: &Names, events: &[Event], what: &str) -> (usize, usiz
     }
     assert!(errors > 0, "{what}: no operation failed");
     assert!(linearizability::check_history(names, events).is_err(), "{what}: the storage errors went unseen");
-    if let Err(failure) = linearizability::check_history_with(names, events, Faults::Tolerated) {
+    if let Err(failure) = linearizability::check_history_with(names, events, StorageErrors::Tolerated) {
         panic!("{what}: {failure}");
     }
     (errors, indeterminate)

@@ -3,14 +3,14 @@
 //! server the tests say so in one line and pass, unless `RESERVATION_REQUIRE_SERVICES=1`.
 
 mod clock;
-mod cluster;
 mod conformance;
 mod corrupt;
-mod faults;
+mod fault_check;
 mod linearizability;
 mod options;
 mod schema;
 mod silent;
+mod storage_errors;
 mod sweep;
 
 use reservation_conformance::services::service;

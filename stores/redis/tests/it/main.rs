@@ -7,11 +7,11 @@ mod clock;
 mod conformance;
 mod corrupt;
 mod fault_check;
-mod faults;
 mod linearizability;
 mod options;
 mod servers;
 mod silent;
+mod storage_errors;
 mod sweep;
 
 use reservation_conformance::services::service;

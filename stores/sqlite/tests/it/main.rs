@@ -4,7 +4,7 @@
 mod adversary;
 mod conformance;
 mod crash;
-mod faults;
+mod fault_check;
 mod processes;
 mod store;
 

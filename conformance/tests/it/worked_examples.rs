@@ -2,7 +2,7 @@
 //! malformed line reported as such.
 
 use reservation_conformance::MemoryHarness;
-use reservation_conformance::examples::{Action, Answer, from_spec, parse, run};
+use reservation_conformance::worked_examples::{Action, Answer, from_spec, parse, run};
 
 #[test]
 fn the_four_worked_examples_are_read_from_spec_md() {

@@ -292,7 +292,7 @@ fn clusters_left_by_an_ended_process_are_removed_by_the_next_harness() {
     // A cluster of a test process that ended without dropping its harness.
     let exe = std::env::current_exe().expect("the test binary");
     let out = std::process::Command::new(exe)
-        .args(["--ignored", "--exact", "cluster::leave_a_cluster_behind", "--nocapture"])
+        .args(["--ignored", "--exact", "fault_check::leave_a_cluster_behind", "--nocapture"])
         .output()
         .expect("the test binary runs");
     let said = String::from_utf8_lossy(&out.stdout);

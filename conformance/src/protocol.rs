@@ -1,18 +1,23 @@
 //! The protocol's wire format (`PROTOCOL.md`): requests encoded from typed values and decoded
 //! back into them, answers encoded and decoded, each checked against the shapes the protocol's
 //! schema gives them; the names of requests (an operation's is its [`OperationKind::name`]) and
-//! of errors, the rules numbers follow, and the bound on a line. The client ([`super::client`])
-//! and [`super::serve()`] both speak through it, as do the vectors.
+//! of errors, the rules numbers follow, and the bound on a line; the marks of the errors of an
+//! adapter that breaks the protocol ([`ProtocolError`]) or answers a reservation of no shape
+//! ([`ShapeError`]); and one request run on a harness's store ([`run_request`]). The driver's
+//! client and [`serve()`](crate::driver::serve()) speak through it, and so do the vectors, the
+//! sweep of arguments and the failures that quote a request.
 
 use std::collections::BTreeSet;
 
 use reservation_store::spec::Reservation;
 use reservation_store::{
-    AggregateId, AggregateRef, AggregateType, HoldId, Instant, InvalidArgument, Key, Namespace, Operation,
-    OperationKind, Outcome, ReleaseVersion, Request, ReservationScope, StoreError, StoredReservation, Tenant, Ttl,
-    Version,
+    AggregateId, AggregateRef, AggregateType, Clock, HoldId, Instant, InvalidArgument, Key, ManualClock, Namespace,
+    Operation, OperationKind, Outcome, ReleaseVersion, Request, ReservationScope, ReservationStore, StorageError,
+    StoreError, StoredReservation, Tenant, Ttl, Version,
 };
 use serde_json::{Value, json};
+
+use crate::harness::Harness;
 
 /// The longest line, in bytes without its `\n`, that the driver reads from an adapter and that
 /// `serve` reads from the driver: 1 MiB. The longest legal answer is a lookup of a pending
@@ -22,7 +27,7 @@ pub const MAX_LINE: usize = 1 << 20;
 
 /// The protocol's JSON Schema (draft 2020-12): one line is a request or an answer; its
 /// `$defs.vector_file` describes a test vector file ([`crate::vectors`]).
-pub const SCHEMA: &str = include_str!("../../schema/protocol.schema.json");
+pub const SCHEMA: &str = include_str!("../schema/protocol.schema.json");
 
 /// The protocol's version: the one the driver runs, sent in `hello` (`PROTOCOL.md`, "Versions").
 pub const PROTOCOL: u64 = 2;
@@ -600,4 +605,107 @@ pub(crate) fn parse_request(r: &Value) -> Result<Parsed, Value> {
         _ => return Err(unrepresentable(format!("unknown op {op:?}"))),
     };
     Ok(Parsed { now, scope, key, call })
+}
+
+/// The mark of a [`StorageError`] that the driver raised because the adapter broke the protocol
+/// (`PROTOCOL.md`): it hung, died, wrote a line that is not JSON (a log line on its standard
+/// output), answered an id nobody asked, or an answer the protocol does not allow. Such an error
+/// is the error's [source](std::error::Error::source), and says what happened; the error itself
+/// is indeterminate (the request may have run). The suite reports it as the adapter's failure,
+/// never as a rule broken, once per run, and saves no regression seed for it.
+///
+/// A `StorageError` that the adapter answered (`{"kind": "StorageError", ...}`) is the store's,
+/// and carries no mark.
+#[derive(Debug)]
+pub struct ProtocolError(String);
+
+impl ProtocolError {
+    /// The message of every marked error; the details are its source's.
+    pub const MESSAGE: &'static str = "the adapter broke the protocol";
+
+    /// An indeterminate [`StorageError`] marked as the adapter's protocol failure, which
+    /// `details` describes.
+    pub fn error(details: impl Into<String>) -> StorageError {
+        StorageError::with_source(Self::MESSAGE, ProtocolError(details.into())).with_indeterminate(true)
+    }
+
+    /// The mark of `error`, if the driver raised it for a protocol failure.
+    pub fn of(error: &StorageError) -> Option<&ProtocolError> {
+        std::error::Error::source(error).and_then(|s| s.downcast_ref::<ProtocolError>())
+    }
+
+    /// The mark of `error`, if it is a storage error the driver raised for a protocol failure.
+    pub fn in_result_error(error: &StoreError) -> Option<&ProtocolError> {
+        match error {
+            StoreError::Storage(e) => ProtocolError::of(e),
+            StoreError::Invalid(_) => None,
+        }
+    }
+
+    /// What the adapter did: the request, what went wrong, and the end of its standard error.
+    pub fn details(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// The mark of a lookup answered with a reservation that is not of D11's shapes (a field the
+/// shape does not have, holds out of order): a well-formed answer whose content breaks D11, the
+/// store's failure and not a break of the protocol.
+#[derive(Debug)]
+pub struct ShapeError(String);
+
+impl ShapeError {
+    /// An indeterminate [`StorageError`] marked as a reservation of the wrong shape, which
+    /// `details` describes.
+    pub fn error(details: impl Into<String>) -> StorageError {
+        StorageError::with_source("the store answered a reservation of no shape D11 gives", ShapeError(details.into()))
+            .with_indeterminate(true)
+    }
+
+    /// The mark of `error`, if it is a storage error the driver raised for a reservation's shape.
+    pub fn in_result_error(error: &StoreError) -> Option<&ShapeError> {
+        match error {
+            StoreError::Storage(e) => std::error::Error::source(e).and_then(|s| s.downcast_ref::<ShapeError>()),
+            StoreError::Invalid(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
+/// Runs one operation or lookup request `r` (the protocol's fields; `id` and `store` are not
+/// read) on `store`, first moving `clock` to the request's `now` unless it is already later
+/// (D10), and answers as an adapter does: the `ok` value or the error object. The caller
+/// serializes requests on one store.
+pub(crate) fn run_request<H: Harness>(h: &H, store: &H::Store, clock: &ManualClock, r: &Value) -> Result<Value, Value> {
+    text(r, "op").map_err(unrepresentable)?;
+    let now = Instant::from_millis(number(r, "now").map_err(unrepresentable)?);
+    if now > clock.now() {
+        clock.set(now);
+    }
+    let Parsed { scope, key, call, .. } = parse_request(r)?;
+    match call {
+        Call::Lookup => {
+            let found = h.block_on(store.lookup(&scope, &key)).map_err(|e| error_json(&e))?;
+            Ok(found.as_ref().map_or(Value::Null, reservation_json))
+        }
+        Call::Operation(operation) => h
+            .block_on(store.execute(Request::new(&scope, &key, operation.as_ref())))
+            .map(outcome_json)
+            .map_err(|e| error_json(&e)),
+    }
 }

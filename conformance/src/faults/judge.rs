@@ -1,0 +1,237 @@
+//! The judge of a fault run's history: key by key, linearizable with storage errors tolerated;
+//! a ledger key that lost an acknowledged confirmation, or that two owners were each told they
+//! hold, fails the run with rule P1.
+
+use std::collections::BTreeSet;
+
+use reservation_store::rules::Rule;
+use reservation_store::spec::{self, Reservation};
+use reservation_store::{AggregateRef, HoldId, Instant, Operation, StoredReservation, Version};
+
+use super::{CHECK, FaultReport, Shot};
+use crate::failure::Failure;
+use crate::history::{Call, Event, KEYS, Names, Return, by_key};
+use crate::search::linearizable;
+use crate::verdict::{self, StorageErrors};
+
+/// Whether `e`, an operation with an outcome, told its owner that it holds the key, as the
+/// specification decides it: among states of every shape (free; pending, live or expired, the
+/// owner's or another's; confirmed at several versions, the owner's or another's), some gives
+/// `e`'s outcome, and every one that does leaves the key to its owner.
+fn tells_holder(names: &Names, e: &Event) -> bool {
+    let (Call::Op(op), Return::Outcome(outcome)) = (&e.call, &e.ret) else { return false };
+    let me = names.owner(*op.owner());
+    let now = e.clock_at_call;
+    let mut told = None;
+    for state in probe_states(names, me, now) {
+        let step = spec::apply(state, now, op.map(|o| names.owner(o), |h| names.hold(h)));
+        if step.outcome == *outcome {
+            let holds = spec::lookup(step.next.as_ref(), now).is_some_and(|r| r.owner() == me);
+            told = Some(told.unwrap_or(true) && holds);
+        }
+    }
+    told.unwrap_or(false)
+}
+
+/// One state of every shape, for `me` and for another owner, at `now`.
+fn probe_states(names: &Names, me: &AggregateRef, now: Instant) -> Vec<Option<StoredReservation>> {
+    let mut states = vec![None];
+    let all: BTreeSet<HoldId> = names.holds.iter().cloned().collect();
+    let holds = names.holds.iter().map(|h| BTreeSet::from([h.clone()])).chain([all]);
+    let owners = names.owners.iter().filter(|o| *o != me).take(1).chain([me]);
+    for owner in owners {
+        for held in holds.clone() {
+            for expires in [now, now.saturating_add_millis(1)] {
+                states.push(Reservation::pending(owner.clone(), held.clone(), expires));
+            }
+        }
+        states.extend((0..5).map(|v| Some(Reservation::confirmed(owner.clone(), Version::from_u64(v)))));
+    }
+    states
+}
+
+/// Whether `e` is a confirmation its owner was told it holds: an acknowledged confirmation.
+pub(super) fn acknowledged_confirmation(names: &Names, e: &Event) -> bool {
+    matches!(e.call, Call::Op(Operation::Confirm { .. })) && tells_holder(names, e)
+}
+
+/// The owner of `e`'s operation, if it is one.
+fn owner_of<'n>(names: &'n Names, e: &Event) -> Option<&'n AggregateRef> {
+    match e.call {
+        Call::Op(op) => Some(names.owner(*op.owner())),
+        Call::Lookup => None,
+    }
+}
+
+/// Whether the history `ops` of one key (ordered by call), which is not linearizable, becomes
+/// linearizable once an acknowledged confirmation is taken as one that may not have happened,
+/// with what came before the loss: its owner's operations called before it, and, when a fault
+/// that may lose writes ended after it was acknowledged (at a stamp of `losses`), every
+/// operation that returned before the first such fault ended. The confirmation was lost.
+fn lost_key(names: &Names, ops: &[&Event], losses: &[u64]) -> bool {
+    ops.iter().filter(|e| acknowledged_confirmation(names, e)).any(|ack| {
+        let owner = owner_of(names, ack);
+        let loss = losses.iter().copied().filter(|s| *s > ack.returned).min();
+        let maybe = |e: &Event| {
+            (e.called <= ack.called && e.call != Call::Lookup && owner_of(names, e) == owner)
+                || loss.is_some_and(|loss| e.returned < loss)
+        };
+        let rewritten: Vec<Event> = ops
+            .iter()
+            .map(|e| match maybe(e) {
+                true => Event {
+                    ret: Return::Storage { message: "taken as may not have happened".into(), indeterminate: true },
+                    ..(*e).clone()
+                },
+                false => (*e).clone(),
+            })
+            .collect();
+        let refs: Vec<&Event> = rewritten.iter().collect();
+        linearizable(names, &refs).is_ok()
+    })
+}
+
+/// Whether an owner whose confirmation of the key was acknowledged and another owner were each
+/// told they hold it, in `ops`, one key's operations.
+fn two_owners(names: &Names, ops: &[&Event]) -> bool {
+    let confirmed: Vec<&AggregateRef> =
+        ops.iter().filter(|e| acknowledged_confirmation(names, e)).filter_map(|e| owner_of(names, e)).collect();
+    ops.iter().any(|e| tells_holder(names, e) && owner_of(names, e).is_some_and(|o| confirmed.iter().any(|c| *c != o)))
+}
+
+/// The keys of `events`, a history recorded under faults (ordered by call), that lost an
+/// acknowledged confirmation, in key order: each one's history is not linearizable (faults
+/// tolerated), but becomes so once an acknowledged confirmation is taken as one that may not have
+/// happened, together with its owner's operations called before it and, when a fault that may
+/// lose writes (a crash, a failover, a restart) ended after the confirmation was acknowledged,
+/// every operation that returned before the first such fault ended. `losses` are the stamps of
+/// the history's counter at which those faults had ended: a write acknowledged while one was under
+/// way may be lost by it. A confirmation is acknowledged when the
+/// specification says that its outcome tells its owner it holds the key.
+pub fn lost_confirmations(names: &Names, events: &[Event], losses: &[u64]) -> Vec<usize> {
+    by_key(events)
+        .into_iter()
+        .filter(|(_, ops)| linearizable(names, ops).is_err() && lost_key(names, ops, losses))
+        .map(|(key, _)| key)
+        .collect()
+}
+
+/// Judges a fault run's history (ordered by call), filling the report's counts of lost
+/// confirmations and of keys with two owners.
+pub(super) fn judge(names: &Names, events: &[Event], shots: &[Shot], report: &mut FaultReport) -> Result<(), Failure> {
+    verdict::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
+    let keys = by_key(events);
+    let failing: Vec<usize> =
+        keys.iter().filter(|(_, ops)| linearizable(names, ops).is_err()).map(|(key, _)| *key).collect();
+    let ledger = |key: &usize| *key >= KEYS;
+    let losses: Vec<u64> = shots.iter().filter(|s| s.fired.fault.may_lose_writes()).map(|s| s.stamp).collect();
+    let lost: Vec<usize> =
+        failing.iter().copied().filter(ledger).filter(|k| lost_key(names, &keys[k], &losses)).collect();
+    let two: Vec<usize> =
+        keys.iter().filter(|(key, ops)| ledger(key) && two_owners(names, ops)).map(|(key, _)| *key).collect();
+    report.lost = lost.len();
+    report.two_owners = two.len();
+    if !lost.is_empty() || !two.is_empty() {
+        return Err(p1_failure(names, &keys, shots, &lost, &two));
+    }
+    match failing.first() {
+        Some(key) => Err(after_loss(names, *key, &keys[key], shots)
+            .unwrap_or_else(|| verdict::report(CHECK, names, *key, &keys[key]))),
+        None => Ok(()),
+    }
+}
+
+/// The failure of key `key`, whose history `ops` is not linearizable, when what went wrong came
+/// after a fault that may lose writes (a crash, a failover, a restart) and everything called
+/// before that fault is linearizable: the fault lost or changed what the store had acknowledged
+/// (P1), not a race (H1). `None` otherwise.
+fn after_loss(names: &Names, key: usize, ops: &[&Event], shots: &[Shot]) -> Option<Failure> {
+    let len = (1..=ops.len()).find(|n| linearizable(names, &ops[..*n]).is_err())?;
+    let wrong = ops[len - 1];
+    let (n, shot) =
+        shots.iter().enumerate().rfind(|(_, s)| s.fired.fault.may_lose_writes() && s.stamp <= wrong.called)?;
+    let before: Vec<&Event> = ops.iter().copied().filter(|e| e.called < shot.stamp).collect();
+    if linearizable(names, &before).is_err() {
+        return None;
+    }
+    let mut f = verdict::report(CHECK, names, key, &ops[..len]);
+    f.rule = Some(Rule::P1);
+    f.check_rule = Some(Rule::P1);
+    f.property = None;
+    f.step_rule = None;
+    f.problem = format!(
+        "k{key}: after fault {} ({}), {}; what the store had answered before it is explained by the specification, \
+         so the fault lost or changed a state the store acknowledged",
+        n + 1,
+        shot.fired,
+        names.show(wrong)
+    );
+    Some(f)
+}
+
+/// Most keys whose operations a P1 failure shows.
+const SHOWN_KEYS: usize = 4;
+
+/// The failure of a run that lost acknowledged confirmations (`lost`) or told two owners they
+/// hold one key (`two`).
+fn p1_failure(
+    names: &Names,
+    keys: &std::collections::BTreeMap<usize, Vec<&Event>>,
+    shots: &[Shot],
+    lost: &[usize],
+    two: &[usize],
+) -> Failure {
+    let list = |keys: &[usize]| {
+        let mut shown: Vec<String> = keys.iter().take(SHOWN_KEYS * 2).map(|k| format!("k{k}")).collect();
+        if keys.len() > shown.len() {
+            shown.push(format!("and {} more", keys.len() - shown.len()));
+        }
+        shown.join(", ")
+    };
+    let mut f = Failure::new(
+        CHECK,
+        Rule::P1,
+        format!(
+            "{} acknowledged confirmations lost ({}), and {} keys that two owners were each told they hold ({})",
+            lost.len(),
+            list(lost),
+            two.len(),
+            list(two)
+        ),
+    );
+    f.check_rule = Some(Rule::P1);
+    let named: BTreeSet<&usize> = lost.iter().chain(two).collect();
+    for key in named.iter().take(SHOWN_KEYS * 2) {
+        let ops = &keys[*key];
+        let Some(ack) = ops.iter().find(|e| acknowledged_confirmation(names, e)) else { continue };
+        let after = match shots.iter().position(|s| s.stamp > ack.returned && s.fired.fault.may_lose_writes()) {
+            Some(i) => format!("after fault {} ({})", i + 1, shots[i].fired),
+            None => "with no fault after it".to_owned(),
+        };
+        let what = if lost.contains(*key) { "lost" } else { "then told to another owner" };
+        f.context.push(format!("k{key}: the confirmation acknowledged at stamp {} was {what} {after}", ack.returned));
+    }
+    if named.len() > SHOWN_KEYS * 2 {
+        f.context.push(format!("and {} more keys", named.len() - SHOWN_KEYS * 2));
+    }
+    for key in named.into_iter().take(SHOWN_KEYS) {
+        let lines: Vec<String> = keys[key].iter().map(|e| format!("\n      {}", names.show(e))).collect();
+        f.transcript.push(format!("k{key}:{}", lines.concat()));
+    }
+    f
+}
+
+/// `failure`, with the faults fired, the run's figures, and the command that replays it.
+pub(super) fn with_faults(mut failure: Failure, report: &FaultReport) -> Failure {
+    failure.context.push(format!("fault run: {report}"));
+    for (i, fired) in report.fired.iter().enumerate() {
+        failure.context.push(format!("fault {}: {fired}", i + 1));
+    }
+    failure.replay = Some(format!(
+        "RESERVATION_CONFORMANCE_SEED={seed} cargo test {}   (or the test that ran this fault check)\n\
+         reservation conform … --seed {seed}   (through the driver: the command that ran, with this seed)",
+        failure.check,
+        seed = report.seed
+    ));
+    failure
+}
