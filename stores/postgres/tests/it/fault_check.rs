@@ -61,10 +61,19 @@ fn is_confirmed(h: &PostgresHarness, store: &PostgresStore<ManualClock>, scope: 
     }
 }
 
-/// The clusters `pg_lsclusters` lists.
+/// The clusters `pg_lsclusters` lists. It fails when a cluster it is reading is removed
+/// meanwhile (another test's harness dropping its own): then it is asked again, up to ten times.
 fn listed() -> String {
-    let out = std::process::Command::new("pg_lsclusters").arg("-h").output().expect("pg_lsclusters runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let mut failures = Vec::new();
+    while failures.len() < 10 {
+        let out = std::process::Command::new("pg_lsclusters").arg("-h").output().expect("pg_lsclusters runs");
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        failures.push(String::from_utf8_lossy(&out.stderr).into_owned());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("pg_lsclusters failed ten times: {failures:?}");
 }
 
 /// A cluster as the test sees it from outside: its name, its version, its log, its processes.
