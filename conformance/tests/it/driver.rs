@@ -285,7 +285,8 @@ fn python_bug_ttl_zero_refused_only_where_a_pending_is_written_is_caught_by_the_
             "reserve with the TTL 0, on a key another owner holds pending, live",
             "this request breaks D2",
             // The transcript: the key's setup by another owner, then the request.
-            "setup:\n      {\"hold\":\"attempt-1\",\"key\":\"c72\",\"now\":1000000,\"op\":\"reserve\",\"owner\":{\"aggregate_type\":\"rc-user\",\"id\":\"bob\"",
+            "setup:\n      {\"hold\":\"attempt-1\",\"key\":\"c",
+            "\"now\":1000000,\"op\":\"reserve\",\"owner\":{\"aggregate_type\":\"rc-user\",\"id\":\"bob\"",
             "\"ttl\":0}\n      answered Conflict",
         ],
     );
