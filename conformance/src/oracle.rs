@@ -1,8 +1,8 @@
 //! The oracle: runs operation scripts and raw inputs on a store and on the specification side by
 //! side. The differential check and fuzz targets drive it.
 //!
-//! [`ops()`] runs a script of [`Op`]s on a fresh store, comparing every outcome and, after every
-//! step, the lookup of every key; [`inputs`] runs one operation built from raw strings and numbers,
+//! [`ops()`] runs a script of [`Op`]s on a fresh store, comparing every outcome and the lookups
+//! of the keys it touched; [`inputs`] runs one operation built from raw strings and numbers,
 //! checking that every invalid one is a typed error that changes nothing.
 
 use std::fmt::Write as _;
@@ -133,7 +133,10 @@ impl Domain {
 }
 
 /// Runs `script` on a fresh store of `harness` and on the specification, comparing every outcome
-/// and the lookup of every key after every step; returns the rules the specification reported.
+/// and lookups: after each operation, of the key it worked on; after each clock move, each lookup
+/// step and the last step, of every key the script touched. A script that fails is run again,
+/// looking up every key after every step, so that its transcript stops at the first step after
+/// which any key differs. Returns the rules the specification reported.
 ///
 /// Indices name keys, scopes, owners and holds that differ in one field or one byte, so that a
 /// store comparing loosely, or joining scopes that differ, fails. A key index names one of 8
@@ -171,13 +174,20 @@ pub fn ops<H: Harness>(harness: &H, script: &[Op]) -> Result<RuleSet, Failure> {
     }
 }
 
+/// One run of `script`. The quiet run (`record` off) looks up, after each operation, the key it
+/// worked on, and every key the script touched after each clock move, each lookup step and the
+/// last step: a key that a step on another key changed differs there at the latest. The run
+/// that records a transcript, made once the quiet one failed, looks up every key after every
+/// step, so that it stops at the first step after which any key differs.
 fn run<H: Harness>(harness: &H, script: &[Op], record: bool) -> Result<RuleSet, Failure> {
     let d = Domain::new(unique_namespace("rc-script"));
     let mut s = Session::new(harness, "differential", None);
     s.set_recording(record);
+    s.set_lookup_all(record);
     for op in script {
         apply(&mut s, &d, *op)?;
     }
+    s.check_lookups()?;
     Ok(s.reached())
 }
 

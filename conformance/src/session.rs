@@ -288,29 +288,42 @@ impl<'h, H: Harness> Session<'h, H> {
         self.steps += 1;
         let now = self.decision_instant();
         let i = self.watch(scope, key);
-        let before = self.slots.get(i).and_then(|s| s.state.clone());
-        let (rule, ok, exp_text) = match &expected {
-            Ok(step) => (step.rule, matches!(&actual, Ok(o) if *o == step.outcome), format!("{:?}", step.outcome)),
-            Err(errs) => (
-                Rule::D6,
-                matches!(&actual, Err(StoreError::Invalid(e)) if errs.contains(e)),
-                match errs.as_slice() {
+        let (rule, ok) = match &expected {
+            Ok(step) => (step.rule, matches!(&actual, Ok(o) if *o == step.outcome)),
+            Err(errs) => (Rule::D6, matches!(&actual, Err(StoreError::Invalid(e)) if errs.contains(e))),
+        };
+        // The key before the step, kept to explain a failure: a session that records keeps it
+        // for the lookups that follow; one that does not (a quiet run, replayed recording when
+        // it fails) needs it only for a wrong answer.
+        let before = if self.record || !ok { self.slots.get(i).and_then(|s| s.state.clone()) } else { None };
+        self.reached.insert(rule);
+        // The step's text, written only when it is shown.
+        let (exp_text, act_text) = if self.record || !ok {
+            let exp_text = match &expected {
+                Ok(step) => format!("{:?}", step.outcome),
+                Err(errs) => match errs.as_slice() {
                     [one] => format!("Invalid({one:?})"),
                     many => format!("Invalid(one of {many:?})"),
                 },
-            ),
+            };
+            (exp_text, show_result(&actual))
+        } else {
+            (String::new(), String::new())
         };
-        self.reached.insert(rule);
         let label = if self.record { self.scope_label(scope) } else { String::new() };
-        let act_text = show_result(&actual);
         // A wrong answer that the specification gives on a misread value is that misreading's.
         let misread =
             if ok || expected.is_err() { None } else { explain_outcome(before.as_ref(), now, operation, &actual) };
+        let record = self.record;
         if let (Ok(step), Some(slot)) = (expected, self.slots.get_mut(i)) {
             slot.state = step.next;
             slot.last_rule = Some(step.rule);
-            let operation = operation.map(AggregateRef::clone, HoldId::clone);
-            slot.last = Some(LastStep { before, at: now, operation, step: self.steps });
+            slot.last = record.then(|| LastStep {
+                before,
+                at: now,
+                operation: operation.map(AggregateRef::clone, HoldId::clone),
+                step: self.steps,
+            });
         }
         if self.record || !ok {
             let state = show_state(spec::lookup(self.state(scope, key), now));
