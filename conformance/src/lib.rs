@@ -251,6 +251,7 @@ pub mod services;
 mod session;
 mod settings;
 mod show;
+pub mod tiers;
 pub mod vectors;
 mod verdict;
 #[doc(hidden)]

@@ -233,37 +233,6 @@ fn conform_sqlite_runs_the_suite_on_a_scratch_file() {
 }
 
 #[test]
-fn conform_redis_runs_the_suite_and_the_durable_check_or_says_why_not() {
-    let o = reservation(&["conform", "redis"]);
-    let out = text(&o);
-    if out.contains("RedisStore: DOES NOT CONFORM: no server at") {
-        assert_eq!(o.status.code(), Some(1), "{out}");
-        assert!(!reservation_conformance::services::services_required(), "no Redis server answered:\n{out}");
-        return;
-    }
-    assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("RedisStore: conforms"), "{out}");
-    assert!(out.contains("RedisStore on an append-only redis-server: conforms"), "{out}");
-    assert!(out.contains("ok      p1_durable"), "the durable check did not run:\n{out}");
-}
-
-#[test]
-fn conform_postgres_runs_the_suite_or_says_why_not() {
-    let o = reservation(&["conform", "postgres"]);
-    let out = text(&o);
-    if out.contains("PostgresStore: DOES NOT CONFORM: no server at") {
-        // Asked for by name, a missing server is a failure; the workspace's own PostgreSQL
-        // tests say whether one was required.
-        assert_eq!(o.status.code(), Some(1), "{out}");
-        assert!(!reservation_conformance::services::services_required(), "no PostgreSQL server answered:\n{out}");
-        return;
-    }
-    assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("PostgresStore: conforms"), "{out}");
-    assert!(out.contains("p1_durable"), "the durable check did not run:\n{out}");
-}
-
-#[test]
 fn conform_all_without_servers_skips_their_stores_saying_so() {
     let run = |required: bool| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_reservation"));
@@ -796,4 +765,81 @@ fn conform_command_crash_check_catches_a_recovery_bug_and_the_seed_replays_it() 
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("rule D10 broken") && out.contains("clock went back across the crash"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Fails unless every check `out` reports starts with one of `prefixes`.
+fn assert_only_ran(out: &str, prefixes: &[&str]) {
+    let ran = out.lines().filter_map(|line| line.split("ok      ").nth(1)).filter_map(|rest| rest.split(' ').next());
+    for check in ran {
+        assert!(prefixes.iter().any(|p| check.starts_with(p)), "{check} ran, not asked for:\n{out}");
+    }
+}
+
+/// `reservation conform STORE ARGS…` against the server the store's tests use: its output once it
+/// exited 0, or `None` when no server answered (a failure under `RESERVATION_REQUIRE_SERVICES=1`).
+fn conform_on_server(store: &str, name: &str, service: &str, args: &[&str]) -> Option<String> {
+    let o = reservation(&[&["conform", store], args].concat());
+    let out = text(&o);
+    if out.contains(&format!("{name}: DOES NOT CONFORM: no server at")) {
+        // Asked for by name, a missing server is a failure; the workspace's own store tests say
+        // whether one was required.
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        assert!(!reservation_conformance::services::services_required(), "no {service} server answered:\n{out}");
+        return None;
+    }
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains(&format!("{name}: conforms")), "{out}");
+    Some(out)
+}
+
+#[test]
+fn conform_redis_runs_the_checks_asked_for_and_the_durable_check_or_says_why_not() {
+    let Some(out) = conform_on_server("redis", "RedisStore", "Redis", &["--only", "r1_", "--only", "p1_"]) else {
+        return;
+    };
+    assert!(out.contains("RedisStore on an append-only redis-server: conforms"), "{out}");
+    assert!(out.contains("ok      p1_durable"), "the durable check did not run:\n{out}");
+    assert!(out.contains("ok      r1_"), "the check asked for did not run:\n{out}");
+    assert_only_ran(&out, &["r1_", "p1_"]);
+}
+
+#[test]
+fn conform_postgres_runs_the_checks_asked_for_and_the_durable_check_or_says_why_not() {
+    let Some(out) = conform_on_server("postgres", "PostgresStore", "PostgreSQL", &["--only", "r1_", "--only", "p1_"])
+    else {
+        return;
+    };
+    assert!(out.contains("p1_durable"), "the durable check did not run:\n{out}");
+    assert!(out.contains("ok      r1_"), "the check asked for did not run:\n{out}");
+    assert_only_ran(&out, &["r1_", "p1_"]);
+}
+
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    use super::*;
+
+    #[test]
+    fn conform_redis_runs_the_whole_suite_and_the_durable_check_or_says_why_not() {
+        if !reservation_conformance::tiers::long_tier(
+            "commands::long::conform_redis_runs_the_whole_suite_and_the_durable_check_or_says_why_not",
+        ) {
+            return;
+        }
+        let Some(out) = conform_on_server("redis", "RedisStore", "Redis", &[]) else { return };
+        assert!(out.contains("RedisStore on an append-only redis-server: conforms"), "{out}");
+        assert!(out.contains("ok      p1_durable"), "the durable check did not run:\n{out}");
+        assert!(out.contains("differential"), "the differential check did not run:\n{out}");
+    }
+
+    #[test]
+    fn conform_postgres_runs_the_whole_suite_or_says_why_not() {
+        if !reservation_conformance::tiers::long_tier(
+            "commands::long::conform_postgres_runs_the_whole_suite_or_says_why_not",
+        ) {
+            return;
+        }
+        let Some(out) = conform_on_server("postgres", "PostgresStore", "PostgreSQL", &[]) else { return };
+        assert!(out.contains("p1_durable"), "the durable check did not run:\n{out}");
+        assert!(out.contains("differential"), "the differential check did not run:\n{out}");
+    }
 }

@@ -850,23 +850,6 @@ fn the_committed_regression_seeds_catch_their_broken_stores_without_a_new_script
     }
 }
 
-/// The catch rates of two races at the default settings, over 20 runs each: a tight
-/// read-then-write (no pause between the read and the write), and a clock read before the lock;
-/// prints them. A measurement, run on demand (`taskset -c 0` in front for one core):
-/// `cargo test --release -p reservation-conformance --test it catch_rate_at_the_defaults -- --ignored --nocapture`.
-#[test]
-#[ignore = "a measurement of about 20 seconds; run it with --ignored"]
-fn catch_rate_at_the_defaults() {
-    for bug in [Bug::ReadThenWriteTight, Bug::ClockBeforeLock] {
-        let harness = BrokenHarness(bug);
-        let caught = (0..20)
-            .filter(|_| reservation_conformance::checks::linearizability(&harness, &settings()).is_err())
-            .count();
-        println!("{bug:?} caught in {caught} of 20 runs at the default settings");
-        assert!(caught >= 19, "{bug:?} caught in only {caught} of 20 runs");
-    }
-}
-
 /// A failure's headline names the rule that decided the failing step, not the check's: a release
 /// bug met by the confirm check c6 reads "rule L5 broken" (it read "rule C6 broken"), with the
 /// check's rule as context.
@@ -1163,4 +1146,28 @@ fn a_stale_read_is_reported_as_the_one_cause_most_failures_share() {
     assert_eq!(text.lines().nth(1), Some(cause.as_str()), "the report leads with it:\n{text}");
     let rules: BTreeSet<Option<Rule>> = report.failures().map(|f| f.rule).collect();
     assert!(rules.len() > 3, "the failures' own headlines name several rules: {rules:?}");
+}
+
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    use super::*;
+
+    /// The catch rates of two races at the default settings, over 20 runs each: a tight
+    /// read-then-write (no pause between the read and the write), and a clock read before the lock;
+    /// prints them. A measurement, run on demand (`taskset -c 0` in front for one core):
+    /// `RESERVATION_LONG_TIER=1 cargo test --release -p reservation-conformance --test it catch_rate_at_the_defaults -- --nocapture`.
+    #[test]
+    fn catch_rate_at_the_defaults() {
+        if !reservation_conformance::tiers::long_tier("broken_stores::long::catch_rate_at_the_defaults") {
+            return;
+        }
+        for bug in [Bug::ReadThenWriteTight, Bug::ClockBeforeLock] {
+            let harness = BrokenHarness(bug);
+            let caught = (0..20)
+                .filter(|_| reservation_conformance::checks::linearizability(&harness, &settings()).is_err())
+                .count();
+            println!("{bug:?} caught in {caught} of 20 runs at the default settings");
+            assert!(caught >= 19, "{bug:?} caught in only {caught} of 20 runs");
+        }
+    }
 }

@@ -13,6 +13,7 @@ mod oracle;
 mod schema;
 mod services;
 mod shared_cause;
+mod tiers;
 mod tokio_store;
 mod vectors;
 mod wal;

@@ -436,149 +436,202 @@ fn the_same_seed_crashes_at_the_same_points() {
     assert_eq!(one.report.keys, two.report.keys);
 }
 
-/// The same log store in Python behind the driver (`adapters/python/wal_store.py`), with its
-/// recovery bugs: the crash check reaches them through the protocol, the crash caused by a
-/// command (SIGUSR1 to the adapter), as `reservation conform --fault crash=…` causes it.
-mod through_the_driver {
-    use reservation_conformance::crashes::{CrashRun, CrashSettings, run};
-    use reservation_conformance::driver::CommandHarness;
-    use reservation_conformance::faults::Fault;
-    use reservation_conformance::services::service;
-    use reservation_store::rules::Rule;
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    /// The same log store in Python behind the driver (`adapters/python/wal_store.py`), with its
+    /// recovery bugs: the crash check reaches them through the protocol, the crash caused by a
+    /// command (SIGUSR1 to the adapter), as `reservation conform --fault crash=…` causes it.
+    mod through_the_driver {
+        use reservation_conformance::crashes::{CrashRun, CrashSettings, run};
+        use reservation_conformance::driver::CommandHarness;
+        use reservation_conformance::faults::Fault;
+        use reservation_conformance::services::service;
+        use reservation_store::rules::Rule;
 
-    const WAL_STORE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters/python/wal_store.py");
+        const WAL_STORE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters/python/wal_store.py");
 
-    /// The crash check of the Python log store with `bug` (`""`: none) on `seed`; `None` without
-    /// python3.
-    fn crash_run(bug: &str, seed: u64) -> Option<CrashRun> {
-        let present = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
-        service(
-            "python3 (for the Python log store behind the driver)",
-            if present { Ok(()) } else { Err("not installed") },
-        )?;
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let pid = dir.path().join("pid");
-        let pid = pid.display().to_string();
-        let adapter = format!("echo $$ > {pid}; RESERVATION_WAL_BUG={bug} exec python3 {WAL_STORE}");
-        let harness = CommandHarness::start(&adapter).expect("the Python log store starts");
-        // The adapter wrote its process id before it answered hello: the crash is one signal.
-        let id = std::fs::read_to_string(dir.path().join("pid")).expect("the adapter's process id");
-        let harness = harness.with_fault(Fault::Crash, format!("kill -USR1 {}", id.trim()));
-        Some(run(&harness, &CrashSettings::default().with_seed(seed)))
-    }
+        /// The crash check of the Python log store with `bug` (`""`: none) on `seed`; `None` without
+        /// python3.
+        fn crash_run(bug: &str, seed: u64) -> Option<CrashRun> {
+            let present =
+                std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+            service(
+                "python3 (for the Python log store behind the driver)",
+                if present { Ok(()) } else { Err("not installed") },
+            )?;
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let pid = dir.path().join("pid");
+            let pid = pid.display().to_string();
+            let adapter = format!("echo $$ > {pid}; RESERVATION_WAL_BUG={bug} exec python3 {WAL_STORE}");
+            let harness = CommandHarness::start(&adapter).expect("the Python log store starts");
+            // The adapter wrote its process id before it answered hello: the crash is one signal.
+            let id = std::fs::read_to_string(dir.path().join("pid")).expect("the adapter's process id");
+            let harness = harness.with_fault(Fault::Crash, format!("kill -USR1 {}", id.trim()));
+            Some(run(&harness, &CrashSettings::default().with_seed(seed)))
+        }
 
-    /// Seeds each variant runs through the driver.
-    const SEEDS: u64 = 20;
+        /// Seeds each variant runs through the driver.
+        const SEEDS: u64 = 20;
 
-    /// The runs of `bug` on every seed, four at once.
-    fn runs(bug: &'static str) -> Option<Vec<CrashRun>> {
-        let seeds: Vec<u64> = (1..=SEEDS).collect();
-        let runs: Vec<Option<CrashRun>> = std::thread::scope(|s| {
-            let handles: Vec<_> = seeds
-                .chunks(SEEDS.div_ceil(4) as usize)
-                .map(|chunk| s.spawn(move || chunk.iter().map(|&seed| crash_run(bug, seed)).collect::<Vec<_>>()))
-                .collect();
-            handles.into_iter().flat_map(|h| h.join().expect("a crash run does not panic")).collect()
-        });
-        runs.into_iter().collect()
-    }
+        /// The runs of `bug` on every seed, four at once.
+        fn runs(bug: &'static str) -> Option<Vec<CrashRun>> {
+            let seeds: Vec<u64> = (1..=SEEDS).collect();
+            let runs: Vec<Option<CrashRun>> = std::thread::scope(|s| {
+                let handles: Vec<_> = seeds
+                    .chunks(SEEDS.div_ceil(4) as usize)
+                    .map(|chunk| s.spawn(move || chunk.iter().map(|&seed| crash_run(bug, seed)).collect::<Vec<_>>()))
+                    .collect();
+                handles.into_iter().flat_map(|h| h.join().expect("a crash run does not panic")).collect()
+            });
+            runs.into_iter().collect()
+        }
 
-    /// Every seed's run of `bug` fails with `rule`, naming the field. Through a process boundary a
-    /// crash lands as soon as a signal is handled, which a loaded machine can delay past the
-    /// store's 5 ms commit: a seed whose run passed is run again, twice at most, before it counts
-    /// as missed (on a quiet machine every seed catches every bug the first time: RELIABILITY.md).
-    fn caught(bug: &'static str, rule: Rule, field: &str) {
-        let Some(runs) = runs(bug) else { return };
-        let mut again = 0;
-        for mut run in runs {
-            let seed = run.report.seed;
-            while run.verdict.is_ok() && again < 2 {
-                again += 1;
-                run = crash_run(bug, seed).expect("python3 ran a moment ago");
+        /// Every seed's run of `bug` fails with `rule`, naming the field. Through a process boundary a
+        /// crash lands as soon as a signal is handled, which a loaded machine can delay past the
+        /// store's 5 ms commit: a seed whose run passed is run again, twice at most, before it counts
+        /// as missed (on a quiet machine every seed catches every bug the first time: RELIABILITY.md).
+        fn caught(bug: &'static str, rule: Rule, field: &str) {
+            let Some(runs) = runs(bug) else { return };
+            let mut again = 0;
+            for mut run in runs {
+                let seed = run.report.seed;
+                while run.verdict.is_ok() && again < 2 {
+                    again += 1;
+                    run = crash_run(bug, seed).expect("python3 ran a moment ago");
+                }
+                let failure = run.verdict.as_ref().expect_err(&format!("{bug} passed on seed {seed}: {}", run.report));
+                let text = failure.to_string();
+                assert_eq!(failure.rule, Some(rule), "{bug}, seed {seed}:\n{text}");
+                assert!(text.contains("after crash") && text.contains(field), "{bug}, seed {seed}:\n{text}");
             }
-            let failure = run.verdict.as_ref().expect_err(&format!("{bug} passed on seed {seed}: {}", run.report));
-            let text = failure.to_string();
-            assert_eq!(failure.rule, Some(rule), "{bug}, seed {seed}:\n{text}");
-            assert!(text.contains("after crash") && text.contains(field), "{bug}, seed {seed}:\n{text}");
+            eprintln!("{bug}: caught on every one of {SEEDS} seeds through the driver, {again} run again");
         }
-        eprintln!("{bug}: caught on every one of {SEEDS} seeds through the driver, {again} run again");
-    }
 
-    #[test]
-    fn p1_the_correct_python_log_store_passes_on_every_seed() {
-        let Some(runs) = runs("") else { return };
-        for run in &runs {
-            if let Err(f) = &run.verdict {
-                panic!("seed {}: {f}", run.report.seed);
+        #[test]
+        fn p1_the_correct_python_log_store_passes_on_every_seed() {
+            if !reservation_conformance::tiers::long_tier(
+                "wal::long::through_the_driver::p1_the_correct_python_log_store_passes_on_every_seed",
+            ) {
+                return;
             }
-            assert!(run.report.count(reservation_conformance::crashes::CrashKind::Crash) >= 4, "{}", run.report);
+            let Some(runs) = runs("") else { return };
+            for run in &runs {
+                if let Err(f) = &run.verdict {
+                    panic!("seed {}: {f}", run.report.seed);
+                }
+                assert!(run.report.count(reservation_conformance::crashes::CrashKind::Crash) >= 4, "{}", run.report);
+            }
         }
-    }
 
-    /// A crash command that kills the adapter itself: the check ends at once with the adapter's
-    /// failure, rather than waiting out its recovery time for a store that can no longer answer.
-    #[test]
-    fn an_adapter_killed_by_its_crash_command_ends_the_check_at_once() {
-        if crash_run("", 1).is_none() {
-            return;
+        /// A crash command that kills the adapter itself: the check ends at once with the adapter's
+        /// failure, rather than waiting out its recovery time for a store that can no longer answer.
+        #[test]
+        fn an_adapter_killed_by_its_crash_command_ends_the_check_at_once() {
+            if !reservation_conformance::tiers::long_tier(
+                "wal::long::through_the_driver::an_adapter_killed_by_its_crash_command_ends_the_check_at_once",
+            ) {
+                return;
+            }
+            if crash_run("", 1).is_none() {
+                return;
+            }
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let pid = dir.path().join("pid").display().to_string();
+            let adapter = format!("echo $$ > {pid}; exec python3 {WAL_STORE}");
+            let harness = CommandHarness::start(&adapter).expect("the Python log store starts");
+            let id = std::fs::read_to_string(&pid).expect("the adapter's process id");
+            let harness = harness.with_fault(Fault::Crash, format!("kill -KILL {}", id.trim()));
+            let started = std::time::Instant::now();
+            let run = run(&harness, &CrashSettings::default().with_seed(1));
+            let failure = run.verdict.expect_err("a dead adapter passed");
+            assert!(failure.is_protocol(), "{failure}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(5), "the check took {:?}", started.elapsed());
+
+            // The fault check too: its nemesis stops waiting for a store that can no longer answer.
+            let harness = CommandHarness::start(&adapter).expect("the Python log store starts");
+            let id = std::fs::read_to_string(&pid).expect("the adapter's process id");
+            let harness = harness.with_fault(Fault::Crash, format!("kill -KILL {}", id.trim()));
+            let started = std::time::Instant::now();
+            let settings = reservation_conformance::faults::FaultSettings::default().with_faults(&[Fault::Crash]);
+            let run = reservation_conformance::faults::run(&harness, &settings);
+            let failure = run.verdict.expect_err("a dead adapter passed the fault check");
+            assert!(failure.is_protocol(), "{failure}");
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(8),
+                "the fault check took {:?}",
+                started.elapsed()
+            );
         }
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let pid = dir.path().join("pid").display().to_string();
-        let adapter = format!("echo $$ > {pid}; exec python3 {WAL_STORE}");
-        let harness = CommandHarness::start(&adapter).expect("the Python log store starts");
-        let id = std::fs::read_to_string(&pid).expect("the adapter's process id");
-        let harness = harness.with_fault(Fault::Crash, format!("kill -KILL {}", id.trim()));
-        let started = std::time::Instant::now();
-        let run = run(&harness, &CrashSettings::default().with_seed(1));
-        let failure = run.verdict.expect_err("a dead adapter passed");
-        assert!(failure.is_protocol(), "{failure}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(5), "the check took {:?}", started.elapsed());
 
-        // The fault check too: its nemesis stops waiting for a store that can no longer answer.
-        let harness = CommandHarness::start(&adapter).expect("the Python log store starts");
-        let id = std::fs::read_to_string(&pid).expect("the adapter's process id");
-        let harness = harness.with_fault(Fault::Crash, format!("kill -KILL {}", id.trim()));
-        let started = std::time::Instant::now();
-        let settings = reservation_conformance::faults::FaultSettings::default().with_faults(&[Fault::Crash]);
-        let run = reservation_conformance::faults::run(&harness, &settings);
-        let failure = run.verdict.expect_err("a dead adapter passed the fault check");
-        assert!(failure.is_protocol(), "{failure}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(8), "the fault check took {:?}", started.elapsed());
-    }
+        #[test]
+        fn p1_python_ack_before_write_is_caught() {
+            if !reservation_conformance::tiers::long_tier(
+                "wal::long::through_the_driver::p1_python_ack_before_write_is_caught",
+            ) {
+                return;
+            }
+            caught("ack-before-write", Rule::P1, "gone");
+        }
 
-    #[test]
-    fn p1_python_ack_before_write_is_caught() {
-        caught("ack-before-write", Rule::P1, "gone");
-    }
+        #[test]
+        fn p1_python_drop_last_record_is_caught() {
+            if !reservation_conformance::tiers::long_tier(
+                "wal::long::through_the_driver::p1_python_drop_last_record_is_caught",
+            ) {
+                return;
+            }
+            caught("drop-last-record", Rule::P1, "gone");
+        }
 
-    #[test]
-    fn p1_python_drop_last_record_is_caught() {
-        caught("drop-last-record", Rule::P1, "gone");
-    }
+        #[test]
+        fn p1_python_skip_duplicate_is_caught() {
+            if !reservation_conformance::tiers::long_tier(
+                "wal::long::through_the_driver::p1_python_skip_duplicate_is_caught",
+            ) {
+                return;
+            }
+            caught("skip-duplicate", Rule::P1, "the version changed");
+        }
 
-    #[test]
-    fn p1_python_skip_duplicate_is_caught() {
-        caught("skip-duplicate", Rule::P1, "the version changed");
-    }
+        #[test]
+        fn p1_python_log_requested_version_is_caught() {
+            if !reservation_conformance::tiers::long_tier(
+                "wal::long::through_the_driver::p1_python_log_requested_version_is_caught",
+            ) {
+                return;
+            }
+            caught("log-requested-version", Rule::P1, "the version changed");
+        }
 
-    #[test]
-    fn p1_python_log_requested_version_is_caught() {
-        caught("log-requested-version", Rule::P1, "the version changed");
-    }
+        #[test]
+        fn d10_python_clock_not_restored_is_caught() {
+            if !reservation_conformance::tiers::long_tier(
+                "wal::long::through_the_driver::d10_python_clock_not_restored_is_caught",
+            ) {
+                return;
+            }
+            caught("clock-not-restored", Rule::D10, "clock went back across the crash");
+        }
 
-    #[test]
-    fn d10_python_clock_not_restored_is_caught() {
-        caught("clock-not-restored", Rule::D10, "clock went back across the crash");
-    }
+        #[test]
+        fn p1_python_join_from_old_expiry_is_caught() {
+            if !reservation_conformance::tiers::long_tier(
+                "wal::long::through_the_driver::p1_python_join_from_old_expiry_is_caught",
+            ) {
+                return;
+            }
+            caught("join-from-old-expiry", Rule::P1, "the expiry changed");
+        }
 
-    #[test]
-    fn p1_python_join_from_old_expiry_is_caught() {
-        caught("join-from-old-expiry", Rule::P1, "the expiry changed");
-    }
-
-    #[test]
-    fn p1_python_unlock_before_durable_is_caught() {
-        caught("unlock-before-durable", Rule::P1, "after crash");
+        #[test]
+        fn p1_python_unlock_before_durable_is_caught() {
+            if !reservation_conformance::tiers::long_tier(
+                "wal::long::through_the_driver::p1_python_unlock_before_durable_is_caught",
+            ) {
+                return;
+            }
+            caught("unlock-before-durable", Rule::P1, "after crash");
+        }
     }
 }
 

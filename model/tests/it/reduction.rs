@@ -58,19 +58,6 @@ fn reduced_and_unreduced_checks_agree_with_every_assumption() {
 }
 
 #[test]
-fn reduced_and_unreduced_checks_agree_with_each_assumption_dropped() {
-    for config in small_configurations() {
-        for a in Assumption::ALL {
-            let (reduced, unreduced) = compare(config.dropping(a));
-            // Eager steps are argued with every assumption: without one, symmetry alone reduces.
-            assert!(reduced.text().contains("symmetry on\n"), "{a}: {}", reduced.text());
-            // Where the full check finds a counterexample to something, so does the reduced one.
-            assert_eq!(reduced.failures().len(), unreduced.failures().len(), "{a}");
-        }
-    }
-}
-
-#[test]
 fn each_dropped_assumption_gives_a_counterexample_in_the_reduced_check() {
     for a in Assumption::ALL {
         let report = check(ModelConfig::small().dropping(a), full(true));
@@ -86,4 +73,25 @@ fn the_comparison_catches_a_reduction_that_changes_a_verdict() {
     let right = check(config, full(false));
     assert!(difference(&wrong, &right).is_some());
     assert!(difference(&right, &right).is_none());
+}
+
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    use super::*;
+
+    #[test]
+    fn reduced_and_unreduced_checks_agree_with_each_assumption_dropped() {
+        if !crate::long_tier("reduction::long::reduced_and_unreduced_checks_agree_with_each_assumption_dropped") {
+            return;
+        }
+        for config in small_configurations() {
+            for a in Assumption::ALL {
+                let (reduced, unreduced) = compare(config.dropping(a));
+                // Eager steps are argued with every assumption: without one, symmetry alone reduces.
+                assert!(reduced.text().contains("symmetry on\n"), "{a}: {}", reduced.text());
+                // Where the full check finds a counterexample to something, so does the reduced one.
+                assert_eq!(reduced.failures().len(), unreduced.failures().len(), "{a}");
+            }
+        }
+    }
 }

@@ -144,144 +144,6 @@ fn eventually(mut done: impl FnMut() -> bool) -> bool {
     true
 }
 
-#[test]
-fn each_fault_is_caused_and_the_store_finds_its_way_back() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    let Some(h) = cluster(Replication::Synchronous) else { return };
-    assert_eq!(h.faults(), [Fault::CutConnections, Fault::Crash, Fault::Pause, Fault::Failover]);
-    let store = h.store(ManualClock::new(START));
-    let scope = scope("each-fault");
-    let app = h.options().application_name.clone();
-    let sessions_sql = format!("SELECT pid::text FROM pg_stat_activity WHERE application_name = '{app}'");
-    for (i, fault) in
-        [Fault::CutConnections, Fault::Pause, Fault::Crash, Fault::Failover, Fault::Crash].into_iter().enumerate()
-    {
-        let key = format!("before-{i}-{fault}");
-        h.runtime().block_on(confirm(&store, &scope, &key)).expect("confirmed before the fault");
-        let (port, primary) = (h.primary_port().expect("a port"), Outside::of(&h.clusters()[0]));
-        let (processes, sessions) = (primary.processes(), query(&h, port, &sessions_sql));
-        let (crashes, sender_stopped, all_stopped, watching) = (
-            primary.logged("automatic recovery in progress"),
-            AtomicBool::new(false),
-            AtomicBool::new(false),
-            AtomicBool::new(true),
-        );
-        let start = Instant::now();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                while watching.load(Ordering::SeqCst) {
-                    let now = primary.processes();
-                    if !now.is_empty() && now.iter().all(|(_, state, _)| *state == 'T') {
-                        all_stopped.store(true, Ordering::SeqCst);
-                    }
-                    if now.iter().any(|(_, state, sender)| *sender && *state == 'T') {
-                        sender_stopped.store(true, Ordering::SeqCst);
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            });
-            h.inject(fault).unwrap_or_else(|e| panic!("{fault}: {}", error_chain(&e)));
-            watching.store(false, Ordering::SeqCst);
-        });
-        eprintln!("{fault}: caused in {:?}", start.elapsed());
-        let gone = |pids: &[(u32, char, bool)]| !primary.processes().iter().any(|p| pids.iter().any(|q| q.0 == p.0));
-        match fault {
-            Fault::CutConnections => {
-                assert!(!sessions.is_empty(), "the store had no session to cut");
-                let ended = eventually(|| query(&h, port, &sessions_sql).iter().all(|pid| !sessions.contains(pid)));
-                assert!(ended, "a session of the store outlived the cut");
-            }
-            Fault::Pause => {
-                assert!(all_stopped.load(Ordering::SeqCst), "the cluster's processes were never all stopped");
-                assert!(
-                    eventually(|| primary.processes().iter().all(|(_, state, _)| *state != 'T')),
-                    "a process stayed stopped"
-                );
-            }
-            Fault::Crash => {
-                assert!(gone(&processes), "a process of the crashed server lived on");
-                assert_eq!(primary.logged("automatic recovery in progress"), crashes + 1, "no crash recovery");
-            }
-            _ => {
-                assert!(sender_stopped.load(Ordering::SeqCst), "the standby never fell behind: no WAL sender stopped");
-                assert!(!all_stopped.load(Ordering::SeqCst), "the whole primary was stopped, not its WAL senders");
-                assert_ne!(h.primary_port(), Some(port), "the primary did not change");
-                assert!(primary.processes().is_empty(), "the old primary still runs");
-                assert_eq!(Outside::of(&h.clusters()[0]).logged("received promote request"), 1, "no promotion");
-            }
-        }
-        if h.faults().contains(&Fault::Failover) {
-            let sql =
-                "SELECT count(*)::text FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = 'sync'";
-            assert_eq!(query(&h, port, sql), ["1"], "{fault}: the standby does not stream again");
-        }
-        assert!(is_confirmed(&h, &store, &scope, &key), "{fault} lost an acknowledged confirmation");
-    }
-    assert_eq!(h.faults(), [Fault::CutConnections, Fault::Crash, Fault::Pause], "a second failover was offered");
-    let error = h.inject(Fault::Failover).expect_err("a failover with no standby left");
-    assert!(error.message().contains("cannot cause"), "{}", error_chain(&error));
-}
-
-#[test]
-fn clusters_are_removed_when_the_harness_drops() {
-    let start = Instant::now();
-    let Some(h) = cluster(Replication::Asynchronous) else { return };
-    let made = start.elapsed();
-    let names = h.clusters();
-    assert_eq!(names.len(), 2, "{names:?}");
-    let before = listed();
-    for name in &names {
-        assert!(before.contains(name.as_str()), "{name} is not listed:\n{before}");
-    }
-    let start = Instant::now();
-    drop(h);
-    eprintln!("a primary and its standby: made in {made:?}, removed in {:?}", start.elapsed());
-    let after = listed();
-    for name in &names {
-        assert!(!after.contains(name.as_str()), "{name} is still listed:\n{after}");
-    }
-}
-
-#[test]
-fn the_store_follows_a_failover_through_its_connection_string() {
-    let Some(h) = cluster(Replication::Synchronous) else { return };
-    let store = h.store(ManualClock::new(START));
-    let scope = scope("follows");
-    // Every pooled connection is open, to the primary.
-    std::thread::scope(|s| {
-        for i in 0..8 {
-            let (h, store, scope) = (&h, &store, &scope);
-            s.spawn(move || h.runtime().block_on(confirm(store, scope, &format!("before-{i}"))).expect("confirmed"));
-        }
-    });
-    let connections = store.connections();
-    assert!(connections > 1, "{connections} connections");
-    let old = h.primary_port();
-    h.inject(Fault::Failover).unwrap_or_else(|e| panic!("{}", error_chain(&e)));
-    assert_ne!(h.primary_port(), old, "the primary did not change");
-    // A connection to the dead primary fails at most once and is dropped; the next one made
-    // reaches the promoted standby.
-    let mut failures = 0;
-    while let Err(e) = h.runtime().block_on(confirm(&store, &scope, "after")) {
-        failures += 1;
-        assert!(failures <= connections, "{failures} failures, more than the pool's connections: {}", error_chain(&e));
-    }
-    eprintln!("after the failover: {failures} failed operations, then the store worked");
-    for i in 0..8 {
-        assert!(is_confirmed(&h, &store, &scope, &format!("before-{i}")), "a synchronous failover lost a confirmation");
-    }
-    let app = h.options().application_name.clone();
-    let sessions = h.runtime().block_on(async {
-        let url = format!("host=127.0.0.1 port={} user=postgres dbname=postgres", h.primary_port().expect("a port"));
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("the new primary");
-        tokio::spawn(connection);
-        let sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1";
-        client.query_one(sql, &[&app]).await.expect("counted").get::<_, i64>(0)
-    });
-    assert!(sessions > 0, "the store has no session on the promoted standby");
-}
-
 /// Run only by [`clusters_left_by_an_ended_process_are_removed_by_the_next_harness`], in a
 /// process of its own: makes a harness, prints its clusters' names, and ends the process without
 /// dropping it, as a test process killed mid-run would.
@@ -291,44 +153,6 @@ fn leave_a_cluster_behind() {
     let h = PostgresHarness::on_cluster(Replication::None, options()).expect("a cluster");
     println!("left behind: {}", h.clusters().join(" "));
     std::process::exit(0);
-}
-
-#[test]
-fn clusters_left_by_an_ended_process_are_removed_by_the_next_harness() {
-    // A cluster of this live process: kept.
-    let Some(kept) = cluster(Replication::None) else { return };
-    let version = Outside::of(&kept.clusters()[0]).version;
-    // A cluster of a test process that ended without dropping its harness.
-    let exe = std::env::current_exe().expect("the test binary");
-    let out = std::process::Command::new(exe)
-        .args(["--ignored", "--exact", "fault_check::leave_a_cluster_behind", "--nocapture"])
-        .output()
-        .expect("the test binary runs");
-    let said = String::from_utf8_lossy(&out.stdout);
-    let left = said.lines().find_map(|l| l.strip_prefix("left behind: ")).expect("a name").to_owned();
-    // A cluster named for this process's id but another start: its process ended, and the id
-    // was given again. (Another test's harness, made meanwhile, may remove either first.)
-    let reused = format!("reservation-test-{}-1-0-primary", std::process::id());
-    let created = std::process::Command::new("pg_createcluster").args([&version, &reused]).output().expect("runs");
-    eprintln!("{reused}: {}", if created.status.success() { "made" } else { "not made" });
-    assert!(listed().contains(kept.clusters()[0].as_str()), "a live process's cluster was removed");
-    // The next harness removes both. Harnesses of other tests may be making and removing
-    // clusters at the same moment, and a removal that races with another fails: a second or third
-    // harness made after it removes what the first could not.
-    let mut after = String::new();
-    for _ in 0..3 {
-        let Some(next) = cluster(Replication::None) else { return };
-        after = listed();
-        drop(next);
-        if ![&left, &reused].iter().any(|name| after.contains(name.as_str())) {
-            break;
-        }
-    }
-    for name in [&left, &reused] {
-        assert!(!after.contains(name.as_str()), "{name} is still listed:\n{after}");
-    }
-    assert!(after.contains(kept.clusters()[0].as_str()), "a live process's cluster was removed:\n{after}");
-    drop(kept);
 }
 
 /// One fault run on `h` with only `fault` fired, at most `max` times; its report and the faults
@@ -380,37 +204,6 @@ fn caught_losing(replication: Replication, options: PostgresOptions, what: &str,
     assert!(report.lost > 0, "{report}");
 }
 
-#[test]
-fn a_crash_mid_run_loses_nothing() {
-    loses_nothing(Replication::None, "crash", Fault::Crash, 3);
-}
-
-#[test]
-fn a_synchronous_failover_loses_nothing() {
-    loses_nothing(Replication::Synchronous, "failover, synchronous standby", Fault::Failover, 1);
-}
-
-#[test]
-fn an_asynchronous_failover_is_caught_losing_acknowledged_confirmations() {
-    caught_losing(Replication::Asynchronous, options(), "failover, asynchronous standby", Fault::Failover, 1);
-}
-
-#[test]
-fn cut_connections_lose_nothing() {
-    loses_nothing(Replication::None, "cut connections", Fault::CutConnections, 4);
-}
-
-#[test]
-fn pauses_lose_nothing() {
-    loses_nothing(Replication::None, "pause", Fault::Pause, 4);
-}
-
-#[test]
-fn a_store_whose_commits_are_acknowledged_before_they_are_on_disk_is_caught_by_a_crash() {
-    let options = options().broken_commit_before_flush();
-    caught_losing(Replication::None, options, "crash, commits acknowledged before flush (planted)", Fault::Crash, 3);
-}
-
 /// The crash check on a cluster of its own: its server killed (SIGKILL) and restarted at the
 /// points the check chooses, every key compared whole after each (the figures of RELIABILITY.md).
 fn crash_run(options: PostgresOptions, what: &str) -> Option<reservation_conformance::crashes::CrashRun> {
@@ -422,24 +215,308 @@ fn crash_run(options: PostgresOptions, what: &str) -> Option<reservation_conform
     Some(run)
 }
 
-#[test]
-fn p1_the_crash_check_passes_on_a_crashing_server() {
-    let Some(run) = crash_run(options(), "crashes of the server") else { return };
-    if let Err(failure) = &run.verdict {
-        panic!("{failure}");
-    }
-    assert!(run.report.count(reservation_conformance::crashes::CrashKind::Crash) >= 4, "{}", run.report);
-}
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    use super::*;
 
-#[test]
-fn p1_commits_acknowledged_before_they_are_on_disk_are_caught_by_the_crash_check() {
-    let options = options().broken_commit_before_flush();
-    let Some(run) = crash_run(options, "commits acknowledged before flush (planted)") else { return };
-    let failure = run.verdict.expect_err("a crash lost acknowledged commits, and the crash check passed");
-    assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
-    // What the crash loses depends on what the server had flushed: acknowledged rows (a key's
-    // state changed after the crash), or even the store's tables, created just before (the store
-    // never answers again).
-    let text = failure.to_string();
-    assert!(text.contains("after crash") || text.contains("did not answer within 30s of a crash"), "{text}");
+    #[test]
+    fn each_fault_is_caused_and_the_store_finds_its_way_back() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::each_fault_is_caused_and_the_store_finds_its_way_back",
+        ) {
+            return;
+        }
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        let Some(h) = cluster(Replication::Synchronous) else { return };
+        assert_eq!(h.faults(), [Fault::CutConnections, Fault::Crash, Fault::Pause, Fault::Failover]);
+        let store = h.store(ManualClock::new(START));
+        let scope = scope("each-fault");
+        let app = h.options().application_name.clone();
+        let sessions_sql = format!("SELECT pid::text FROM pg_stat_activity WHERE application_name = '{app}'");
+        for (i, fault) in
+            [Fault::CutConnections, Fault::Pause, Fault::Crash, Fault::Failover, Fault::Crash].into_iter().enumerate()
+        {
+            let key = format!("before-{i}-{fault}");
+            h.runtime().block_on(confirm(&store, &scope, &key)).expect("confirmed before the fault");
+            let (port, primary) = (h.primary_port().expect("a port"), Outside::of(&h.clusters()[0]));
+            let (processes, sessions) = (primary.processes(), query(&h, port, &sessions_sql));
+            let (crashes, sender_stopped, all_stopped, watching) = (
+                primary.logged("automatic recovery in progress"),
+                AtomicBool::new(false),
+                AtomicBool::new(false),
+                AtomicBool::new(true),
+            );
+            let start = Instant::now();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while watching.load(Ordering::SeqCst) {
+                        let now = primary.processes();
+                        if !now.is_empty() && now.iter().all(|(_, state, _)| *state == 'T') {
+                            all_stopped.store(true, Ordering::SeqCst);
+                        }
+                        if now.iter().any(|(_, state, sender)| *sender && *state == 'T') {
+                            sender_stopped.store(true, Ordering::SeqCst);
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                });
+                h.inject(fault).unwrap_or_else(|e| panic!("{fault}: {}", error_chain(&e)));
+                watching.store(false, Ordering::SeqCst);
+            });
+            eprintln!("{fault}: caused in {:?}", start.elapsed());
+            let gone =
+                |pids: &[(u32, char, bool)]| !primary.processes().iter().any(|p| pids.iter().any(|q| q.0 == p.0));
+            match fault {
+                Fault::CutConnections => {
+                    assert!(!sessions.is_empty(), "the store had no session to cut");
+                    let ended = eventually(|| query(&h, port, &sessions_sql).iter().all(|pid| !sessions.contains(pid)));
+                    assert!(ended, "a session of the store outlived the cut");
+                }
+                Fault::Pause => {
+                    assert!(all_stopped.load(Ordering::SeqCst), "the cluster's processes were never all stopped");
+                    assert!(
+                        eventually(|| primary.processes().iter().all(|(_, state, _)| *state != 'T')),
+                        "a process stayed stopped"
+                    );
+                }
+                Fault::Crash => {
+                    assert!(gone(&processes), "a process of the crashed server lived on");
+                    assert_eq!(primary.logged("automatic recovery in progress"), crashes + 1, "no crash recovery");
+                }
+                _ => {
+                    assert!(
+                        sender_stopped.load(Ordering::SeqCst),
+                        "the standby never fell behind: no WAL sender stopped"
+                    );
+                    assert!(!all_stopped.load(Ordering::SeqCst), "the whole primary was stopped, not its WAL senders");
+                    assert_ne!(h.primary_port(), Some(port), "the primary did not change");
+                    assert!(primary.processes().is_empty(), "the old primary still runs");
+                    assert_eq!(Outside::of(&h.clusters()[0]).logged("received promote request"), 1, "no promotion");
+                }
+            }
+            if h.faults().contains(&Fault::Failover) {
+                let sql =
+                    "SELECT count(*)::text FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = 'sync'";
+                assert_eq!(query(&h, port, sql), ["1"], "{fault}: the standby does not stream again");
+            }
+            assert!(is_confirmed(&h, &store, &scope, &key), "{fault} lost an acknowledged confirmation");
+        }
+        assert_eq!(h.faults(), [Fault::CutConnections, Fault::Crash, Fault::Pause], "a second failover was offered");
+        let error = h.inject(Fault::Failover).expect_err("a failover with no standby left");
+        assert!(error.message().contains("cannot cause"), "{}", error_chain(&error));
+    }
+
+    #[test]
+    fn clusters_are_removed_when_the_harness_drops() {
+        if !reservation_conformance::tiers::long_tier("fault_check::long::clusters_are_removed_when_the_harness_drops")
+        {
+            return;
+        }
+        let start = Instant::now();
+        let Some(h) = cluster(Replication::Asynchronous) else { return };
+        let made = start.elapsed();
+        let names = h.clusters();
+        assert_eq!(names.len(), 2, "{names:?}");
+        let before = listed();
+        for name in &names {
+            assert!(before.contains(name.as_str()), "{name} is not listed:\n{before}");
+        }
+        let start = Instant::now();
+        drop(h);
+        eprintln!("a primary and its standby: made in {made:?}, removed in {:?}", start.elapsed());
+        let after = listed();
+        for name in &names {
+            assert!(!after.contains(name.as_str()), "{name} is still listed:\n{after}");
+        }
+    }
+
+    #[test]
+    fn the_store_follows_a_failover_through_its_connection_string() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::the_store_follows_a_failover_through_its_connection_string",
+        ) {
+            return;
+        }
+        let Some(h) = cluster(Replication::Synchronous) else { return };
+        let store = h.store(ManualClock::new(START));
+        let scope = scope("follows");
+        // Every pooled connection is open, to the primary.
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let (h, store, scope) = (&h, &store, &scope);
+                s.spawn(move || {
+                    h.runtime().block_on(confirm(store, scope, &format!("before-{i}"))).expect("confirmed")
+                });
+            }
+        });
+        let connections = store.connections();
+        assert!(connections > 1, "{connections} connections");
+        let old = h.primary_port();
+        h.inject(Fault::Failover).unwrap_or_else(|e| panic!("{}", error_chain(&e)));
+        assert_ne!(h.primary_port(), old, "the primary did not change");
+        // A connection to the dead primary fails at most once and is dropped; the next one made
+        // reaches the promoted standby.
+        let mut failures = 0;
+        while let Err(e) = h.runtime().block_on(confirm(&store, &scope, "after")) {
+            failures += 1;
+            assert!(
+                failures <= connections,
+                "{failures} failures, more than the pool's connections: {}",
+                error_chain(&e)
+            );
+        }
+        eprintln!("after the failover: {failures} failed operations, then the store worked");
+        for i in 0..8 {
+            assert!(
+                is_confirmed(&h, &store, &scope, &format!("before-{i}")),
+                "a synchronous failover lost a confirmation"
+            );
+        }
+        let app = h.options().application_name.clone();
+        let sessions = h.runtime().block_on(async {
+            let url =
+                format!("host=127.0.0.1 port={} user=postgres dbname=postgres", h.primary_port().expect("a port"));
+            let (client, connection) =
+                tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("the new primary");
+            tokio::spawn(connection);
+            let sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1";
+            client.query_one(sql, &[&app]).await.expect("counted").get::<_, i64>(0)
+        });
+        assert!(sessions > 0, "the store has no session on the promoted standby");
+    }
+
+    #[test]
+    fn clusters_left_by_an_ended_process_are_removed_by_the_next_harness() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::clusters_left_by_an_ended_process_are_removed_by_the_next_harness",
+        ) {
+            return;
+        }
+        // A cluster of this live process: kept.
+        let Some(kept) = cluster(Replication::None) else { return };
+        let version = Outside::of(&kept.clusters()[0]).version;
+        // A cluster of a test process that ended without dropping its harness.
+        let exe = std::env::current_exe().expect("the test binary");
+        let out = std::process::Command::new(exe)
+            .args(["--ignored", "--exact", "fault_check::leave_a_cluster_behind", "--nocapture"])
+            .output()
+            .expect("the test binary runs");
+        let said = String::from_utf8_lossy(&out.stdout);
+        let left = said.lines().find_map(|l| l.strip_prefix("left behind: ")).expect("a name").to_owned();
+        // A cluster named for this process's id but another start: its process ended, and the id
+        // was given again. (Another test's harness, made meanwhile, may remove either first.)
+        let reused = format!("reservation-test-{}-1-0-primary", std::process::id());
+        let created = std::process::Command::new("pg_createcluster").args([&version, &reused]).output().expect("runs");
+        eprintln!("{reused}: {}", if created.status.success() { "made" } else { "not made" });
+        assert!(listed().contains(kept.clusters()[0].as_str()), "a live process's cluster was removed");
+        // The next harness removes both. Harnesses of other tests may be making and removing
+        // clusters at the same moment, and a removal that races with another fails: a second or third
+        // harness made after it removes what the first could not.
+        let mut after = String::new();
+        for _ in 0..3 {
+            let Some(next) = cluster(Replication::None) else { return };
+            after = listed();
+            drop(next);
+            if ![&left, &reused].iter().any(|name| after.contains(name.as_str())) {
+                break;
+            }
+        }
+        for name in [&left, &reused] {
+            assert!(!after.contains(name.as_str()), "{name} is still listed:\n{after}");
+        }
+        assert!(after.contains(kept.clusters()[0].as_str()), "a live process's cluster was removed:\n{after}");
+        drop(kept);
+    }
+
+    #[test]
+    fn a_crash_mid_run_loses_nothing() {
+        if !reservation_conformance::tiers::long_tier("fault_check::long::a_crash_mid_run_loses_nothing") {
+            return;
+        }
+        loses_nothing(Replication::None, "crash", Fault::Crash, 3);
+    }
+
+    #[test]
+    fn a_synchronous_failover_loses_nothing() {
+        if !reservation_conformance::tiers::long_tier("fault_check::long::a_synchronous_failover_loses_nothing") {
+            return;
+        }
+        loses_nothing(Replication::Synchronous, "failover, synchronous standby", Fault::Failover, 1);
+    }
+
+    #[test]
+    fn an_asynchronous_failover_is_caught_losing_acknowledged_confirmations() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::an_asynchronous_failover_is_caught_losing_acknowledged_confirmations",
+        ) {
+            return;
+        }
+        caught_losing(Replication::Asynchronous, options(), "failover, asynchronous standby", Fault::Failover, 1);
+    }
+
+    #[test]
+    fn cut_connections_lose_nothing() {
+        if !reservation_conformance::tiers::long_tier("fault_check::long::cut_connections_lose_nothing") {
+            return;
+        }
+        loses_nothing(Replication::None, "cut connections", Fault::CutConnections, 4);
+    }
+
+    #[test]
+    fn pauses_lose_nothing() {
+        if !reservation_conformance::tiers::long_tier("fault_check::long::pauses_lose_nothing") {
+            return;
+        }
+        loses_nothing(Replication::None, "pause", Fault::Pause, 4);
+    }
+
+    #[test]
+    fn a_store_whose_commits_are_acknowledged_before_they_are_on_disk_is_caught_by_a_crash() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::a_store_whose_commits_are_acknowledged_before_they_are_on_disk_is_caught_by_a_crash",
+        ) {
+            return;
+        }
+        let options = options().broken_commit_before_flush();
+        caught_losing(
+            Replication::None,
+            options,
+            "crash, commits acknowledged before flush (planted)",
+            Fault::Crash,
+            3,
+        );
+    }
+
+    #[test]
+    fn p1_the_crash_check_passes_on_a_crashing_server() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::p1_the_crash_check_passes_on_a_crashing_server",
+        ) {
+            return;
+        }
+        let Some(run) = crash_run(options(), "crashes of the server") else { return };
+        if let Err(failure) = &run.verdict {
+            panic!("{failure}");
+        }
+        assert!(run.report.count(reservation_conformance::crashes::CrashKind::Crash) >= 4, "{}", run.report);
+    }
+
+    #[test]
+    fn p1_commits_acknowledged_before_they_are_on_disk_are_caught_by_the_crash_check() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::p1_commits_acknowledged_before_they_are_on_disk_are_caught_by_the_crash_check",
+        ) {
+            return;
+        }
+        let options = options().broken_commit_before_flush();
+        let Some(run) = crash_run(options, "commits acknowledged before flush (planted)") else { return };
+        let failure = run.verdict.expect_err("a crash lost acknowledged commits, and the crash check passed");
+        assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
+        // What the crash loses depends on what the server had flushed: acknowledged rows (a key's
+        // state changed after the crash), or even the store's tables, created just before (the store
+        // never answers again).
+        let text = failure.to_string();
+        assert!(text.contains("after crash") || text.contains("did not answer within 30s of a crash"), "{text}");
+    }
 }

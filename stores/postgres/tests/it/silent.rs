@@ -149,18 +149,6 @@ fn a_reserve_waiting_for_the_pool_while_its_only_connection_is_silent_fails_in_t
 }
 
 #[test]
-fn with_the_default_options_a_silent_path_fails_within_their_bounds() {
-    // Measured, for the record: a reserve fails after about `response_timeout` (10 s), a connect
-    // after about `connect_timeout` (5 s). Run with `--nocapture` to see the figures.
-    let Some(silent) = silent_reserve("silent-default", PostgresOptions::default(), b"BEGIN", false) else { return };
-    assert!(error_chain(&silent.error).contains("no answer within 10s"), "{}", error_chain(&silent.error));
-    let Some(h) = harness_with(PostgresOptions::default()) else { return };
-    let (proxy, url) = proxy();
-    let connect = || PostgresStore::connect(&url, Time::Local(ManualClock::new(START)), h.options().clone());
-    reservation_testkit::silent_connect(h.runtime(), &proxy, "silent-connect-default", connect);
-}
-
-#[test]
 fn the_default_bounds_are_the_documented_ones() {
     let options = PostgresOptions::default();
     let bounds = (
@@ -171,4 +159,28 @@ fn the_default_bounds_are_the_documented_ones() {
     );
     let secs = Duration::from_secs;
     assert_eq!(bounds, (secs(5), secs(5), secs(10), secs(4)));
+}
+
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    use super::*;
+
+    #[test]
+    fn with_the_default_options_a_silent_path_fails_within_their_bounds() {
+        if !reservation_conformance::tiers::long_tier(
+            "silent::long::with_the_default_options_a_silent_path_fails_within_their_bounds",
+        ) {
+            return;
+        }
+        // Measured, for the record: a reserve fails after about `response_timeout` (10 s), a connect
+        // after about `connect_timeout` (5 s). Run with `--nocapture` to see the figures.
+        let Some(silent) = silent_reserve("silent-default", PostgresOptions::default(), b"BEGIN", false) else {
+            return;
+        };
+        assert!(error_chain(&silent.error).contains("no answer within 10s"), "{}", error_chain(&silent.error));
+        let Some(h) = harness_with(PostgresOptions::default()) else { return };
+        let (proxy, url) = proxy();
+        let connect = || PostgresStore::connect(&url, Time::Local(ManualClock::new(START)), h.options().clone());
+        reservation_testkit::silent_connect(h.runtime(), &proxy, "silent-connect-default", connect);
+    }
 }

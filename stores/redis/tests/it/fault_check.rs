@@ -173,42 +173,6 @@ fn each_harness_offers_the_faults_it_can_cause() {
 }
 
 #[test]
-fn a_cut_a_crash_and_a_pause_of_the_append_only_server_happen_and_lose_nothing() {
-    let Some(h) = durable_harness() else { return };
-    let scope =
-        ReservationScope::parse("user", Some("acme"), unique_namespace("durable-faults").as_str()).expect("scope");
-    let confirmed = confirm_during(&h, &scope, || {
-        let before = client_ids(&h);
-        assert!(!before.is_empty(), "the store has no connection to cut");
-        inject(&h, Fault::CutConnections);
-        let left: Vec<u64> = client_ids(&h).intersection(&before).copied().collect();
-        assert_eq!(left, Vec::<u64>::new(), "the cut left these of the store's connections open");
-        let before = run_id(&h);
-        inject(&h, Fault::Crash);
-        assert_ne!(run_id(&h), before, "the crash did not start a new server");
-        let (took, answered) = std::thread::scope(|s| {
-            let ping = s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(100));
-                let started = WallInstant::now();
-                let mut conn = crate::raw(&h);
-                let _: String = h.runtime().block_on(redis::cmd("PING").query_async(&mut conn)).expect("PING");
-                started.elapsed()
-            });
-            (inject(&h, Fault::Pause), ping.join().expect("pinged"))
-        });
-        assert!(took >= Duration::from_millis(300), "the pause took {took:?}");
-        assert!(answered >= Duration::from_millis(100), "the paused server answered in {answered:?}");
-    });
-    eprintln!(
-        "cut, crash, pause: {confirmed:?}",
-        confirmed = (confirmed.acknowledged.len(), confirmed.errors, confirmed.indeterminate)
-    );
-    assert!(confirmed.errors > 0, "no operation failed: the faults did not reach the store");
-    assert!(confirmed.acknowledged.len() > 50, "too few confirmations to tell: {}", confirmed.acknowledged.len());
-    assert_eq!(lost(&h, &scope, &confirmed), 0, "acknowledged confirmations lost on the append-only server");
-}
-
-#[test]
 fn too_few_replica_acknowledgements_are_indeterminate_and_the_write_is_on_the_primary() {
     // One replica, two asked for: every committed write waits 50 ms and falls short.
     let Some(h) = replicated(RedisOptions::default().with_replica_acks(2, Duration::from_millis(50))) else { return };
@@ -347,55 +311,6 @@ fn checked_some(report: &FaultReport) {
     assert!(report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {report}");
 }
 
-#[test]
-fn the_fault_check_passes_with_cuts_crashes_pauses_and_restarts_of_the_append_only_server() {
-    for (fault, most) in [(Fault::CutConnections, 8), (Fault::Crash, 4), (Fault::Pause, 4), (Fault::Restart, 4)] {
-        let Some(h) = durable_harness() else { return };
-        let run = fault_run(&h, &format!("append-only server, {fault}"), fault, most);
-        if let Err(failure) = run.verdict {
-            panic!("{failure}");
-        }
-        assert_eq!(run.report.lost, 0);
-        checked_some(&run.report);
-    }
-}
-
-#[test]
-fn the_fault_check_catches_a_crash_of_a_server_that_keeps_nothing_on_disk() {
-    // The planted bug: a crash of the server above, with no append-only file.
-    let Some(h) = service("redis-server (for the forgetful server)", RedisHarness::broken_forgetful()) else { return };
-    let run = fault_run(&h, "forgetful server, crash", Fault::Crash, 2);
-    let failure = run.verdict.expect_err("a crash of a server that keeps nothing lost nothing");
-    assert_eq!(failure.rule, Some(reservation_store::rules::Rule::P1), "{failure}");
-    assert!(run.report.lost > 0, "{}", run.report);
-}
-
-#[test]
-fn the_fault_check_catches_a_failover_without_wait_losing_acknowledged_confirmations() {
-    let Some(h) = replicated(RedisOptions::default()) else { return };
-    let run = fault_run(&h, "primary and replica, failover without WAIT", Fault::Failover, 1);
-    let failure = run.verdict.expect_err("a failover to a replica that fell behind lost nothing");
-    assert_eq!(failure.rule, Some(reservation_store::rules::Rule::P1), "{failure}");
-    assert!(run.report.lost > 0, "{}", run.report);
-    let said = failure.to_string();
-    assert!(said.contains("acknowledged confirmations lost") && said.contains("failover"), "{said}");
-    assert!(said.contains("RESERVATION_CONFORMANCE_SEED="), "{said}");
-}
-
-#[test]
-fn with_wait_for_the_one_replica_a_failover_loses_nothing() {
-    // Every replica required, and the failover to that replica: what the store acknowledged is
-    // on the new primary, as the crate documentation promises.
-    let Some(h) = replicated(RedisOptions::default().with_replica_acks(1, Duration::from_millis(100))) else { return };
-    let run = fault_run(&h, "primary and replica, failover with WAIT 1", Fault::Failover, 1);
-    assert_eq!(run.report.lost, 0, "{}", run.report);
-    if let Err(failure) = run.verdict {
-        panic!("{failure}");
-    }
-    checked_some(&run.report);
-    assert!(run.report.indeterminate > 0, "no write waited in vain for the stopped replica: {}", run.report);
-}
-
 /// The crash check on `h`: its server killed and restarted at the points the check chooses, every
 /// key compared whole after each (the figures of RELIABILITY.md).
 fn crash_run(h: &RedisHarness, what: &str) -> reservation_conformance::crashes::CrashRun {
@@ -406,21 +321,152 @@ fn crash_run(h: &RedisHarness, what: &str) -> reservation_conformance::crashes::
     run
 }
 
-#[test]
-fn p1_the_crash_check_passes_on_the_append_only_server() {
-    let Some(h) = durable_harness() else { return };
-    let run = crash_run(&h, "append-only server");
-    if let Err(failure) = &run.verdict {
-        panic!("{failure}");
-    }
-    assert!(run.report.count(reservation_conformance::crashes::CrashKind::Crash) >= 4, "{}", run.report);
-}
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    use super::*;
 
-#[test]
-fn p1_the_crash_check_catches_a_server_that_keeps_nothing_on_disk() {
-    let Some(h) = service("redis-server (for the forgetful server)", RedisHarness::broken_forgetful()) else { return };
-    let run = crash_run(&h, "forgetful server (planted)");
-    let failure = run.verdict.expect_err("a crash of a server that keeps nothing lost nothing");
-    assert_eq!(failure.rule, Some(reservation_store::rules::Rule::P1), "{failure}");
-    assert!(failure.to_string().contains("after crash"), "{failure}");
+    #[test]
+    fn a_cut_a_crash_and_a_pause_of_the_append_only_server_happen_and_lose_nothing() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::a_cut_a_crash_and_a_pause_of_the_append_only_server_happen_and_lose_nothing",
+        ) {
+            return;
+        }
+        let Some(h) = durable_harness() else { return };
+        let scope =
+            ReservationScope::parse("user", Some("acme"), unique_namespace("durable-faults").as_str()).expect("scope");
+        let confirmed = confirm_during(&h, &scope, || {
+            let before = client_ids(&h);
+            assert!(!before.is_empty(), "the store has no connection to cut");
+            inject(&h, Fault::CutConnections);
+            let left: Vec<u64> = client_ids(&h).intersection(&before).copied().collect();
+            assert_eq!(left, Vec::<u64>::new(), "the cut left these of the store's connections open");
+            let before = run_id(&h);
+            inject(&h, Fault::Crash);
+            assert_ne!(run_id(&h), before, "the crash did not start a new server");
+            let (took, answered) = std::thread::scope(|s| {
+                let ping = s.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(100));
+                    let started = WallInstant::now();
+                    let mut conn = crate::raw(&h);
+                    let _: String = h.runtime().block_on(redis::cmd("PING").query_async(&mut conn)).expect("PING");
+                    started.elapsed()
+                });
+                (inject(&h, Fault::Pause), ping.join().expect("pinged"))
+            });
+            assert!(took >= Duration::from_millis(300), "the pause took {took:?}");
+            assert!(answered >= Duration::from_millis(100), "the paused server answered in {answered:?}");
+        });
+        eprintln!(
+            "cut, crash, pause: {confirmed:?}",
+            confirmed = (confirmed.acknowledged.len(), confirmed.errors, confirmed.indeterminate)
+        );
+        assert!(confirmed.errors > 0, "no operation failed: the faults did not reach the store");
+        assert!(confirmed.acknowledged.len() > 50, "too few confirmations to tell: {}", confirmed.acknowledged.len());
+        assert_eq!(lost(&h, &scope, &confirmed), 0, "acknowledged confirmations lost on the append-only server");
+    }
+
+    #[test]
+    fn the_fault_check_passes_with_cuts_crashes_pauses_and_restarts_of_the_append_only_server() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::the_fault_check_passes_with_cuts_crashes_pauses_and_restarts_of_the_append_only_server",
+        ) {
+            return;
+        }
+        for (fault, most) in [(Fault::CutConnections, 8), (Fault::Crash, 4), (Fault::Pause, 4), (Fault::Restart, 4)] {
+            let Some(h) = durable_harness() else { return };
+            let run = fault_run(&h, &format!("append-only server, {fault}"), fault, most);
+            if let Err(failure) = run.verdict {
+                panic!("{failure}");
+            }
+            assert_eq!(run.report.lost, 0);
+            checked_some(&run.report);
+        }
+    }
+
+    #[test]
+    fn the_fault_check_catches_a_crash_of_a_server_that_keeps_nothing_on_disk() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::the_fault_check_catches_a_crash_of_a_server_that_keeps_nothing_on_disk",
+        ) {
+            return;
+        }
+        // The planted bug: a crash of the server above, with no append-only file.
+        let Some(h) = service("redis-server (for the forgetful server)", RedisHarness::broken_forgetful()) else {
+            return;
+        };
+        let run = fault_run(&h, "forgetful server, crash", Fault::Crash, 2);
+        let failure = run.verdict.expect_err("a crash of a server that keeps nothing lost nothing");
+        assert_eq!(failure.rule, Some(reservation_store::rules::Rule::P1), "{failure}");
+        assert!(run.report.lost > 0, "{}", run.report);
+    }
+
+    #[test]
+    fn the_fault_check_catches_a_failover_without_wait_losing_acknowledged_confirmations() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::the_fault_check_catches_a_failover_without_wait_losing_acknowledged_confirmations",
+        ) {
+            return;
+        }
+        let Some(h) = replicated(RedisOptions::default()) else { return };
+        let run = fault_run(&h, "primary and replica, failover without WAIT", Fault::Failover, 1);
+        let failure = run.verdict.expect_err("a failover to a replica that fell behind lost nothing");
+        assert_eq!(failure.rule, Some(reservation_store::rules::Rule::P1), "{failure}");
+        assert!(run.report.lost > 0, "{}", run.report);
+        let said = failure.to_string();
+        assert!(said.contains("acknowledged confirmations lost") && said.contains("failover"), "{said}");
+        assert!(said.contains("RESERVATION_CONFORMANCE_SEED="), "{said}");
+    }
+
+    #[test]
+    fn with_wait_for_the_one_replica_a_failover_loses_nothing() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::with_wait_for_the_one_replica_a_failover_loses_nothing",
+        ) {
+            return;
+        }
+        // Every replica required, and the failover to that replica: what the store acknowledged is
+        // on the new primary, as the crate documentation promises.
+        let Some(h) = replicated(RedisOptions::default().with_replica_acks(1, Duration::from_millis(100))) else {
+            return;
+        };
+        let run = fault_run(&h, "primary and replica, failover with WAIT 1", Fault::Failover, 1);
+        assert_eq!(run.report.lost, 0, "{}", run.report);
+        if let Err(failure) = run.verdict {
+            panic!("{failure}");
+        }
+        checked_some(&run.report);
+        assert!(run.report.indeterminate > 0, "no write waited in vain for the stopped replica: {}", run.report);
+    }
+
+    #[test]
+    fn p1_the_crash_check_passes_on_the_append_only_server() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::p1_the_crash_check_passes_on_the_append_only_server",
+        ) {
+            return;
+        }
+        let Some(h) = durable_harness() else { return };
+        let run = crash_run(&h, "append-only server");
+        if let Err(failure) = &run.verdict {
+            panic!("{failure}");
+        }
+        assert!(run.report.count(reservation_conformance::crashes::CrashKind::Crash) >= 4, "{}", run.report);
+    }
+
+    #[test]
+    fn p1_the_crash_check_catches_a_server_that_keeps_nothing_on_disk() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::p1_the_crash_check_catches_a_server_that_keeps_nothing_on_disk",
+        ) {
+            return;
+        }
+        let Some(h) = service("redis-server (for the forgetful server)", RedisHarness::broken_forgetful()) else {
+            return;
+        };
+        let run = crash_run(&h, "forgetful server (planted)");
+        let failure = run.verdict.expect_err("a crash of a server that keeps nothing lost nothing");
+        assert_eq!(failure.rule, Some(reservation_store::rules::Rule::P1), "{failure}");
+        assert!(failure.to_string().contains("after crash"), "{failure}");
+    }
 }

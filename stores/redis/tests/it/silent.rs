@@ -113,18 +113,28 @@ fn a_reserve_waiting_for_the_pool_while_its_only_connection_is_silent_fails_in_t
 }
 
 #[test]
-fn with_the_default_options_a_silent_path_fails_within_their_bounds() {
-    // Measured, for the record: a reserve and a connect each fail after about `timeout` (5 s).
-    // Run with `--nocapture` to see the figures.
-    let Some(silent) = silent_reserve("silent-default", RedisOptions::default(), b"WATCH", false) else { return };
-    assert_timed_out(&silent.error, false);
-    let Some(h) = harness_with(RedisOptions::default()) else { return };
-    let (proxy, url) = proxy(&h);
-    let connect = || RedisStore::connect(&url, Time::Local(ManualClock::new(START)), h.options().clone());
-    reservation_testkit::silent_connect(h.runtime(), &proxy, "silent-connect-default", connect);
-}
-
-#[test]
 fn the_default_bound_is_the_documented_one() {
     assert_eq!(RedisOptions::default().timeout, Duration::from_secs(5));
+}
+
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    use super::*;
+
+    #[test]
+    fn with_the_default_options_a_silent_path_fails_within_their_bounds() {
+        if !reservation_conformance::tiers::long_tier(
+            "silent::long::with_the_default_options_a_silent_path_fails_within_their_bounds",
+        ) {
+            return;
+        }
+        // Measured, for the record: a reserve and a connect each fail after about `timeout` (5 s).
+        // Run with `--nocapture` to see the figures.
+        let Some(silent) = silent_reserve("silent-default", RedisOptions::default(), b"WATCH", false) else { return };
+        assert_timed_out(&silent.error, false);
+        let Some(h) = harness_with(RedisOptions::default()) else { return };
+        let (proxy, url) = proxy(&h);
+        let connect = || RedisStore::connect(&url, Time::Local(ManualClock::new(START)), h.options().clone());
+        reservation_testkit::silent_connect(h.runtime(), &proxy, "silent-connect-default", connect);
+    }
 }
