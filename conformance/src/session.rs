@@ -16,7 +16,8 @@ use reservation_store::rules::{Rule, RuleSet};
 use reservation_store::spec::{Reservation, Step};
 use reservation_store::{
     AggregateRef, HoldId, Instant, InvalidArgument, Key, ManualClock, Monotonic, Operation, Outcome, ReleaseVersion,
-    ReservationScope, StorageError, StoreError, StoreResult, StoredReservation, Ttl, Version, error_chain, spec,
+    ReservationScope, StorageError, StoreError, StoreResult, StoredReservation, Tenant, Ttl, Version, error_chain,
+    spec,
 };
 
 use crate::entry::{Entry, call};
@@ -312,8 +313,14 @@ impl<'h, H: Harness> Session<'h, H> {
         };
         let label = if self.record { self.scope_label(scope) } else { String::new() };
         // A wrong answer that the specification gives on a misread value is that misreading's.
-        let misread =
-            if ok || expected.is_err() { None } else { explain_outcome(before.as_ref(), now, operation, &actual) };
+        let misread = if ok {
+            None
+        } else {
+            let misread = expected.is_ok().then(|| explain_outcome(before.as_ref(), now, operation, &actual)).flatten();
+            misread.map(|m| (m.rule, m.cause)).or_else(|| {
+                self.decided_in_another_scope(i, now, operation, &actual, expected.is_ok()).then_some(SCOPES_JOINED)
+            })
+        };
         let record = self.record;
         if let (Ok(step), Some(slot)) = (expected, self.slots.get_mut(i)) {
             slot.state = step.next;
@@ -346,9 +353,9 @@ impl<'h, H: Harness> Session<'h, H> {
                     format!("step {n} ({method}) returned {act_text}; the specification says {exp_text} (rule {rule})")
                 }
             };
-            let mut f = self.fail(Some(misread.and_then(|m| m.rule).unwrap_or(rule)), problem);
+            let mut f = self.fail(Some(misread.and_then(|(rule, _)| rule).unwrap_or(rule)), problem);
             f.finding = Some(Finding::Outcome);
-            f.cause = misread.map(|m| m.cause);
+            f.cause = misread.map(|(_, cause)| cause);
             return Err(f);
         }
         if self.lookup_all {
@@ -400,7 +407,13 @@ impl<'h, H: Harness> Session<'h, H> {
         let state = slot.state.as_ref();
         // What the last step on the key would have made on a misread value, or the key as it was
         // before that step, when either is what the lookup shows.
-        let misread = slot.last.as_ref().filter(|_| actual.is_ok()).and_then(|last| explain_lookup(last, now, shown));
+        let misread = slot
+            .last
+            .as_ref()
+            .filter(|_| actual.is_ok())
+            .and_then(|last| explain_lookup(last, now, shown))
+            .map(|m| (m.rule, m.cause))
+            .or_else(|| self.shown_in_another_scope(i, now, shown).then_some(SCOPES_JOINED));
         let before_last = slot
             .last
             .as_ref()
@@ -414,7 +427,9 @@ impl<'h, H: Harness> Session<'h, H> {
             // freed it (or the expiry that did) broke, not the answer's shape.
             (None, Some(_)) if expected.is_none() => lookup_rule(state, state, now, slot.last_rule),
             (None, Some(_)) => Some(Rule::D11),
-            (None, None) => misread.and_then(|m| m.rule).or_else(|| lookup_rule(state, shown, now, slot.last_rule)),
+            (None, None) => {
+                misread.and_then(|(rule, _)| rule).or_else(|| lookup_rule(state, shown, now, slot.last_rule))
+            }
         };
         let boundary_shown =
             rule.is_none() && shape.is_none() && found == Some(Rule::D1) && shown == state && shown.is_some();
@@ -451,8 +466,42 @@ impl<'h, H: Harness> Session<'h, H> {
         }
         let mut f = self.fail(Some(rule), problem);
         f.finding = Some(if before_last.is_some() { Finding::LookupBeforeLastStep } else { Finding::Lookup });
-        f.cause = misread.map(|m| m.cause);
+        f.cause = misread.map(|(_, cause)| cause);
         Err(f)
+    }
+
+    /// Whether `actual`, a store's answer to `operation` on the watched key `i` that differs from
+    /// the specification's, is the specification's answer on the same key in another watched
+    /// scope: the store took the two scopes for one. Where the key's own scope does not admit the
+    /// owner (`admitted` false), the other scope must; or the key's scope has a tenant whose id
+    /// spells `SYSTEM_TENANT`, taken for the system tenant, which admits every tenant's owners.
+    fn decided_in_another_scope(
+        &self,
+        i: usize,
+        now: Instant,
+        operation: Operation<&AggregateRef, &HoldId>,
+        actual: &StoreResult<Outcome>,
+        admitted: bool,
+    ) -> bool {
+        let (Ok(actual), Some(this)) = (actual, self.slots.get(i)) else { return false };
+        let gives = |state: &Option<StoredReservation>| spec::apply(state.clone(), now, operation).outcome == *actual;
+        let admits = |scope: &ReservationScope| admitted || admission_errors(scope, operation.owner()).is_ok();
+        let as_system = ReservationScope { tenant: Tenant::System, ..this.scope.clone() };
+        let spelled = matches!(&this.scope.tenant, Tenant::Id(id) if id.as_str() == "SYSTEM_TENANT");
+        (!admitted && spelled && admits(&as_system) && gives(&this.state))
+            || self.other_scopes(i).any(|other| admits(&other.scope) && gives(&other.state))
+    }
+
+    /// Whether `shown`, what a lookup of the watched key `i` showed where the specification
+    /// shows something else, is what the same key shows in another watched scope.
+    fn shown_in_another_scope(&self, i: usize, now: Instant, shown: Option<&StoredReservation>) -> bool {
+        shown.is_some() && self.other_scopes(i).any(|other| spec::lookup(other.state.as_ref(), now) == shown)
+    }
+
+    /// The watched keys that are the key `i` in another scope.
+    fn other_scopes(&self, i: usize) -> impl Iterator<Item = &SlotState> {
+        let this = self.slots.get(i);
+        self.slots.iter().filter(move |other| this.is_some_and(|t| other.key == t.key && other.scope != t.scope))
     }
 
     /// Whether the store, looked up again a millisecond after `now`, still shows the watched key
@@ -625,6 +674,14 @@ pub(crate) enum Misread {
 
 /// The misreadings a wrong answer is laid beside, first match first. Signed versions come before
 /// versions through a float: where both explain an answer, the float is not shown to be the cause.
+/// The rule and the cause of a failure whose wrong answer is what the same key gives in another
+/// scope.
+const SCOPES_JOINED: (Option<Rule>, &str) = (
+    Some(Rule::S1),
+    "the answer is the one the same key gives in another scope, as if the store took the two scopes \
+     for one: S1 keeps scopes apart, whatever their parts",
+);
+
 pub(crate) const MISREADINGS: &[Misreading] = &[
     Misreading {
         rule: Some(Rule::D3),

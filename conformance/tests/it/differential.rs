@@ -102,7 +102,7 @@ fn differential(join: Join, settings: Settings) -> Result<Stats, Failure> {
 }
 
 /// The differential's failure on stores joining scopes as `join` says, for each of a few seeds:
-/// a broken rule, not coverage, with a legend that lists every scope of the minimal script as
+/// S1 broken (not coverage, not the rule of the step that went wrong), with a legend that lists every scope of the minimal script as
 /// `s0`, `s1`, ….
 fn caught(join: Join) -> Vec<Failure> {
     (1..=3)
@@ -112,6 +112,9 @@ fn caught(join: Join) -> Vec<Failure> {
             assert_ne!(failure.property, Some(differential::COVERAGE), "{join:?}, seed {seed}: {text}");
             assert!(failure.rule.is_some(), "{join:?}, seed {seed}: {text}");
             assert!(text.contains("scope s0 = "), "{join:?}, seed {seed}: {text}");
+            // Headlined by the rule the store breaks, with the cause: two scopes taken for one.
+            assert_eq!(failure.rule, Some(Rule::S1), "{join:?}, seed {seed}: {text}");
+            assert!(failure.cause.is_some_and(|c| c.contains("another scope")), "{join:?}, seed {seed}: {text}");
             failure
         })
         .collect()

@@ -107,7 +107,7 @@ fn python_bug_owner_comparison_is_caught_by_d5() {
 
 #[test]
 fn python_bug_scope_isolation_is_caught_by_s1() {
-    caught("scope-isolation", "s1_scope_tenants", "(in the check of S1)");
+    caught("scope-isolation", "s1_scope_tenants", "rule S1 broken\n");
 }
 
 /// The first line of each failure of the checks whose names start with `check`, against the
@@ -141,14 +141,15 @@ fn python_bug_expiry_boundary_is_headlined_r2_in_the_ttl_check() {
 }
 
 /// A store that merges tenants was headlined "rule D6 broken" by the invalid-argument check: the
-/// step that went wrong was a reserve of a key free in its own scope (R1).
+/// step that went wrong was a reserve of a key free in its own scope, answered as in the tenant it
+/// was merged with (S1).
 #[test]
 fn python_bug_tenant_merge_is_headlined_by_its_step_in_the_invalid_argument_check() {
     let Some(lines) = headlines("tenant-merge", "d6_") else { return };
     assert_eq!(
         lines,
         [
-            "conformance check `d6_invalid_arguments_are_typed_and_change_nothing` failed: rule R1 broken (in the check of D6)"
+            "conformance check `d6_invalid_arguments_are_typed_and_change_nothing` failed: rule S1 broken (in the check of D6)"
         ]
     );
 }
