@@ -126,3 +126,55 @@ fn the_differential_draws_until_every_rule_is_reached_or_fails_on_coverage() {
     assert_eq!((failure.rule, failure.property), (None, Some(COVERAGE)), "{failure}");
     assert!(failure.to_string().contains("never reached") && failure.to_string().contains("A3"), "{failure}");
 }
+
+/// A store whose first answer to a reserve is `Conflict`, and every later one right: the first
+/// run of a script fails, and the run made again to record it passes.
+struct ConflictsOnce {
+    inner: reservation_store::MemoryStore<reservation_store::ManualClock>,
+    once: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl reservation_store::ReservationStore for ConflictsOnce {
+    async fn execute(
+        &self,
+        request: reservation_store::Request<'_>,
+    ) -> reservation_store::StoreResult<reservation_store::Outcome> {
+        let reserve = matches!(request.operation, reservation_store::Operation::Reserve { .. });
+        if reserve && !self.once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Ok(reservation_store::Outcome::Conflict);
+        }
+        self.inner.execute(request).await
+    }
+
+    async fn lookup(
+        &self,
+        scope: &reservation_store::ReservationScope,
+        key: &reservation_store::Key,
+    ) -> reservation_store::StoreResult<Option<reservation_store::StoredReservation>> {
+        self.inner.lookup(scope, key).await
+    }
+}
+
+/// Stores sharing one [`ConflictsOnce`] flag: only the first reserve of all is answered wrong.
+#[derive(Default)]
+struct ConflictsOnceHarness(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl reservation_conformance::Harness for ConflictsOnceHarness {
+    type Store = ConflictsOnce;
+
+    fn store(&self, clock: reservation_store::ManualClock) -> ConflictsOnce {
+        ConflictsOnce { inner: reservation_store::MemoryStore::with_clock(clock), once: self.0.clone() }
+    }
+}
+
+/// A script that fails once and passes when it is run again to be recorded: the failure is the
+/// first run's, says the store is not deterministic, and still shows both answers.
+#[test]
+fn a_failure_that_does_not_happen_again_is_reported_with_both_answers() {
+    let script = [Op::Reserve { owner: 0, key: 0, hold: 0, ttl: 10 }];
+    let failure = oracle::ops(&ConflictsOnceHarness::default(), &script).expect_err("the first run failed");
+    let text = failure.to_string();
+    assert!(text.contains("the store is not deterministic"), "{text}");
+    assert!(text.contains("returned Conflict; the specification says Taken (rule R1)"), "{text}");
+    assert_eq!(failure.rule, Some(Rule::R1), "{text}");
+}
