@@ -14,8 +14,9 @@ use crate::trace::trace_text;
 /// How the state space is searched.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Strategy {
-    /// The default: breadth first when the configuration drops an assumption or plants a fault
-    /// (a counterexample is expected, and the shortest one is wanted), depth first otherwise (the
+    /// The default: breadth first when the configuration drops an assumption or the model's store
+    /// transition is substituted for the specification's ([`ReservationModel::with_transition`]:
+    /// a counterexample is expected, and the shortest one is wanted), depth first otherwise (the
     /// exhaustive check, as fast as it goes); a depth-first run that finds a counterexample is
     /// followed by a breadth-first one, so the trace printed is the shortest.
     Auto,
@@ -50,7 +51,8 @@ pub struct CheckOptions {
     pub threads: usize,
     /// The reductions: symmetry over owners, attempts and keys (depth-first and simulation;
     /// breadth first reduces inside the model instead), and, depth first with every assumption
-    /// and no planted fault, eager steps (docs/model.md). Off, the check explores every state.
+    /// and the specification's store transition, eager steps (docs/model.md). Off, the check
+    /// explores every state.
     pub symmetry: bool,
     /// The simulation's seed.
     pub seed: u64,
@@ -116,6 +118,9 @@ pub struct StepRecord {
 pub struct CheckReport {
     /// The configuration checked.
     pub config: ModelConfig,
+    /// Whether the model's store transition was the specification's: false when a test
+    /// substituted one ([`ReservationModel::with_transition`]).
+    pub specification: bool,
     /// How it was checked.
     pub options: CheckOptions,
     /// Unique states (representatives, with symmetry reduction).
@@ -201,6 +206,9 @@ impl CheckReport {
         let mut out = String::new();
         let o = &self.options;
         let _ = writeln!(out, "configuration: {}", self.config);
+        if !self.specification {
+            let _ = writeln!(out, "store transition: a substitute for the specification's");
+        }
         let _ = writeln!(
             out,
             "strategy: {:?}, threads {}, symmetry {}",
@@ -210,7 +218,7 @@ impl CheckReport {
                 (false, _) => "off",
                 (true, Strategy::Bfs) => "on (in the model: breadth first ignores the checker's)",
                 (true, Strategy::Dfs | Strategy::Auto)
-                    if self.config.assumptions == Assumptions::ALL && self.config.fault.is_none() =>
+                    if self.config.assumptions == Assumptions::ALL && self.specification =>
                 {
                     "on, with eager steps"
                 }
@@ -357,28 +365,37 @@ fn json_string(s: &str) -> String {
     out
 }
 
-/// Checks the model of `config`. The configuration must be valid ([`ModelConfig::validate`]).
+/// Checks the model of `config`, whose store transition is the specification's: [`check_model`]
+/// of [`ReservationModel::new`]. The configuration must be valid ([`ModelConfig::validate`]).
 pub fn check(config: ModelConfig, options: CheckOptions) -> CheckReport {
+    check_model(ReservationModel::new(config), options)
+}
+
+/// Checks `model`, whatever its store transition ([`ReservationModel::with_transition`]). Its
+/// configuration must be valid ([`ModelConfig::validate`]). Each search starts afresh from the
+/// model's configuration and transition: nothing another search of it reached is counted.
+pub fn check_model(model: ReservationModel, options: CheckOptions) -> CheckReport {
     if options.strategy != Strategy::Auto {
-        return check_with(config, options);
+        return check_with(&model, options);
     }
     let bfs = CheckOptions { strategy: Strategy::Bfs, threads: 1, stop_at_failure: true, ..options };
-    if !config.assumptions.dropped().is_empty() || config.fault.is_some() {
-        return check_with(config, bfs);
+    if !model.config.assumptions.dropped().is_empty() || !model.transition_is_spec() {
+        return check_with(&model, bfs);
     }
-    let dfs = check_with(config, CheckOptions { strategy: Strategy::Dfs, ..options });
+    let dfs = check_with(&model, CheckOptions { strategy: Strategy::Dfs, ..options });
     if dfs.failures().is_empty() || options.target.is_some() {
         return dfs;
     }
     // Depth first found a counterexample, by a long way round: find the shortest one.
-    let shortest = check_with(config, CheckOptions { timeout: options.timeout, ..bfs });
+    let shortest = check_with(&model, bfs);
     if shortest.failures().is_empty() { dfs } else { shortest }
 }
 
-fn check_with(config: ModelConfig, options: CheckOptions) -> CheckReport {
+fn check_with(model: &ReservationModel, options: CheckOptions) -> CheckReport {
+    let config = model.config;
     // Breadth first ignores the checker's symmetry reduction: reduce inside the model instead.
     let bfs_reduced = options.symmetry && options.strategy == Strategy::Bfs;
-    let model = if bfs_reduced { ReservationModel::quotient(config) } else { ReservationModel::new(config) };
+    let model = if bfs_reduced { model.renewed().quotient() } else { model.renewed() };
     let model = if options.symmetry { model.skipping_symmetric_actions() } else { model };
     let depth_first = matches!(options.strategy, Strategy::Dfs | Strategy::Auto);
     let model = if options.symmetry && depth_first { model.taking_eager_steps() } else { model };
@@ -453,6 +470,7 @@ fn finish<C: Checker<ReservationModel>>(
         Strategy::Simulate => failed,
         _ => !timed_out || failed,
     };
+    let specification = model.transition_is_spec();
     let start_state = model.initial_state();
     let verdicts = ALWAYS
         .into_iter()
@@ -479,6 +497,7 @@ fn finish<C: Checker<ReservationModel>>(
     });
     CheckReport {
         config,
+        specification,
         options,
         unique_states,
         total_states,

@@ -1,4 +1,4 @@
-//! The model's configuration: sizes, clocks, the assumptions that hold, and test-only faults.
+//! The model's configuration: sizes, clocks and the assumptions that hold.
 
 use std::fmt;
 use std::str::FromStr;
@@ -117,36 +117,6 @@ impl Default for Assumptions {
     }
 }
 
-/// A deliberately wrong store transition, substituted for the specification's to show that the
-/// properties can fail. Tests set it; the command line never does.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum Fault {
-    /// Reserve joins whoever's live pending reservation it finds, as if the owner were the same.
-    ReserveIgnoresOwner,
-    /// Reserve treats an expired pending reservation as live.
-    ReserveIgnoresExpiry,
-    /// Confirm treats another owner's live pending reservation as expired.
-    ConfirmIgnoresOwner,
-    /// Release frees a confirmed key whatever the version it names.
-    ReleaseIgnoresVersion,
-    /// Release keeps every confirmed key, as if an older fact's release.
-    ReleaseKeepsConfirmed,
-    /// Abandon of the owner's confirmed key frees it, as a release would.
-    AbandonFreesConfirmed,
-}
-
-impl Fault {
-    /// Every fault.
-    pub const ALL: [Fault; 6] = [
-        Fault::ReserveIgnoresOwner,
-        Fault::ReserveIgnoresExpiry,
-        Fault::ConfirmIgnoresOwner,
-        Fault::ReleaseIgnoresVersion,
-        Fault::ReleaseKeepsConfirmed,
-        Fault::AbandonFreesConfirmed,
-    ];
-}
-
 /// An invalid configuration, with the reason.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct ConfigError(pub String);
@@ -176,24 +146,13 @@ pub struct ModelConfig {
     pub skew: u8,
     /// The assumptions that hold.
     pub assumptions: Assumptions,
-    /// A deliberately wrong store transition (tests only); `None` runs the specification.
-    pub fault: Option<Fault>,
 }
 
 impl Default for ModelConfig {
     /// Three owners with two attempts each, two keys, a TTL of 1 tick, a skew of 1 tick and a
     /// horizon of 2 ticks (a TTL passes twice), every assumption on.
     fn default() -> Self {
-        ModelConfig {
-            owners: 3,
-            attempts: 2,
-            keys: 2,
-            horizon: 2,
-            ttl: 1,
-            skew: 1,
-            assumptions: Assumptions::ALL,
-            fault: None,
-        }
+        ModelConfig { owners: 3, attempts: 2, keys: 2, horizon: 2, ttl: 1, skew: 1, assumptions: Assumptions::ALL }
     }
 }
 
@@ -213,12 +172,6 @@ impl ModelConfig {
     /// This configuration with assumption `a` dropped.
     pub fn dropping(mut self, a: Assumption) -> Self {
         self.assumptions = self.assumptions.without(a);
-        self
-    }
-
-    /// This configuration with a deliberately wrong store transition.
-    pub fn with_fault(mut self, fault: Fault) -> Self {
-        self.fault = Some(fault);
         self
     }
 
@@ -259,9 +212,6 @@ impl fmt::Display for ModelConfig {
         } else {
             let ids: Vec<&str> = dropped.iter().map(|a| a.id()).collect();
             write!(f, " dropped={}", ids.join(","))?;
-        }
-        if let Some(fault) = self.fault {
-            write!(f, " fault={fault:?}")?;
         }
         Ok(())
     }

@@ -11,13 +11,16 @@
 //!
 //! - A configuration, for every entry point: [`ModelConfig`] (its limits [`MAX_OWNERS`],
 //!   [`MAX_ATTEMPTS`], [`MAX_KEYS`], [`MAX_HORIZON`] and [`MAX_TTL`], a configuration out of them
-//!   being a [`ConfigError`]), the protocol's [`Assumption`]s and the set of them it keeps
-//!   ([`Assumptions`]), and the deliberately broken store transitions of [`Fault`].
+//!   being a [`ConfigError`]), and the protocol's [`Assumption`]s and the set of them it keeps
+//!   ([`Assumptions`]).
+//! - The model of a configuration, [`ReservationModel`], and the store transition it calls,
+//!   [`Transition`]: the specification's, unless a test substitutes a broken one
+//!   ([`ReservationModel::with_transition`]) to show that a property can fail.
 //! - The exhaustive check (the `reservation` program's `check`, the benches, the project's test
-//!   that every rule is reached): [`check::check`] with its [`check::CheckOptions`] and
-//!   [`check::Strategy`], giving a [`check::CheckReport`] of [`check::Verdict`]s, each
-//!   counterexample's steps a [`check::StepRecord`], and, when asked, the checker's
-//!   [`check::Ceiling`] measured beside it.
+//!   that every rule is reached): [`check::check`] of a configuration, or [`check::check_model`]
+//!   of a model, with its [`check::CheckOptions`] and [`check::Strategy`], giving a
+//!   [`check::CheckReport`] of [`check::Verdict`]s, each counterexample's steps a
+//!   [`check::StepRecord`], and, when asked, the checker's [`check::Ceiling`] measured beside it.
 //! - Random walks (the fuzz target `model`): [`walk`], giving a [`WalkReport`] or the
 //!   [`Violation`] it found; and many of them, seeded ([`swarm`], the program's `swarm`):
 //!   [`swarm::swarm`] with its [`swarm::SwarmOptions`], giving a [`swarm::SwarmReport`] of
@@ -32,8 +35,9 @@
 //!   [`cli::SwarmArgs`] and their [`cli::ConfigArgs`]), [`cli::parse`], [`cli::execute`],
 //!   [`cli::PROGRAM`] and [`cli::BAD_ARGUMENTS`].
 //!
-//! The model itself (its states, actions and transitions, stateright's `Model`) is not public:
-//! its compact state is laid out for the checker, and the entry points above are how it is run.
+//! The model's states and actions are not public (its compact state is laid out for the
+//! checker), and a [`ReservationModel`] offers nothing of its own but how it is built: it
+//! implements stateright's `Model` for the checker, and the entry points above are how it is run.
 //!
 //! ```
 //! use reservation_model::{ModelConfig, walk};
@@ -56,14 +60,14 @@ mod symmetry;
 mod trace;
 
 pub use config::{
-    Assumption, Assumptions, ConfigError, Fault, MAX_ATTEMPTS, MAX_HORIZON, MAX_KEYS, MAX_OWNERS, MAX_TTL, ModelConfig,
+    Assumption, Assumptions, ConfigError, MAX_ATTEMPTS, MAX_HORIZON, MAX_KEYS, MAX_OWNERS, MAX_TTL, ModelConfig,
 };
 pub use model::{
     ALWAYS, Coverage, P_CONFIRMED_MOVES, P_CRASHED_FREE, P_NEVER_ABANDONED, P_NO_LEAK, P_OLD_RELEASE, P_ONE_OWNER,
-    P_OTHERS, P_UNIQUE, Scenario,
+    P_OTHERS, P_UNIQUE, ReservationModel, Scenario, Transition,
 };
 
-use model::{PROPERTIES, ReservationModel};
+use model::PROPERTIES;
 use reservation_store::rules::RuleSet;
 use state::State;
 use stateright::Model;

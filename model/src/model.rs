@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use reservation_store::rules::{Rule, RuleSet};
-use reservation_store::spec::{self, HoldBit, HoldSet, Reservation, Step};
+use reservation_store::spec::{self, BitHolds, HoldBit, HoldSet, Reservation, Step};
 use reservation_store::{Instant, Operation, Outcome, ReleaseVersion, Ttl, Version};
 use stateright::{Model, Property, Representative};
 
-use crate::config::{Assumption, Fault, MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS, ModelConfig};
+use crate::config::{Assumption, MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS, ModelConfig};
 use crate::state::*;
 use crate::symmetry::keys_mirror;
 
@@ -210,7 +210,26 @@ impl Coverage {
     }
 }
 
-/// The reservation protocol's model for one configuration.
+/// The store transition the model calls: from a key's reservation (`None` when it is free), at
+/// the store's clock, an operation's step. The specification's ([`spec::apply`]) by default;
+/// tests substitute broken ones ([`ReservationModel::with_transition`]) to show the properties
+/// can fail.
+pub type Transition =
+    fn(Option<Reservation<u8, BitHolds>>, Instant, Operation<u8, HoldBit>) -> Step<u8, BitHolds, Outcome>;
+
+/// Which store transition a model calls: told apart by this tag, never by comparing function
+/// pointers.
+#[derive(Clone, Copy, Debug)]
+enum StoreTransition {
+    /// The specification's, [`spec::apply`].
+    Specification,
+    /// One substituted for it.
+    Substitute(Transition),
+}
+
+/// The reservation protocol's model of one configuration, with the store transition it calls:
+/// built by [`ReservationModel::new`] (and [`ReservationModel::with_transition`]), checked by
+/// [`crate::check::check_model`]. Its states and actions are its own, and not public.
 ///
 /// Coverage is recorded on every transition the model computes, into a set shared by the
 /// model's clones: exact, and far cheaper than a `sometimes` property per rule (each property is
@@ -218,7 +237,8 @@ impl Coverage {
 #[derive(Clone, Debug)]
 pub struct ReservationModel {
     /// The configuration.
-    pub config: ModelConfig,
+    pub(crate) config: ModelConfig,
+    transition: StoreTransition,
     reached: Arc<AtomicU64>,
     failed: Arc<AtomicU8>,
     quotient: bool,
@@ -227,16 +247,37 @@ pub struct ReservationModel {
 }
 
 impl ReservationModel {
-    /// The model of `config`.
+    /// The model of `config`, whose store transition is the specification's.
     pub fn new(config: ModelConfig) -> Self {
         ReservationModel {
             config,
+            transition: StoreTransition::Specification,
             reached: Arc::new(AtomicU64::new(0)),
             failed: Arc::new(AtomicU8::new(0)),
             quotient: false,
             skip_symmetric: false,
             eager: false,
         }
+    }
+
+    /// This model with `transition` called for every store operation in place of the
+    /// specification's: a test substitutes a broken one to show that the properties can fail.
+    /// The reductions whose argument uses the specification's rules (eager steps) are then off,
+    /// and [`crate::check::check_model`]'s default strategy searches breadth first.
+    pub fn with_transition(mut self, transition: Transition) -> Self {
+        self.transition = StoreTransition::Substitute(transition);
+        self
+    }
+
+    /// Whether the model's store transition is the specification's.
+    pub(crate) fn transition_is_spec(&self) -> bool {
+        matches!(self.transition, StoreTransition::Specification)
+    }
+
+    /// The same model (configuration and store transition), unreduced, with nothing reached and
+    /// no property failed yet: each search starts from one, since clones share what was reached.
+    pub(crate) fn renewed(&self) -> Self {
+        ReservationModel { transition: self.transition, ..ReservationModel::new(self.config) }
     }
 
     /// This model, for a search reduced by symmetry, without the actions of an owner (or attempt)
@@ -260,25 +301,27 @@ impl ReservationModel {
     /// commutes with, and that no property can see go one way or the other (an appended attempt
     /// whose confirm the subscription already made, a subscription catching up on a confirm the
     /// attempt already made), that step is the only one explored ([`ReservationModel::eager_step`];
-    /// the argument is in docs/model.md). Only when every assumption holds and no fault is
-    /// planted: the argument uses H2, H5 and H8, and the specification's rules.
+    /// the argument is in docs/model.md). Only when every assumption holds and the store
+    /// transition is the specification's: the argument uses H2, H5 and H8, and the
+    /// specification's rules.
     pub(crate) fn taking_eager_steps(mut self) -> Self {
-        self.eager = self.config.assumptions == crate::config::Assumptions::ALL && self.config.fault.is_none();
+        self.eager = self.config.assumptions == crate::config::Assumptions::ALL && self.transition_is_spec();
         self
     }
 
-    /// The model of `config` whose steps lead to representatives (symmetry reduction inside the
-    /// model): breadth-first search, which ignores the checker's symmetry reduction, then
-    /// explores the reduced state space and finds shortest counterexamples fast. Its paths name
-    /// permuted owners, attempts and keys: [`ReservationModel::concrete_path`] maps them back.
-    pub fn quotient(config: ModelConfig) -> Self {
-        ReservationModel { quotient: true, ..ReservationModel::new(config) }
+    /// This model, whose steps lead to representatives (symmetry reduction inside the model):
+    /// breadth-first search, which ignores the checker's symmetry reduction, then explores the
+    /// reduced state space and finds shortest counterexamples fast. Its paths name permuted
+    /// owners, attempts and keys: [`ReservationModel::concrete_path`] maps them back.
+    pub(crate) fn quotient(mut self) -> Self {
+        self.quotient = true;
+        self
     }
 
     /// The actions, from the initial state, of a path of this model that leads through states
     /// equivalent to the ones `actions` leads through: `actions` itself for a plain model, its
     /// concrete counterpart (same length) for a quotient model.
-    pub fn concrete_path(&self, actions: &[Action]) -> Option<Vec<Action>> {
+    pub(crate) fn concrete_path(&self, actions: &[Action]) -> Option<Vec<Action>> {
         if !self.quotient {
             return Some(actions.to_vec());
         }
@@ -301,7 +344,7 @@ impl ReservationModel {
     }
 
     /// The rules and scenarios that the transitions computed so far reached.
-    pub fn coverage(&self) -> Coverage {
+    pub(crate) fn coverage(&self) -> Coverage {
         Coverage(self.reached.load(Ordering::Relaxed))
     }
 
@@ -333,11 +376,11 @@ impl ReservationModel {
     }
 
     /// The state where nothing has happened.
-    pub fn initial_state(&self) -> State {
+    pub(crate) fn initial_state(&self) -> State {
         State { keys: self.keys(), owner_count: self.owners(), ..State::default() }
     }
 
-    /// Calls the specification (or, under a test fault, a deliberately wrong substitute) for
+    /// Calls the model's store transition (the specification's, or a test's substitute) for
     /// `op` on `key`, updates the store, records the rule, and flags the step properties it
     /// breaks. `fact` is the version of the fact a subscription operation applies.
     pub(crate) fn store_op(&self, s: &mut State, key: u8, op: Op, fact: Option<u8>) -> Option<OpReport> {
@@ -363,37 +406,15 @@ impl ReservationModel {
     }
 
     /// The store transition of `op` at store time `now` from `before`: the specification's
-    /// [`spec::apply`], or, under a test fault, `spec::apply` on a deliberately wrong operation
-    /// or clock.
+    /// [`spec::apply`], or the substitute of [`ReservationModel::with_transition`].
     fn transition(&self, before: Slot, now: u8, op: Op) -> Option<(Slot, Outcome, Rule)> {
         let current = before.to_reservation();
         let now = instant(now);
-        let (op, at, reported) = match (self.config.fault, op, &current) {
-            (Some(Fault::ReserveIgnoresOwner), Operation::Reserve { hold, ttl, .. }, Some(r)) if r.is_live(now) => {
-                (Operation::Reserve { owner: *r.owner(), hold, ttl }, now, None)
-            }
-            (Some(Fault::ReserveIgnoresExpiry), Operation::Reserve { .. }, Some(Reservation::Pending(p)))
-                if !p.is_live(now) =>
-            {
-                (op, p.expires_at().saturating_sub_millis(1), None)
-            }
-            (Some(Fault::ConfirmIgnoresOwner), Operation::Confirm { .. }, _) => (op, Instant::MAX, None),
-            (Some(Fault::ReleaseIgnoresVersion), Operation::Release { owner, .. }, _) => {
-                (Operation::Release { owner, version: ReleaseVersion::ANY_VERSION }, now, None)
-            }
-            (Some(Fault::ReleaseKeepsConfirmed), Operation::Release { owner, .. }, _) => {
-                (Operation::Release { owner, version: ReleaseVersion::At(Version::UNVERSIONED) }, now, None)
-            }
-            (Some(Fault::AbandonFreesConfirmed), Operation::Abandon { owner, .. }, Some(Reservation::Confirmed(c)))
-                if c.owner == owner =>
-            {
-                let release = Operation::Release { owner, version: ReleaseVersion::ANY_VERSION };
-                (release, now, Some(Outcome::Abandoned))
-            }
-            _ => (op, now, None),
+        let Step { next, outcome, rule } = match self.transition {
+            StoreTransition::Specification => spec::apply(current, now, op.as_ref()),
+            StoreTransition::Substitute(transition) => transition(current, now, op),
         };
-        let Step { next, outcome, rule } = spec::apply(current, at, op.as_ref());
-        Some((Slot::from_reservation(next.as_ref()), reported.unwrap_or(outcome), rule))
+        Some((Slot::from_reservation(next.as_ref()), outcome, rule))
     }
 
     /// The step properties, observed on one operation's before and after.
@@ -518,7 +539,7 @@ impl ReservationModel {
     }
 
     /// The node clock reading that the append of the trace uses: the store's less the skew.
-    pub fn node_clock(&self, now: u8) -> i32 {
+    pub(crate) fn node_clock(&self, now: u8) -> i32 {
         i32::from(now) - i32::from(self.config.skew)
     }
 
@@ -618,7 +639,7 @@ impl ReservationModel {
     }
 
     /// Applies `action` to `s`: the next state and what its store operations did.
-    pub fn step(&self, s: &State, action: Action) -> Option<(State, Reports)> {
+    pub(crate) fn step(&self, s: &State, action: Action) -> Option<(State, Reports)> {
         let mut n = *s;
         n.flags = 0;
         let ttl = self.config.ttl;
@@ -1030,7 +1051,10 @@ mod tests {
 
     use stateright::Model;
 
-    use super::{Action, ReservationModel};
+    use reservation_store::spec::{self, BitHolds, Reservation, Step};
+    use reservation_store::{Instant, Outcome};
+
+    use super::{Action, Op, ReservationModel};
     use crate::ModelConfig;
     use crate::config::{MAX_KEYS, MAX_OWNERS};
     use crate::state::{MAX_FACTS, PENDING, Slot, State};
@@ -1109,18 +1133,27 @@ mod tests {
         assert_eq!(from_now(&reached), from_now(&all));
     }
 
-    /// Eager steps only where their argument holds: every assumption, no planted fault.
+    /// A store transition substituted for the specification's: the specification's own rules,
+    /// but the model cannot tell, so it must not lean on them.
+    fn substitute(current: Option<Reservation<u8, BitHolds>>, now: Instant, op: Op) -> Step<u8, BitHolds, Outcome> {
+        spec::apply(current, now, op.as_ref())
+    }
+
+    /// Eager steps only where their argument holds: every assumption, and the specification's
+    /// store transition.
     #[test]
-    fn eager_steps_are_off_when_an_assumption_is_dropped_or_a_fault_planted() {
+    fn eager_steps_are_off_when_an_assumption_is_dropped_or_the_transition_substituted() {
         let small = ModelConfig::small();
         assert!(ReservationModel::new(small).taking_eager_steps().eager);
         assert!(!ReservationModel::new(small).eager);
         for a in crate::Assumption::ALL {
             assert!(!ReservationModel::new(small.dropping(a)).taking_eager_steps().eager, "{a}");
         }
-        for fault in crate::Fault::ALL {
-            assert!(!ReservationModel::new(small.with_fault(fault)).taking_eager_steps().eager, "{fault:?}");
-        }
+        let substituted = ReservationModel::new(small).with_transition(substitute);
+        assert!(!substituted.transition_is_spec());
+        assert!(!substituted.clone().taking_eager_steps().eager);
+        assert!(!substituted.renewed().transition_is_spec(), "a renewed model keeps its transition");
+        assert!(!substituted.renewed().taking_eager_steps().eager);
     }
 
     /// Actions naming owners, attempts or keys beyond the configuration are not enabled: `step`

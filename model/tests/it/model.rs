@@ -1,12 +1,14 @@
 //! The model checked: every property holds with every assumption on, each dropped assumption and
-//! each deliberately broken store transition yields a counterexample, the state space is pinned,
-//! and a run cut short never reports that the properties hold.
+//! each store transition with a planted bug (`broken.rs`) yields a counterexample, the state space
+//! is pinned, and a run cut short never reports that the properties hold.
 
 use std::time::Duration;
 
-use reservation_model::check::{CheckOptions, CheckReport, Strategy, check};
+use reservation_model::check::{CheckOptions, CheckReport, Strategy, check, check_model};
 use reservation_model::*;
 use reservation_store::rules::Rule;
+
+use crate::broken::*;
 
 fn dfs() -> CheckOptions {
     CheckOptions::default()
@@ -52,6 +54,11 @@ fn the_small_configuration_has_a_pinned_state_space_and_reaches_every_rule() {
     assert!(report.holds(), "{}", report.text());
     assert_eq!(report.unique_states, 55_793, "{}", report.text());
     assert!(report.text().contains("symmetry on, with eager steps\n"), "{}", report.text());
+    assert!(report.specification && !report.text().contains("store transition"), "{}", report.text());
+    // The default strategy runs depth first, and says so.
+    assert_eq!(report.options.strategy, Strategy::Dfs);
+    let configuration = "configuration: owners=2 attempts=2 keys=2 horizon=2 ttl=1 skew=1 assumptions=all\n";
+    assert!(report.text().starts_with(configuration), "{}", report.text());
     assert_eq!(report.unreached_rules(), Vec::<Rule>::new(), "{}", report.text());
     assert_eq!(report.unreached_scenarios(), Vec::new(), "{}", report.text());
     let one_thread = check(ModelConfig::small(), CheckOptions { threads: 1, ..dfs() });
@@ -74,6 +81,7 @@ fn symmetry_reduction_cuts_the_state_space_without_changing_verdicts() {
 #[test]
 fn without_h2_a_fact_left_unconfirmed_past_expiry_breaks_uniqueness() {
     let report = check(ModelConfig::small().dropping(Assumption::H2), shortest(P_UNIQUE));
+    assert!(report.text().contains(" skew=1 dropped=H2\n"), "{}", report.text());
     let trace = assert_fails(&report, P_UNIQUE);
     assert!(trace.contains("the store clock ticks") && trace.contains("(R2)"), "{trace}");
 }
@@ -128,56 +136,85 @@ fn each_dropped_assumption_breaks_something_that_holds_with_it() {
     }
 }
 
-// Each deliberately broken store transition: the property it violates has a counterexample.
+// Each store transition with a planted bug: the property it violates has a counterexample.
 
-fn broken(fault: Fault, property: &'static str) -> String {
-    let report = check(ModelConfig::small().with_fault(fault), any_counterexample(property));
+fn broken(transition: Transition, property: &'static str) -> String {
+    let model = ReservationModel::new(ModelConfig::small()).with_transition(transition);
+    let report = check_model(model, any_counterexample(property));
+    assert!(!report.specification && report.text().contains("store transition: a substitute"));
     assert_fails(&report, property)
 }
 
 #[test]
 fn a_reserve_that_ignores_the_owner_puts_two_owners_on_one_key() {
-    broken(Fault::ReserveIgnoresOwner, P_ONE_OWNER);
-    broken(Fault::ReserveIgnoresOwner, P_OTHERS);
+    broken(reserve_ignores_owner, P_ONE_OWNER);
+    broken(reserve_ignores_owner, P_OTHERS);
 }
 
 #[test]
 fn a_reserve_that_ignores_expiry_keeps_a_crashed_attempts_key() {
-    broken(Fault::ReserveIgnoresExpiry, P_CRASHED_FREE);
+    broken(reserve_ignores_expiry, P_CRASHED_FREE);
 }
 
 #[test]
 fn a_confirm_that_ignores_the_owner_takes_another_owners_live_reservation() {
-    broken(Fault::ConfirmIgnoresOwner, P_OTHERS);
+    broken(confirm_ignores_owner, P_OTHERS);
 }
 
 #[test]
 fn a_release_that_ignores_the_version_frees_a_key_a_later_fact_confirmed() {
-    broken(Fault::ReleaseIgnoresVersion, P_OLD_RELEASE);
+    broken(release_ignores_version, P_OLD_RELEASE);
 }
 
 #[test]
 fn a_release_that_keeps_confirmed_keys_leaks_them() {
-    broken(Fault::ReleaseKeepsConfirmed, P_NO_LEAK);
+    broken(release_keeps_confirmed, P_NO_LEAK);
 }
 
 #[test]
 fn an_abandon_that_frees_a_confirmed_key_is_caught_twice() {
-    broken(Fault::AbandonFreesConfirmed, P_NEVER_ABANDONED);
-    broken(Fault::AbandonFreesConfirmed, P_CONFIRMED_MOVES);
+    broken(abandon_frees_confirmed, P_NEVER_ABANDONED);
+    broken(abandon_frees_confirmed, P_CONFIRMED_MOVES);
+}
+
+#[test]
+fn a_substituted_transition_is_searched_breadth_first_and_never_with_eager_steps() {
+    let substituted = || ReservationModel::new(ModelConfig::small()).with_transition(faithful);
+    let auto = check_model(substituted(), dfs());
+    assert!(auto.holds() && !auto.specification, "{}", auto.text());
+    assert_eq!(auto.options.strategy, Strategy::Bfs);
+    // Depth first, asked for: symmetry, but no eager steps, so the small configuration's count
+    // before eager steps, not the specification's 55,793 (pinned above).
+    let depth_first = check_model(substituted(), CheckOptions { strategy: Strategy::Dfs, ..dfs() });
+    assert!(depth_first.holds(), "{}", depth_first.text());
+    assert!(depth_first.text().contains("symmetry on\n"), "{}", depth_first.text());
+    assert_eq!(depth_first.unique_states, 89_000, "{}", depth_first.text());
+    // Breadth first reduces inside the model (its steps lead to representatives): as many
+    // classes of states as the checker's reduction, depth first, keeps.
+    assert_eq!(auto.unique_states, depth_first.unique_states, "{}", auto.text());
+}
+
+#[test]
+fn each_check_of_a_model_starts_afresh() {
+    // Clones of a model share what its searches reached and which properties failed: each check
+    // of one must not count another's, or the second would find no counterexample.
+    let model = ReservationModel::new(ModelConfig::small()).with_transition(reserve_ignores_owner);
+    for _ in 0..2 {
+        assert_fails(&check_model(model.clone(), any_counterexample(P_ONE_OWNER)), P_ONE_OWNER);
+    }
 }
 
 #[test]
 fn every_always_property_is_shown_failable() {
     let shown = [
         (P_UNIQUE, "H2, H3, H5 dropped"),
-        (P_ONE_OWNER, "ReserveIgnoresOwner"),
-        (P_CONFIRMED_MOVES, "AbandonFreesConfirmed"),
-        (P_OTHERS, "ReserveIgnoresOwner, ConfirmIgnoresOwner"),
-        (P_NEVER_ABANDONED, "AbandonFreesConfirmed"),
-        (P_OLD_RELEASE, "ReleaseIgnoresVersion, H7 dropped"),
-        (P_CRASHED_FREE, "ReserveIgnoresExpiry"),
-        (P_NO_LEAK, "ReleaseKeepsConfirmed, H8 dropped"),
+        (P_ONE_OWNER, "reserve_ignores_owner"),
+        (P_CONFIRMED_MOVES, "abandon_frees_confirmed"),
+        (P_OTHERS, "reserve_ignores_owner, confirm_ignores_owner"),
+        (P_NEVER_ABANDONED, "abandon_frees_confirmed"),
+        (P_OLD_RELEASE, "release_ignores_version, H7 dropped"),
+        (P_CRASHED_FREE, "reserve_ignores_expiry"),
+        (P_NO_LEAK, "release_keeps_confirmed, H8 dropped"),
     ];
     let names: Vec<&str> = shown.iter().map(|(p, _)| *p).collect();
     assert_eq!(names, ALWAYS.to_vec(), "a test above must break each always-property");
