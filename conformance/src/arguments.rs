@@ -715,7 +715,7 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
         }
         // Owners the scope does not admit, and the one a SYSTEM_TENANT scope admits (S1).
         if op != Verb::Lookup {
-            let admits: [(&str, Rule, Vec<(&'static str, Value)>); 5] = [
+            let admits: [(&str, Rule, Edits); 5] = [
                 ("an owner of another aggregate type", Rule::D6, vec![("/owner/aggregate_type", "rc-order".into())]),
                 ("an owner of another tenant", Rule::D6, vec![("/owner/tenant", "globex".into())]),
                 ("an owner of SYSTEM_TENANT in a tenant's scope", Rule::D6, vec![("/owner/tenant", Value::Null)]),
@@ -760,8 +760,11 @@ fn plan(state: State, namespace: Namespace, raw: bool) -> Plan {
     plan
 }
 
+/// Edits of a request: JSON pointers, each with the value written there.
+type Edits = Vec<(&'static str, Value)>;
+
 /// The edit of a request that writes each of `edits` (a JSON pointer, and the value there).
-fn setting(edits: Vec<(&'static str, Value)>) -> impl Fn(Value) -> RawRequest {
+fn setting(edits: Edits) -> impl Fn(Value) -> RawRequest {
     move |mut request| {
         for (at, value) in &edits {
             if let Some(slot) = request.pointer_mut(at) {
