@@ -42,7 +42,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant as WallInstant};
 
 use reservation_store::rules::Rule;
@@ -76,6 +76,8 @@ const RECOVERY: Duration = Duration::from_secs(30);
 const WATCH: Duration = Duration::from_secs(2);
 /// Worker threads of a burst round.
 const WORKERS: usize = 3;
+/// The most writes a burst round's watch point makes, one after another, before it crashes.
+const WATCHES: usize = 16;
 /// Owners, by index: alice and bob.
 const A: u8 = 0;
 const B: u8 = 1;
@@ -562,10 +564,15 @@ impl<H: Harness> Run<'_, H> {
         });
     }
 
-    /// A burst round: every phase on several threads, and in the third a watch point: a write of
-    /// a fresh key on one thread while this one looks the key up, crashing at once when a lookup
-    /// shows the write before it is acknowledged, or when the write returns. The stamp at which
-    /// the crash began, and what its point was.
+    /// A burst round: every phase on several threads, and in the third a watch point: writes of
+    /// fresh keys on one thread, one after another, while this one looks up the key being
+    /// written, crashing at once when a lookup shows the write before it is acknowledged. A write
+    /// that returns unseen is followed by the next, up to [`WATCHES`] of them while the workers
+    /// still run: a store that lets its lock go before its record is durable shows the write only
+    /// for as long as the record takes to become durable, and a looking thread that the machine
+    /// did not run in that moment misses it; the next write gives it another chance. When none
+    /// shows, the crash comes when the last write returns, in the middle of the burst. The stamp
+    /// at which the crash began, and what its point was.
     fn burst(
         &mut self,
         store: &H::Store,
@@ -578,10 +585,9 @@ impl<H: Harness> Run<'_, H> {
             self.phase(store, r, keys, phase, round, true, events);
         }
         self.clock.advance(PHASE);
-        let watched = self.fresh(1)[0];
         let this = &*self;
-        let done = AtomicBool::new(false);
-        let done = &done;
+        let running = AtomicUsize::new(WORKERS);
+        let running = &running;
         let (began, point, more) = std::thread::scope(|s| {
             // The workers run the third and fourth phases' steps at once, all at this instant.
             let workers: Vec<_> = (0..WORKERS)
@@ -593,38 +599,49 @@ impl<H: Harness> Run<'_, H> {
                                 out.push(this.op(store, w + 1, round, key, step.call()));
                             }
                         }
+                        running.fetch_sub(1, Ordering::SeqCst);
                         out
                     })
                 })
                 .collect();
-            let writer = s.spawn(move || {
-                let e = this.op(store, WORKERS + 1, round, watched, Step::Reserve(B, 2, LONG).call());
-                done.store(true, Ordering::SeqCst);
-                e
-            });
-            // Lookups that see nothing tell nothing of the write, which had not happened yet:
-            // only the last of them is kept, so that the history stays short.
-            let mut looks: Vec<Event> = Vec::new();
+            let mut out: Vec<Event> = Vec::new();
+            let mut point = "burst: midway, when the watched writes returned";
+            let mut writing = None;
             let started = WallInstant::now();
-            let mut point = "burst: midway, when the watched write returned";
-            while !done.load(Ordering::SeqCst) && started.elapsed() < WATCH {
-                let e = this.recorder.run(store, (0, round), (watched, &key_named(watched)), Call::Lookup);
-                let seen = matches!(e.ret, Return::Lookup(Some(_)));
-                if looks.last().is_some_and(|l| matches!(l.ret, Return::Lookup(None))) {
-                    looks.pop();
-                }
-                looks.push(e);
-                if seen && !done.load(Ordering::SeqCst) {
+            // Every write's key is taken now, used or not, so that a seed takes the same keys
+            // however many writes the timing lets run.
+            for watched in this.fresh(WATCHES) {
+                let done = Arc::new(AtomicBool::new(false));
+                let returned = Arc::clone(&done);
+                let writer = s.spawn(move || {
+                    let e = this.op(store, WORKERS + 1, round, watched, Step::Reserve(B, 2, LONG).call());
+                    returned.store(true, Ordering::SeqCst);
+                    e
+                });
+                let seen = this.watch(store, round, watched, &done, started, &mut out);
+                writing = Some(writer);
+                if seen {
                     point = "burst: the moment a lookup showed a write not yet acknowledged";
+                    break;
+                }
+                // The write returned unseen: its event, then the next write while the workers run.
+                if let Some(writer) = writing.take() {
+                    match writer.join() {
+                        Ok(e) => out.push(e),
+                        Err(p) => out.push(panicked(WORKERS + 1, &*p)),
+                    }
+                }
+                if running.load(Ordering::SeqCst) == 0 || started.elapsed() >= WATCH {
                     break;
                 }
             }
             let began = this.recorder.stamp.load(Ordering::SeqCst);
             let crashed = this.inject_crash(store);
-            let mut out = looks;
-            match writer.join() {
-                Ok(e) => out.push(e),
-                Err(p) => out.push(panicked(WORKERS + 1, &*p)),
+            if let Some(writer) = writing {
+                match writer.join() {
+                    Ok(e) => out.push(e),
+                    Err(p) => out.push(panicked(WORKERS + 1, &*p)),
+                }
             }
             for (w, h) in workers.into_iter().enumerate() {
                 match h.join() {
@@ -640,6 +657,35 @@ impl<H: Harness> Run<'_, H> {
             self.trouble = Some(f);
         }
         (began, point)
+    }
+
+    /// Looks key `watched` up until its write returns (`done`), or [`WATCH`] after `started`:
+    /// whether a lookup showed the write before it returned. The lookups go to `out`, but for
+    /// those that saw nothing before the last (they tell nothing of the write, which had not
+    /// happened yet), so that the history stays short.
+    fn watch(
+        &self,
+        store: &H::Store,
+        round: usize,
+        watched: usize,
+        done: &AtomicBool,
+        started: WallInstant,
+        out: &mut Vec<Event>,
+    ) -> bool {
+        let mut last_empty = false;
+        while !done.load(Ordering::SeqCst) && started.elapsed() < WATCH {
+            let e = self.recorder.run(store, (0, round), (watched, &key_named(watched)), Call::Lookup);
+            let seen = matches!(e.ret, Return::Lookup(Some(_)));
+            if last_empty {
+                out.pop();
+            }
+            last_empty = matches!(e.ret, Return::Lookup(None));
+            out.push(e);
+            if seen && !done.load(Ordering::SeqCst) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Causes the harness's crash and waits until the store answers again.
