@@ -52,16 +52,23 @@ pub trait Harness: Sync {
         Some(self.store(clock))
     }
 
-    /// Looks up each of `keys` in `store`, as the suite does after every step: by default one
-    /// [`ReservationStore::lookup`] after another. A harness whose store sits behind a round trip
-    /// may send them all before it waits for any answer (the driver's does): they run at the same
-    /// instant and change nothing, so their order does not matter.
+    /// Looks up each of `keys` in `store`, as the suite does after every step, the answers in the
+    /// order of `keys`. They run at the same instant and change nothing, so their order does not
+    /// matter: by default [`LOOKUPS_AT_ONCE`] [`ReservationStore::lookup`]s are awaited together
+    /// in one [`Harness::block_on`], which a store behind a round trip (a pool of connections, a
+    /// multiplexed one) answers in about the time of one, and a store that answers at once takes
+    /// one after another. A harness may send more at once (the driver's sends them all before it
+    /// waits for any answer).
     fn lookups(
         &self,
         store: &Self::Store,
         keys: &[(&ReservationScope, &Key)],
     ) -> Vec<StoreResult<Option<StoredReservation>>> {
-        keys.iter().map(|(scope, key)| self.block_on(store.lookup(scope, key))).collect()
+        keys.chunks(LOOKUPS_AT_ONCE)
+            .flat_map(|chunk| {
+                self.block_on(futures_util::future::join_all(chunk.iter().map(|(scope, key)| store.lookup(scope, key))))
+            })
+            .collect()
     }
 
     /// Runs `requests` on `store` as written in the driver protocol's form (`PROTOCOL.md`),
@@ -488,6 +495,11 @@ impl Harness for Probe {
         Some("the probe says it is broken".into())
     }
 }
+
+/// How many lookups [`Harness::lookups`] awaits together by default: no more than the smallest
+/// pool of connections among the built-in stores (PostgreSQL's 16) holds, so that none waits for
+/// a connection.
+pub const LOOKUPS_AT_ONCE: usize = 8;
 
 /// Where every check's clock starts: far from both ends, so that `expires_at - 1` and large
 /// moves stay meaningful.

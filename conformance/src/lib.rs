@@ -260,7 +260,8 @@ pub mod worked_examples;
 pub use failure::{Details, Failure, Finding, Protocol};
 pub use harness::unique_namespace;
 pub use harness::{
-    Capabilities, Harness, MemoryHarness, PARTS, Probe, RawAnswer, RawRequest, Requirement, START, dropped_parts,
+    Capabilities, Harness, LOOKUPS_AT_ONCE, MemoryHarness, PARTS, Probe, RawAnswer, RawRequest, Requirement, START,
+    dropped_parts,
 };
 pub use report::{CheckResult, Report, run_all, run_all_with, run_matching, run_matching_with};
 pub use settings::Settings;
