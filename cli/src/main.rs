@@ -312,73 +312,99 @@ fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-/// Runs the suite against `harness` as the store `name` (`store` in the replay command) and
-/// prints its report; whether it conforms.
+/// Runs the suite against `harness` as the store `name` (`store` in the replay command): whether
+/// it conforms, and its report as printed.
 fn section<H: Harness>(
     suite: &Suite,
     (name, store): (&str, &str),
     harness: &H,
     base: Settings,
     filter: impl Fn(&str) -> bool,
-) -> bool {
+) -> (bool, String) {
     let settings = suite.settings(base);
-    println!("conformance suite against {name} ({}):", Suite::describe(&settings));
+    let mut text = format!("conformance suite against {name} ({}):\n", Suite::describe(&settings));
     let started = Instant::now();
     let report = suite.run(name, harness, &settings, filter);
-    print!("{report}");
-    println!("{name}: {} in {:.2?}", if report.is_ok() { "conforms" } else { "DOES NOT CONFORM" }, started.elapsed());
+    let verdict = if report.is_ok() { "conforms" } else { "DOES NOT CONFORM" };
+    text.push_str(&format!("{report}{name}: {verdict} in {:.2?}\n", started.elapsed()));
     if !report.is_ok() {
-        println!("to replay this run: {}", suite.replay(&settings, store));
+        text.push_str(&format!("to replay this run: {}\n", suite.replay(&settings, store)));
     }
-    println!();
-    report.is_ok()
+    text.push('\n');
+    (report.is_ok(), text)
 }
 
-/// Runs the suite against the chosen stores; whether every one conforms.
+/// One store's part of `conform`: whether it conforms, and what it prints.
+type Part<'a> = Box<dyn FnOnce() -> (bool, String) + Send + 'a>;
+
+/// Runs the suite against the chosen stores; whether every one conforms. The stores share
+/// nothing (each has its own memory, file, schema, key prefix or server), so they run at once,
+/// each on a thread of its own: most of a store's time is spent waiting for its server, and
+/// `conform all` takes about as long as its slowest store. The reports print in a fixed order,
+/// each as soon as it and those before it are done; the progress lines on standard error, each
+/// prefixed with its store, come as the checks end.
 fn conform(stores: Stores, suite: &Suite) -> bool {
-    let all = |_: &str| true;
-    let mut ok = true;
+    let mut parts: Vec<Part<'_>> = Vec::new();
     if matches!(stores, Stores::Memory | Stores::All) {
-        ok &= section(suite, ("MemoryStore", "memory"), &MemoryHarness, Settings::default(), all);
+        parts.push(Box::new(|| {
+            section(suite, ("MemoryStore", "memory"), &MemoryHarness, Settings::default(), |_| true)
+        }));
     }
     if matches!(stores, Stores::Postgres | Stores::All) {
-        let harness = PostgresHarness::connect(&suite.pg_url, PostgresOptions::default());
-        let named = stores == Stores::Postgres;
-        ok &= conform_service(
-            suite,
-            ("PostgresStore", "postgres"),
-            &suite.pg_url,
-            harness,
-            PostgresHarness::settings(),
-            named,
-        );
+        parts.push(Box::new(move || {
+            let harness = PostgresHarness::connect(&suite.pg_url, PostgresOptions::default());
+            let named = stores == Stores::Postgres;
+            let base = PostgresHarness::settings();
+            conform_service(suite, ("PostgresStore", "postgres"), &suite.pg_url, harness, base, named)
+        }));
     }
     if matches!(stores, Stores::Redis | Stores::All) {
-        let harness = RedisHarness::connect(&suite.redis_url, RedisOptions::default());
-        let named = stores == Stores::Redis;
-        ok &=
-            conform_service(suite, ("RedisStore", "redis"), &suite.redis_url, harness, RedisHarness::settings(), named);
-        // Durability needs a server that keeps its writes: one of its own, restarted at every reopen.
-        if suite.runs("p1_durable_reopen_keeps_every_reservation")
-            && let Ok(durable) = RedisHarness::durable()
-        {
-            let durable_only = |name: &str| name.starts_with("p1_durable");
-            let name = "RedisStore on an append-only redis-server";
-            ok &= section(suite, (name, "redis"), &durable, RedisHarness::settings(), durable_only);
-        }
+        parts.push(Box::new(move || {
+            let harness = RedisHarness::connect(&suite.redis_url, RedisOptions::default());
+            let named = stores == Stores::Redis;
+            let base = RedisHarness::settings();
+            let (mut ok, mut text) =
+                conform_service(suite, ("RedisStore", "redis"), &suite.redis_url, harness, base, named);
+            // Durability needs a server that keeps its writes: one of its own, restarted at every
+            // reopen.
+            if suite.runs("p1_durable_reopen_keeps_every_reservation")
+                && let Ok(durable) = RedisHarness::durable()
+            {
+                let durable_only = |name: &str| name.starts_with("p1_durable");
+                let name = "RedisStore on an append-only redis-server";
+                let (durable_ok, durable_text) =
+                    section(suite, (name, "redis"), &durable, RedisHarness::settings(), durable_only);
+                ok &= durable_ok;
+                text.push_str(&durable_text);
+            }
+            (ok, text)
+        }));
     }
     if matches!(stores, Stores::Sqlite | Stores::All) {
-        ok &= match SqliteHarness::new() {
+        parts.push(Box::new(|| match SqliteHarness::new() {
             Ok(harness) => {
-                section(suite, ("SqliteStore", "sqlite"), &harness, Settings::default().with_cases(1_000), all)
+                section(suite, ("SqliteStore", "sqlite"), &harness, Settings::default().with_cases(1_000), |_| true)
             }
-            Err(e) => {
-                println!("SqliteStore: cannot open a scratch database: {}", error_chain(&e));
-                false
-            }
-        };
+            Err(e) => (false, format!("SqliteStore: cannot open a scratch database: {}\n", error_chain(&e))),
+        }));
     }
-    ok
+    std::thread::scope(|scope| {
+        let running: Vec<_> = parts.into_iter().map(|part| scope.spawn(part)).collect();
+        let mut ok = true;
+        for run in running {
+            let (conforms, text) = run.join().unwrap_or_else(|panic| {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned());
+                let why = why.unwrap_or_else(|| "a panic without a message".to_owned());
+                (false, format!("a store's run panicked: {why}\n\n"))
+            });
+            print!("{text}");
+            ok &= conforms;
+        }
+        ok
+    })
 }
 
 /// The suite against a store on a server at `url` (in a schema or key prefix of its own, removed
@@ -391,14 +417,13 @@ fn conform_service<H: Harness>(
     harness: Result<H, reservation_store::StorageError>,
     base: Settings,
     named: bool,
-) -> bool {
+) -> (bool, String) {
     match harness {
         Ok(harness) => section(suite, (name, store), &harness, base, |_| true),
         Err(e) => {
             let required = named || reservation_conformance::services::services_required();
             let verdict = if required { "DOES NOT CONFORM" } else { "skipped" };
-            println!("{name}: {verdict}: no server at {url}: {}\n", error_chain(&e));
-            !required
+            (!required, format!("{name}: {verdict}: no server at {url}: {}\n\n", error_chain(&e)))
         }
     }
 }
