@@ -49,6 +49,11 @@ pub enum Bug {
 
 /// How long the log writer gathers records before it commits them.
 const WINDOW: Duration = Duration::from_millis(2);
+/// How long a write of [`Bug::UnlockBeforeDurable`] waits, its lock let go, before it asks for
+/// the commit: a disk's sync, slow as disks can be. Only a lookup in that moment shows the bug,
+/// and the crash must come before it ends: with the log writer's 2 ms alone, a machine running
+/// eight tests beside CPU hogs sometimes ran neither the looking thread nor the crash in time.
+const UNLOCKED: Duration = Duration::from_millis(15);
 /// How long the log writer sleeps when nobody asks for a commit.
 const IDLE: Duration = Duration::from_millis(200);
 
@@ -242,7 +247,10 @@ impl ReservationStore for WalStore {
             let (n, epoch) = server.append(Record { slot, at: now, op, rule: step.rule, row });
             match server.bug {
                 Some(Bug::AckBeforeWrite) => return Ok(step.outcome),
-                Some(Bug::UnlockBeforeDurable) => drop(memory),
+                Some(Bug::UnlockBeforeDurable) => {
+                    drop(memory);
+                    std::thread::sleep(UNLOCKED);
+                }
                 _ => {}
             }
             server.commit(n, epoch)?;
