@@ -254,6 +254,13 @@ fn conform_all_without_servers_skips_their_stores_saying_so() {
         "{}",
         text(&o)
     );
+    // The stores run at once, and their reports print in a fixed order, each whole.
+    let out = String::from_utf8_lossy(&o.stdout);
+    let at = |line: &str| out.find(line).unwrap_or_else(|| panic!("no {line:?} in:\n{out}"));
+    let order = ["conformance suite against MemoryStore", "MemoryStore: conforms", "PostgresStore: skipped"];
+    let order = order.into_iter().chain(["RedisStore: skipped", "conformance suite against SqliteStore"]);
+    let positions: Vec<usize> = order.chain(["SqliteStore: conforms"]).map(at).collect();
+    assert!(positions.is_sorted(), "{positions:?}:\n{out}");
     let o = run(true);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("PostgresStore: DOES NOT CONFORM: no server at"), "{}", text(&o));
