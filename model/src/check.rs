@@ -8,7 +8,7 @@ use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
 
 pub use crate::ceiling::Ceiling;
 use crate::config::{Assumptions, ModelConfig};
-use crate::model::{ALWAYS, Coverage, ReservationModel, Scenario};
+use crate::model::{ALWAYS, Coverage, ReservationModel, Scenario, checker_name};
 use crate::trace::trace_text;
 
 /// How the state space is searched.
@@ -399,12 +399,14 @@ fn check_with(model: &ReservationModel, options: CheckOptions) -> CheckReport {
     let model = if options.symmetry { model.skipping_symmetric_actions() } else { model };
     let depth_first = matches!(options.strategy, Strategy::Dfs | Strategy::Auto);
     let model = if options.symmetry && depth_first { model.taking_eager_steps() } else { model };
+    // The checker looks every property up by name at every state: it knows them by short names.
+    let model = model.naming_properties_briefly();
     let mut builder = model.checker().threads(options.threads.max(1));
     if options.symmetry && options.strategy != Strategy::Bfs {
         builder = builder.symmetry();
     }
     if let Some(name) = options.target {
-        builder = builder.finish_when(HasDiscoveries::AnyOf([name].into_iter().collect()));
+        builder = builder.finish_when(HasDiscoveries::AnyOf([checker_name(name)].into_iter().collect()));
     } else if options.stop_at_failure {
         builder = builder.finish_when(HasDiscoveries::AnyFailures);
     }
@@ -459,8 +461,8 @@ fn finish<C: Checker<ReservationModel>>(
     let model = checker.model();
     let discoveries = checker.discoveries();
     let failed = match options.target {
-        Some(name) => discoveries.contains_key(name),
-        None => options.stop_at_failure && ALWAYS.iter().any(|p| discoveries.contains_key(p)),
+        Some(name) => discoveries.contains_key(checker_name(name)),
+        None => options.stop_at_failure && ALWAYS.iter().any(|p| discoveries.contains_key(checker_name(p))),
     };
     // stateright marks a run stopped by its timeout as done: judge completeness here. A run that
     // may have hit its timeout is incomplete, and so is every simulation (never exhaustive),
@@ -475,7 +477,7 @@ fn finish<C: Checker<ReservationModel>>(
     let verdicts = ALWAYS
         .into_iter()
         .map(|name| {
-            let path = discoveries.get(name);
+            let path = discoveries.get(checker_name(name));
             let actions = path.and_then(|path| model.concrete_path(&path.clone().into_actions()));
             Verdict {
                 name,

@@ -242,6 +242,7 @@ pub struct ReservationModel {
     reached: Arc<AtomicU64>,
     failed: Arc<AtomicU8>,
     quotient: bool,
+    brief_names: bool,
     skip_symmetric: bool,
     eager: bool,
 }
@@ -255,6 +256,7 @@ impl ReservationModel {
             reached: Arc::new(AtomicU64::new(0)),
             failed: Arc::new(AtomicU8::new(0)),
             quotient: false,
+            brief_names: false,
             skip_symmetric: false,
             eager: false,
         }
@@ -306,6 +308,14 @@ impl ReservationModel {
     /// specification's rules.
     pub(crate) fn taking_eager_steps(mut self) -> Self {
         self.eager = self.config.assumptions == crate::config::Assumptions::ALL && self.transition_is_spec();
+        self
+    }
+
+    /// This model, whose always-properties the checker knows by their [`CHECKER_NAMES`] rather
+    /// than by their sentences ([`ALWAYS`]): for the checks, which translate the names back. The
+    /// Explorer shows the sentences.
+    pub(crate) fn naming_properties_briefly(mut self) -> Self {
+        self.brief_names = true;
         self
     }
 
@@ -891,6 +901,18 @@ pub const ALWAYS: [&str; PROPERTIES.len()] = {
     names
 };
 
+/// The names a check hands the checker for the always-properties, in table order: short, because
+/// the checker looks each property up by its name (a SipHash of the name) at every state it visits,
+/// and with the sentences of [`ALWAYS`] those lookups were a sixth of a check's instructions. The
+/// reports name each property by its sentence ([`checker_name`] translates).
+pub(crate) const CHECKER_NAMES: [&str; PROPERTIES.len()] = ["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7"];
+
+/// The name the checker knows the always-property `name` (one of [`ALWAYS`]) by, in a check: its
+/// [`CHECKER_NAMES`] entry; `name` itself when it names no always-property.
+pub(crate) fn checker_name(name: &'static str) -> &'static str {
+    ALWAYS.iter().position(|p| *p == name).and_then(|i| CHECKER_NAMES.get(i).copied()).unwrap_or(name)
+}
+
 /// G, uniqueness of committed facts: within the scope, no two different owners each have a
 /// latest committed fact that holds the same key.
 pub const P_UNIQUE: &str = "no two owners' latest committed facts hold the same key";
@@ -1041,7 +1063,8 @@ impl Model for ReservationModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        PROPERTIES.iter().zip(CHECKED).map(|(p, f)| Property::always(p.name, f)).collect()
+        let names = if self.brief_names { CHECKER_NAMES } else { ALWAYS };
+        names.into_iter().zip(CHECKED).map(|(name, f)| Property::always(name, f)).collect()
     }
 }
 
