@@ -401,6 +401,8 @@ fn check_with(model: &ReservationModel, options: CheckOptions) -> CheckReport {
     let model = if options.symmetry && depth_first { model.taking_eager_steps() } else { model };
     // The checker looks every property up by name at every state: it knows them by short names.
     let model = model.naming_properties_briefly();
+    // Depth first, the model leaves out successors it handed the checker a moment ago.
+    let model = if depth_first { model.skipping_recent_repeats() } else { model };
     let mut builder = model.checker().threads(options.threads.max(1));
     if options.symmetry && options.strategy != Strategy::Bfs {
         builder = builder.symmetry();
@@ -457,6 +459,9 @@ fn finish<C: Checker<ReservationModel>>(
     }
     let checker = checker.join();
     let elapsed = start.elapsed();
+    // The threads have ended: the repeats left out are counted, and `next_state` is the model's
+    // again before the paths are replayed.
+    let repeats = usize::try_from(checker.model().end_search()).unwrap_or(usize::MAX);
     let cpu_seconds = crate::ceiling::cpu_seconds().zip(cpu_at_start).map(|(end, start)| end - start);
     let model = checker.model();
     let discoveries = checker.discoveries();
@@ -490,7 +495,8 @@ fn finish<C: Checker<ReservationModel>>(
         .collect();
     let peak_memory = crate::ceiling::peak_memory();
     let unique_states = checker.unique_state_count();
-    let (total_states, max_depth, coverage) = (checker.state_count(), checker.max_depth(), model.coverage());
+    let total_states = checker.state_count().saturating_add(repeats);
+    let (max_depth, coverage) = (checker.max_depth(), model.coverage());
     // The visited set goes before the ceiling's run, which builds one as large.
     drop(checker);
     let ceiling = options.ceiling.then(|| {
