@@ -448,7 +448,7 @@ fn finish<C: Checker<ReservationModel>>(
                 let rate = (states.saturating_sub(last_states)) as f64 / last.elapsed().as_secs_f64();
                 eprintln!(
                     "progress: {states} unique states, {} total, {rate:.0} states/s, depth {}, {:.0} s",
-                    checker.state_count(),
+                    checker.state_count().saturating_add(checker.model().repeats_so_far()),
                     checker.max_depth(),
                     start.elapsed().as_secs_f64()
                 );

@@ -337,6 +337,12 @@ impl ReservationModel {
         self.recent.as_ref().map_or(0, |r| r.finish())
     }
 
+    /// The repeats of [`ReservationModel::skipping_recent_repeats`] counted so far in the search
+    /// (the threads add theirs in batches): for progress lines.
+    pub(crate) fn repeats_so_far(&self) -> usize {
+        self.recent.as_ref().map_or(0, |r| usize::try_from(r.so_far()).unwrap_or(usize::MAX))
+    }
+
     /// This model, whose steps lead to representatives (symmetry reduction inside the model):
     /// breadth-first search, which ignores the checker's symmetry reduction, then explores the
     /// reduced state space and finds shortest counterexamples fast. Its paths name permuted

@@ -62,6 +62,11 @@ impl Recent {
         TABLE.with(|table| table.borrow_mut().generated_again(self, n))
     }
 
+    /// The repeats the threads have added so far (they add them in batches).
+    pub(crate) fn so_far(&self) -> u64 {
+        self.repeats.load(Ordering::Relaxed)
+    }
+
     /// Ends the search: the tables are no longer consulted. Returns the repeats found, once the
     /// search's threads have ended (each adds the rest of its count when it ends).
     pub(crate) fn finish(&self) -> u64 {
