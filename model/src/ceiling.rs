@@ -8,15 +8,15 @@
 //! (the reservation model's have about as many), its paths are about as deep (the checker copies
 //! a state's path for each new state; counters that also went down would make paths as long as
 //! the state space), it declares as many always-properties as the
-//! reservation model (each true, and each looked up by the checker at every state, as theirs
-//! are), and it runs with the same threads and, when the check uses it, through the same symmetry
+//! reservation model (each true, and each looked up by the checker at every state by the same
+//! short name as theirs are), and it runs with the same threads and, when the check uses it, through the same symmetry
 //! path (an identity representative).
 
 use std::time::Instant;
 
 use stateright::{Checker, Model, Property, Representative};
 
-use crate::model::ALWAYS;
+use crate::model::CHECKER_NAMES;
 
 /// Counters of the trivial model.
 const COUNTERS: usize = 4;
@@ -67,7 +67,7 @@ impl Model for Counters {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        ALWAYS.iter().map(|name| Property::always(name, always_true)).collect()
+        CHECKER_NAMES.iter().map(|name| Property::always(name, always_true)).collect()
     }
 }
 

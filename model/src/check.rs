@@ -8,7 +8,7 @@ use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
 
 pub use crate::ceiling::Ceiling;
 use crate::config::{Assumptions, ModelConfig};
-use crate::model::{ALWAYS, Coverage, ReservationModel, Scenario};
+use crate::model::{ALWAYS, Coverage, ReservationModel, Scenario, checker_name};
 use crate::trace::trace_text;
 
 /// How the state space is searched.
@@ -399,12 +399,16 @@ fn check_with(model: &ReservationModel, options: CheckOptions) -> CheckReport {
     let model = if options.symmetry { model.skipping_symmetric_actions() } else { model };
     let depth_first = matches!(options.strategy, Strategy::Dfs | Strategy::Auto);
     let model = if options.symmetry && depth_first { model.taking_eager_steps() } else { model };
+    // The checker looks every property up by name at every state: it knows them by short names.
+    let model = model.naming_properties_briefly();
+    // Depth first, the model leaves out successors it handed the checker a moment ago.
+    let model = if depth_first { model.skipping_recent_repeats() } else { model };
     let mut builder = model.checker().threads(options.threads.max(1));
     if options.symmetry && options.strategy != Strategy::Bfs {
         builder = builder.symmetry();
     }
     if let Some(name) = options.target {
-        builder = builder.finish_when(HasDiscoveries::AnyOf([name].into_iter().collect()));
+        builder = builder.finish_when(HasDiscoveries::AnyOf([checker_name(name)].into_iter().collect()));
     } else if options.stop_at_failure {
         builder = builder.finish_when(HasDiscoveries::AnyFailures);
     }
@@ -444,7 +448,7 @@ fn finish<C: Checker<ReservationModel>>(
                 let rate = (states.saturating_sub(last_states)) as f64 / last.elapsed().as_secs_f64();
                 eprintln!(
                     "progress: {states} unique states, {} total, {rate:.0} states/s, depth {}, {:.0} s",
-                    checker.state_count(),
+                    checker.state_count().saturating_add(checker.model().repeats_so_far()),
                     checker.max_depth(),
                     start.elapsed().as_secs_f64()
                 );
@@ -455,12 +459,15 @@ fn finish<C: Checker<ReservationModel>>(
     }
     let checker = checker.join();
     let elapsed = start.elapsed();
+    // The threads have ended: the repeats left out are counted, and `next_state` is the model's
+    // again before the paths are replayed.
+    let repeats = usize::try_from(checker.model().end_search()).unwrap_or(usize::MAX);
     let cpu_seconds = crate::ceiling::cpu_seconds().zip(cpu_at_start).map(|(end, start)| end - start);
     let model = checker.model();
     let discoveries = checker.discoveries();
     let failed = match options.target {
-        Some(name) => discoveries.contains_key(name),
-        None => options.stop_at_failure && ALWAYS.iter().any(|p| discoveries.contains_key(p)),
+        Some(name) => discoveries.contains_key(checker_name(name)),
+        None => options.stop_at_failure && ALWAYS.iter().any(|p| discoveries.contains_key(checker_name(p))),
     };
     // stateright marks a run stopped by its timeout as done: judge completeness here. A run that
     // may have hit its timeout is incomplete, and so is every simulation (never exhaustive),
@@ -475,7 +482,7 @@ fn finish<C: Checker<ReservationModel>>(
     let verdicts = ALWAYS
         .into_iter()
         .map(|name| {
-            let path = discoveries.get(name);
+            let path = discoveries.get(checker_name(name));
             let actions = path.and_then(|path| model.concrete_path(&path.clone().into_actions()));
             Verdict {
                 name,
@@ -488,7 +495,8 @@ fn finish<C: Checker<ReservationModel>>(
         .collect();
     let peak_memory = crate::ceiling::peak_memory();
     let unique_states = checker.unique_state_count();
-    let (total_states, max_depth, coverage) = (checker.state_count(), checker.max_depth(), model.coverage());
+    let total_states = checker.state_count().saturating_add(repeats);
+    let (max_depth, coverage) = (checker.max_depth(), model.coverage());
     // The visited set goes before the ceiling's run, which builds one as large.
     drop(checker);
     let ceiling = options.ceiling.then(|| {

@@ -54,6 +54,7 @@ pub mod check;
 pub mod cli;
 mod config;
 mod model;
+mod recent;
 mod state;
 pub mod swarm;
 mod symmetry;

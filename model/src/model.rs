@@ -13,6 +13,7 @@ use reservation_store::{Instant, Operation, Outcome, ReleaseVersion, Ttl, Versio
 use stateright::{Model, Property, Representative};
 
 use crate::config::{Assumption, MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS, ModelConfig};
+use crate::recent::Recent;
 use crate::state::*;
 use crate::symmetry::keys_mirror;
 
@@ -242,6 +243,8 @@ pub struct ReservationModel {
     reached: Arc<AtomicU64>,
     failed: Arc<AtomicU8>,
     quotient: bool,
+    brief_names: bool,
+    recent: Option<Arc<Recent>>,
     skip_symmetric: bool,
     eager: bool,
 }
@@ -255,6 +258,8 @@ impl ReservationModel {
             reached: Arc::new(AtomicU64::new(0)),
             failed: Arc::new(AtomicU8::new(0)),
             quotient: false,
+            brief_names: false,
+            recent: None,
             skip_symmetric: false,
             eager: false,
         }
@@ -307,6 +312,35 @@ impl ReservationModel {
     pub(crate) fn taking_eager_steps(mut self) -> Self {
         self.eager = self.config.assumptions == crate::config::Assumptions::ALL && self.transition_is_spec();
         self
+    }
+
+    /// This model, whose always-properties the checker knows by their [`CHECKER_NAMES`] rather
+    /// than by their sentences ([`ALWAYS`]): for the checks, which translate the names back. The
+    /// Explorer shows the sentences.
+    pub(crate) fn naming_properties_briefly(mut self) -> Self {
+        self.brief_names = true;
+        self
+    }
+
+    /// This model, for one depth-first search: `next_state` gives no successor for a state this
+    /// thread handed the checker before in the search ([`Recent`]; the checker would find it in
+    /// its visited set), and counts it. [`ReservationModel::end_search`] switches this off.
+    pub(crate) fn skipping_recent_repeats(mut self) -> Self {
+        self.recent = Some(Recent::new());
+        self
+    }
+
+    /// Ends the search of [`ReservationModel::skipping_recent_repeats`], once its threads have
+    /// ended: `next_state` is the model's again (path reconstruction replays it). Returns the
+    /// successors left out as repeats, which the checker did not count as generated.
+    pub(crate) fn end_search(&self) -> u64 {
+        self.recent.as_ref().map_or(0, |r| r.finish())
+    }
+
+    /// The repeats of [`ReservationModel::skipping_recent_repeats`] counted so far in the search
+    /// (the threads add theirs in batches): for progress lines.
+    pub(crate) fn repeats_so_far(&self) -> usize {
+        self.recent.as_ref().map_or(0, |r| usize::try_from(r.so_far()).unwrap_or(usize::MAX))
     }
 
     /// This model, whose steps lead to representatives (symmetry reduction inside the model):
@@ -891,6 +925,18 @@ pub const ALWAYS: [&str; PROPERTIES.len()] = {
     names
 };
 
+/// The names a check hands the checker for the always-properties, in table order: short, because
+/// the checker looks each property up by its name (a SipHash of the name) at every state it visits,
+/// and with the sentences of [`ALWAYS`] those lookups were a sixth of a check's instructions. The
+/// reports name each property by its sentence ([`checker_name`] translates).
+pub(crate) const CHECKER_NAMES: [&str; PROPERTIES.len()] = ["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7"];
+
+/// The name the checker knows the always-property `name` (one of [`ALWAYS`]) by, in a check: its
+/// [`CHECKER_NAMES`] entry; `name` itself when it names no always-property.
+pub(crate) fn checker_name(name: &'static str) -> &'static str {
+    ALWAYS.iter().position(|p| *p == name).and_then(|i| CHECKER_NAMES.get(i).copied()).unwrap_or(name)
+}
+
 /// G, uniqueness of committed facts: within the scope, no two different owners each have a
 /// latest committed fact that holds the same key.
 pub const P_UNIQUE: &str = "no two owners' latest committed facts hold the same key";
@@ -1028,7 +1074,10 @@ impl Model for ReservationModel {
         // Its rule is recorded all the same.
         let (n, _) = self.step(s, action)?;
         let n = if self.quotient { n.representative() } else { n };
-        (n != *s).then_some(n)
+        if n == *s || self.recent.as_ref().is_some_and(|r| r.generated_again(&n)) {
+            return None;
+        }
+        Some(n)
     }
 
     fn format_action(&self, action: &Action) -> String {
@@ -1041,7 +1090,8 @@ impl Model for ReservationModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        PROPERTIES.iter().zip(CHECKED).map(|(p, f)| Property::always(p.name, f)).collect()
+        let names = if self.brief_names { CHECKER_NAMES } else { ALWAYS };
+        names.into_iter().zip(CHECKED).map(|(name, f)| Property::always(name, f)).collect()
     }
 }
 
@@ -1131,6 +1181,32 @@ mod tests {
         assert!(reached.len() < all.len() && reached.is_subset(&all));
         let from_now = |states: &HashSet<State>| states.iter().map(store_and_logs_from_now).collect::<HashSet<_>>();
         assert_eq!(from_now(&reached), from_now(&all));
+    }
+
+    /// Leaving out the successors a thread handed the checker a moment ago changes neither the
+    /// unique states nor, counting them, the generated ones; and once the search has ended
+    /// `next_state` gives every successor again (path reconstruction replays it).
+    #[test]
+    fn recent_repeats_are_counted_and_change_no_count() {
+        use stateright::Checker;
+        let counts = |model: ReservationModel| {
+            let model = model.skipping_symmetric_actions().taking_eager_steps();
+            let checker = model.checker().threads(1).symmetry().spawn_dfs().join();
+            let repeats = checker.model().end_search();
+            (checker.unique_state_count(), checker.state_count() as u64 + repeats, repeats)
+        };
+        let plain = counts(ReservationModel::new(ModelConfig::small()));
+        let skipping = counts(ReservationModel::new(ModelConfig::small()).skipping_recent_repeats());
+        assert_eq!((plain.0, plain.1), (skipping.0, skipping.1));
+        assert_eq!(plain.2, 0);
+        assert!(skipping.2 > skipping.1 / 4, "{skipping:?}");
+        let model = ReservationModel::new(ModelConfig::small()).skipping_recent_repeats();
+        let s = model.initial_state();
+        let a = Action::Reserve { owner: 0, attempt: 0, key: 0 };
+        assert!(model.next_state(&s, a).is_some());
+        assert!(model.next_state(&s, a).is_none(), "a repeat during the search");
+        model.end_search();
+        assert!(model.next_state(&s, a).is_some(), "every successor once the search has ended");
     }
 
     /// A store transition substituted for the specification's: the specification's own rules,

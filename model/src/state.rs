@@ -60,7 +60,7 @@ pub fn hold_owner(bit: u8) -> u8 {
 /// moving these bits, a renaming of hold ids that no rule looks at.
 pub(crate) fn owner_holds(owner: u8) -> u16 {
     let width = MAX_ATTEMPTS as u32;
-    (((1u32 << width) - 1) << (u32::from(owner) * width)) as u16
+    ((1u32 << width) - 1).checked_shl(u32::from(owner) * width).unwrap_or(0) as u16
 }
 
 /// Hold ids a packed [`Slot`] can carry.
@@ -83,7 +83,10 @@ impl Slot {
 
     /// Whether the pending reservation has a hold of another owner's attempt.
     pub fn has_foreign_hold(self) -> bool {
-        (0..HOLD_BITS).any(|b| hold_owner(b) != self.owner && self.has_hold(b))
+        // The hold bits of every owner but this one, at once (the property is checked at every
+        // state).
+        let own = u64::from(owner_holds(self.owner));
+        self.tag == PENDING && self.hold_set().bits() & !own != 0
     }
 
     /// Whether the pending reservation has the hold `bit`, asked of the specification's hold set.
@@ -140,8 +143,10 @@ pub enum Phase {
     CrashedAfter,
 }
 
-/// One attempt (a decision) of an owner.
+/// One attempt (a decision) of an owner. `repr(C)`: [`Owner::signature`] reads its bytes in this
+/// order.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+#[repr(C)]
 pub struct Attempt {
     /// Where it is.
     pub phase: Phase,
@@ -156,8 +161,10 @@ pub struct Attempt {
     pub version: u8,
 }
 
-/// One owner: its log of facts, its attempts, and its subscription's position.
+/// One owner: its log of facts, its attempts, and its subscription's position. `repr(C)`:
+/// [`Owner::signature`] reads its bytes in this order.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+#[repr(C)]
 pub struct Owner {
     /// How many facts the log has; fact `v` (from 1) is `log[v - 1]`.
     pub log_len: u8,
@@ -215,33 +222,47 @@ pub struct State {
     pub flags: u8,
 }
 
-// An owner's signature holds all of its bytes.
-const _: () = assert!(2 + MAX_FACTS + 3 * MAX_ATTEMPTS <= 16);
+// An owner's signature holds all of its bytes: 2 + MAX_FACTS + 4 * MAX_ATTEMPTS = 18 of them, in
+// the order of its `repr(C)` layout, so that the words are built by a few wide loads.
+const _: () = assert!(MAX_FACTS == 4 && MAX_ATTEMPTS == 3);
 
 impl Owner {
-    /// The owner's fields packed into one number (attempt keys in 4 bits, which holds every key):
-    /// equal owners, equal numbers, and the converse for the fields' ranges.
-    pub(crate) fn signature(&self) -> u128 {
-        let mut b = [0u8; 16];
-        b[0] = self.log_len;
-        b[1] = self.cursor;
-        for (i, e) in self.log.into_iter().enumerate() {
-            b[2 + i] = e;
-        }
-        for (i, a) in self.attempts.iter().enumerate() {
-            let at = 2 + MAX_FACTS + 3 * i;
-            b[at] = (a.phase as u8) << 4 | (a.key & 0x0F);
-            b[at + 1] = a.deadline;
-            b[at + 2] = a.version;
-        }
-        u128::from_be_bytes(b)
+    /// The owner's fields packed into two numbers and a half: equal owners, equal numbers, and the
+    /// converse. The bytes are in the order of the fields, so that the compiler reads them with a
+    /// few loads.
+    pub(crate) fn signature(&self) -> (u64, u64, u16) {
+        let [a, b, c] = &self.attempts;
+        let lo = u64::from_le_bytes([
+            self.log_len,
+            self.log[0],
+            self.log[1],
+            self.log[2],
+            self.log[3],
+            self.cursor,
+            a.phase as u8,
+            a.key,
+        ]);
+        let hi = u64::from_le_bytes([
+            a.deadline,
+            a.version,
+            b.phase as u8,
+            b.key,
+            b.deadline,
+            b.version,
+            c.phase as u8,
+            c.key,
+        ]);
+        (lo, hi, u16::from_le_bytes([c.deadline, c.version]))
     }
 }
 
+/// A state as numbers ([`State::words`]).
+pub(crate) type Words = (u128, [(u64, u64, u16); MAX_OWNERS]);
+
 impl State {
-    /// The state as five 128-bit words: the clock, flags and store, then one per owner. Equal
+    /// The state as numbers: the clock, flags and store, then each owner's signature. Equal
     /// states give equal words, and the converse holds for the fields' ranges.
-    pub(crate) fn words(&self) -> [u128; 1 + MAX_OWNERS] {
+    pub(crate) fn words(&self) -> Words {
         let mut head = u128::from(self.now) << 8 | u128::from(self.flags);
         for slot in &self.store {
             head = head << 32
@@ -250,20 +271,21 @@ impl State {
                 | u128::from(slot.holds & 0x0FFF) << 8
                 | u128::from(slot.at);
         }
-        let mut words = [head; 1 + MAX_OWNERS];
-        for (w, o) in words.iter_mut().skip(1).zip(&self.owners) {
-            *w = o.signature();
-        }
-        words
+        (head, std::array::from_fn(|o| self.owners[o].signature()))
     }
 }
 
 impl std::hash::Hash for State {
-    /// The five words of [`State::words`]. The checker hashes every state it generates, so this
-    /// is on the hot path.
+    /// The words of [`State::words`], the owners' only as far as the configuration has owners
+    /// (the others never change). The checker hashes every state it generates, so this is on the
+    /// hot path.
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        for w in self.words() {
-            state.write_u128(w);
+        let (head, owners) = self.words();
+        state.write_u128(head);
+        for (lo, hi, last) in owners.into_iter().take(usize::from(self.owner_count)) {
+            state.write_u64(lo);
+            state.write_u64(hi);
+            state.write_u16(last);
         }
     }
 }

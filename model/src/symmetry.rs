@@ -6,8 +6,7 @@
 use stateright::Representative;
 
 use crate::config::{MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS};
-use crate::state::owner_holds;
-use crate::state::{Attempt, FREE, Phase, State};
+use crate::state::{Attempt, FREE, Phase, State, Words};
 
 fn has_key(phase: Phase) -> bool {
     matches!(phase, Phase::Reserved | Phase::Appended | Phase::CrashedAfter)
@@ -72,15 +71,28 @@ fn descending<K: Ord, const N: usize>(keys: &[K; N]) -> bool {
     keys.windows(2).all(|w| matches!(w, [a, b] if a >= b))
 }
 
-/// Sorts the attempts of each owner, then the owners, descending: unused attempts and owners
-/// (equal to ones that did nothing, the least values) come last, so the used ones keep the first
-/// indices.
-fn sort_owners_and_attempts(s: &State) -> State {
-    let mut r = *s;
+/// Hold ids a state uses: `MAX_OWNERS` owners of `MAX_ATTEMPTS` attempts each.
+const HOLDS: usize = MAX_OWNERS * MAX_ATTEMPTS;
+
+/// `s` with key `k` renamed `perm[k]`, then the attempts of each owner and then the owners
+/// sorted, descending: unused attempts and owners (equal to ones that did nothing, the least
+/// values) come last, so the used ones keep the first indices. An attempt's sort key is its
+/// fields and the keys whose reservation has its hold; an owner's is its fields (attempts sorted)
+/// and its part in the store: the keys it owns, and the keys that have each of its attempts'
+/// holds. Equal sort keys are identical attempts or owners, so ties need no breaking. One pass:
+/// the renaming of keys, attempts and owners is applied to the store once, at the end.
+fn canonical(s: &State, perm: &[u8; MAX_KEYS]) -> State {
     let width = MAX_ATTEMPTS;
-    // For each hold bit, the keys whose reservation has it.
-    let mut keys_of = [0u8; 16];
+    let rename = |k: u8| perm.get(usize::from(k)).copied().unwrap_or(k);
+    let mut store = s.store;
     for (k, slot) in s.store.iter().enumerate() {
+        if let Some(to) = store.get_mut(usize::from(rename(k as u8))) {
+            *to = *slot;
+        }
+    }
+    // For each hold bit, the (renamed) keys whose reservation has it.
+    let mut keys_of = [0u8; 16];
+    for (k, slot) in store.iter().enumerate() {
         let mut h = slot.holds;
         while h != 0 {
             if let Some(x) = keys_of.get_mut(h.trailing_zeros() as usize) {
@@ -89,57 +101,81 @@ fn sort_owners_and_attempts(s: &State) -> State {
             h &= h - 1;
         }
     }
-    // Owners past the configuration's have no attempts, nor holds.
-    for o in 0..usize::from(s.owner_count).min(MAX_OWNERS) {
-        let attempts = r.owners[o].attempts;
-        let keys: [u64; MAX_ATTEMPTS] = std::array::from_fn(|a| attempt_key(&attempts[a], keys_of[o * width + a]));
-        if descending(&keys) {
-            continue;
+    // The keys (renamed) each owner owns.
+    let mut owns = [0u16; MAX_OWNERS];
+    for (k, slot) in store.iter().enumerate() {
+        if slot.tag != FREE
+            && let Some(m) = owns.get_mut(usize::from(slot.owner))
+        {
+            *m |= 1 << k;
         }
-        let order = order_desc(&keys);
-        for (i, &from) in order.iter().enumerate() {
-            r.owners[o].attempts[i] = attempts[from];
+    }
+    let mut owners = s.owners;
+    // Where each hold bit goes: owner and attempt renamed.
+    let mut new_bit: [u8; HOLDS] = std::array::from_fn(|b| b as u8);
+    let mut attempts_moved = false;
+    let mut keys = [((0u64, 0u64, 0u16), 0u16); MAX_OWNERS];
+    // Owners past the configuration's have no attempts, nor holds: they stay as they are, the
+    // least, and last.
+    for (o, (ow, key)) in owners.iter_mut().zip(keys.iter_mut()).enumerate().take(usize::from(s.owner_count)) {
+        let len = usize::from(ow.log_len);
+        for e in ow.log.iter_mut().take(len) {
+            *e = rename(*e);
         }
-        for slot in r.store.iter_mut() {
-            let mut holds = slot.holds & !owner_holds(o as u8);
-            for (i, &from) in order.iter().enumerate() {
-                if slot.holds & (1 << (o * width + from)) != 0 {
-                    holds |= 1 << (o * width + i);
-                }
+        for a in ow.attempts.iter_mut() {
+            if has_key(a.phase) {
+                a.key = rename(a.key);
             }
-            slot.holds = holds;
         }
-    }
-    let mut keys = [(0u128, 0u64); MAX_OWNERS];
-    for (o, key) in keys.iter_mut().enumerate() {
-        let mut role = 0u64;
-        for slot in &r.store {
-            let mine = u64::from(slot.tag != FREE && usize::from(slot.owner) == o);
-            let holds = u64::from((slot.holds >> (o * width)) & owner_holds(0));
-            role = role << 20 | mine << 19 | u64::from(slot.tag) << 16 | u64::from(slot.at) << 8 | holds;
+        let in_store: [u8; MAX_ATTEMPTS] = std::array::from_fn(|a| keys_of[o * width + a]);
+        let akeys: [u64; MAX_ATTEMPTS] = std::array::from_fn(|a| attempt_key(&ow.attempts[a], in_store[a]));
+        let mut role = owns[o];
+        if descending(&akeys) {
+            for (i, &k) in in_store.iter().enumerate() {
+                role |= u16::from(k) << (MAX_KEYS * (i + 1));
+            }
+        } else {
+            attempts_moved = true;
+            let order = order_desc(&akeys);
+            let old = ow.attempts;
+            for (i, &from) in order.iter().enumerate() {
+                ow.attempts[i] = old[from];
+                new_bit[o * width + from] = (o * width + i) as u8;
+                role |= u16::from(in_store[from]) << (MAX_KEYS * (i + 1));
+            }
         }
-        *key = (r.owners[o].signature(), role);
+        *key = (ow.signature(), role);
     }
-    if descending(&keys) {
-        return r;
+    let mut out = State { store, owners, ..*s };
+    let owners_sorted = descending(&keys);
+    if owners_sorted && !attempts_moved {
+        return out;
     }
-    let order = order_desc(&keys);
-    let mut new_of = [0u8; MAX_OWNERS];
-    for (i, &old) in order.iter().enumerate() {
-        new_of[old] = i as u8;
-    }
-    let mut out = r;
-    for (i, &old) in order.iter().enumerate() {
-        out.owners[i] = r.owners[old];
+    if !owners_sorted {
+        let order = order_desc(&keys);
+        for (i, &old) in order.iter().enumerate() {
+            out.owners[i] = owners[old];
+            for a in 0..width {
+                new_bit[old * width + a] = (i * width) as u8 + (new_bit[old * width + a] - (old * width) as u8);
+            }
+        }
+        let mut new_of = [0u8; MAX_OWNERS];
+        for (i, &old) in order.iter().enumerate() {
+            new_of[old] = i as u8;
+        }
+        for slot in out.store.iter_mut() {
+            if slot.tag != FREE {
+                slot.owner = new_of.get(usize::from(slot.owner)).copied().unwrap_or(slot.owner);
+            }
+        }
     }
     for slot in out.store.iter_mut() {
-        if slot.tag != FREE {
-            slot.owner = new_of.get(usize::from(slot.owner)).copied().unwrap_or(slot.owner);
-        }
+        let mut h = slot.holds;
         let mut holds = 0u16;
-        for (old, &new) in new_of.iter().enumerate() {
-            let part = (slot.holds >> (old * width)) & owner_holds(0);
-            holds |= part << (usize::from(new) * width);
+        while h != 0 {
+            let b = h.trailing_zeros() as usize;
+            holds |= 1 << new_bit.get(b).copied().unwrap_or(b as u8);
+            h &= h - 1;
         }
         slot.holds = holds;
     }
@@ -153,7 +189,8 @@ fn key_signatures(s: &State) -> [u64; MAX_KEYS] {
     let mut in_logs = [0u64; MAX_KEYS];
     let mut latest = [0u64; MAX_KEYS];
     let mut in_attempts = [[0u64; 3]; MAX_KEYS];
-    for o in &s.owners {
+    // Owners past the configuration's name no key.
+    for o in s.owners.iter().take(usize::from(s.owner_count)) {
         for &e in o.log.iter().take(usize::from(o.log_len)) {
             if let Some(n) = in_logs.get_mut(usize::from(e)) {
                 *n += 1;
@@ -214,26 +251,22 @@ impl Representative for State {
     /// tries the same sorted states: the representative is canonical, and keys with different
     /// signatures are never tried in both orders.
     fn representative(&self) -> Self {
+        let identity: [u8; MAX_KEYS] = std::array::from_fn(|k| k as u8);
         let orders: &[[u8; 3]] = match self.keys {
             3 => &ORDERS_3,
             _ => &[],
         };
         let orders_2: &[[u8; 2]] = if self.keys == 2 { &ORDERS_2 } else { &[] };
         if orders.is_empty() && orders_2.is_empty() {
-            return sort_owners_and_attempts(self);
+            return canonical(self, &identity);
         }
         let sig = key_signatures(self);
         // Compared by their words (cheaper than field by field): any total order on the candidates
         // gives a canonical representative.
-        let mut best: Option<(State, Option<[u128; 1 + MAX_OWNERS]>)> = None;
+        let mut best: Option<(State, Option<Words>)> = None;
         let renamings = orders.iter().map(|o| renaming(o, &sig)).chain(orders_2.iter().map(|o| renaming(o, &sig)));
         for perm in renamings.flatten() {
-            let identity = perm.iter().enumerate().all(|(k, &to)| usize::from(to) == k);
-            let candidate = if identity {
-                sort_owners_and_attempts(self)
-            } else {
-                sort_owners_and_attempts(&permute_keys(self, &perm))
-            };
+            let candidate = canonical(self, &perm);
             best = Some(match best {
                 None => (candidate, None),
                 Some((b, words)) => {
@@ -244,7 +277,7 @@ impl Representative for State {
                 }
             });
         }
-        best.map_or_else(|| sort_owners_and_attempts(self), |(b, _)| b)
+        best.map_or_else(|| canonical(self, &identity), |(b, _)| b)
     }
 }
 
