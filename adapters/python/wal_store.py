@@ -40,6 +40,11 @@ import weakref
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import store as base  # noqa: E402  (the rules and the protocol loop of store.py)
 
+# How long unlock-before-durable's write of a new row waits, its lock let go, before it writes
+# its record (a log that must grow, slow as disks can be): the moment in which a lookup shows the
+# bug and the crash must come (as conformance/tests/it/wal.rs's store).
+UNLOCKED = 0.03
+
 BUG = os.environ.get("RESERVATION_WAL_BUG", "")
 WINDOW = 0.005
 IDLE = 0.2
@@ -148,7 +153,10 @@ class WalStore(base.Store):
         outcome = super().run(request, clock)
         waiting = self.local.waiting
         if waiting is not None:  # unlock-before-durable: the lock is already let go
-            self.log.commit(*waiting)
+            record, new_row = waiting
+            if new_row:
+                time.sleep(UNLOCKED)
+            self.log.commit(*self.log.append(record))
         return outcome
 
     def write(self, where, row):
@@ -161,11 +169,13 @@ class WalStore(base.Store):
         super().write(where, row)
         if logged is before:
             return  # nothing changed: nothing to log
+        if BUG == "unlock-before-durable":
+            # The record is written once the lock is let go, a new row's after UNLOCKED: while it
+            # is not in the log, no other write's commit makes it durable, and a lookup shows it.
+            self.local.waiting = ((where, self.clock, request, logged), before is None)
+            return
         n = self.log.append((where, self.clock, request, logged))
         if BUG == "ack-before-write":
-            return
-        if BUG == "unlock-before-durable":
-            self.local.waiting = n
             return
         self.log.commit(*n)
 
