@@ -150,10 +150,14 @@ fn too_few_replica_acknowledgements_are_indeterminate_and_the_write_is_on_the_pr
     let error =
         h.runtime().block_on(store.confirm(&scope, &key, &owner(), version())).expect_err("two replicas acknowledged");
     assert!(error.is_indeterminate(), "{}", error_chain(&error));
+    // The one replica acknowledges in time on a quiet machine ("1 of 2"); on a busy one it may not
+    // ("0 of 2"): either falls short of two.
+    let chain = error_chain(&error);
     assert!(
-        error_chain(&error).contains("1 of 2 replicas acknowledged the committed write within 50 ms"),
-        "{}",
-        error_chain(&error)
+        ["0 of 2", "1 of 2"]
+            .iter()
+            .any(|n| chain.contains(&format!("{n} replicas acknowledged the committed write within 50 ms"))),
+        "{chain}"
     );
     // The write is on the primary: a store that waits for one replica finds it.
     let one = RedisStore::connect(
