@@ -11,6 +11,7 @@ use reservation_store::{
     ReleaseVersion, ReservationScope, Tenant, Ttl, Version,
 };
 
+use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
 use crate::harness::{Harness, Requirement, unique_namespace};
 use crate::session::Session;
@@ -101,7 +102,8 @@ macro_rules! step {
 
 /// R1: reserve of a free key takes it, pending, with the attempt's hold, until now+ttl; so does a
 /// reserve after the key was released or abandoned.
-pub fn r1<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn r1(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "r1", Rule::R1);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.bob, &f.h2, ttl(1)));
@@ -115,7 +117,8 @@ pub fn r1<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 
 /// R2: reserve of a key whose pending reservation expired, anyone's, takes it afresh: the old
 /// holds are dropped and the expiry is now+ttl.
-pub fn r2<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn r2(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "r2", Rule::R2);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h2, f.ttl));
@@ -132,7 +135,8 @@ pub fn r2<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 
 /// R3: reserve with a new hold by the owner of a live pending reservation joins it: both holds,
 /// and the later of the two expiries.
-pub fn r3<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn r3(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "r3", Rule::R3);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     s.advance(100);
@@ -149,7 +153,8 @@ pub fn r3<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// R4: reserve again with a hold already held keeps the holds and the later expiry.
-pub fn r4<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn r4(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "r4", Rule::R4);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     s.advance(10);
@@ -166,7 +171,8 @@ pub fn r4<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 
 /// R5: reserve of a key another owner holds pending and live changes nothing, up to the last
 /// live instant.
-pub fn r5<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn r5(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "r5", Rule::R5);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     step!(s, Rule::R5, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
@@ -177,7 +183,8 @@ pub fn r5<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// R6: reserve of a key the owner holds confirmed changes nothing: AlreadyConfirmed.
-pub fn r6<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn r6(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "r6", Rule::R6);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     step!(s, Rule::C2, confirm(&f.scope, &f.k, &f.alice, v(1)));
@@ -190,7 +197,8 @@ pub fn r6<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// R7: reserve of a key another owner holds confirmed changes nothing: Conflict.
-pub fn r7<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn r7(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "r7", Rule::R7);
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(3)));
     step!(s, Rule::R7, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
@@ -200,7 +208,8 @@ pub fn r7<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// C1: confirm of a free key takes it confirmed at the version, UNVERSIONED included.
-pub fn c1<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn c1(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "c1", Rule::C1);
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(4)));
     step!(s, Rule::C1, confirm(&f.scope, &f.k2, &f.bob, Version::UNVERSIONED));
@@ -210,7 +219,8 @@ pub fn c1<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// C2: confirm of the owner's live pending reservation confirms it and clears its holds.
-pub fn c2<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn c2(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "c2", Rule::C2);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h2, f.ttl));
@@ -224,7 +234,8 @@ pub fn c2<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// C3: confirm of the owner's expired pending reservation still confirms it.
-pub fn c3<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn c3(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "c3", Rule::C3);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     s.advance(TTL_MS);
@@ -234,7 +245,8 @@ pub fn c3<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// C4: confirm of a key held only by another owner's expired pending reservation takes it.
-pub fn c4<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn c4(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "c4", Rule::C4);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
     s.advance(TTL_MS);
@@ -245,7 +257,8 @@ pub fn c4<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 
 /// C5: confirm of a key another owner holds pending and live changes nothing, up to the last
 /// live instant.
-pub fn c5<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn c5(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "c5", Rule::C5);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
     step!(s, Rule::C5, confirm(&f.scope, &f.k, &f.alice, v(1)));
@@ -255,7 +268,8 @@ pub fn c5<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// C6: confirm by the owner at a greater version raises the version (UNVERSIONED below v1).
-pub fn c6<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn c6(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "c6", Rule::C6);
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, Version::UNVERSIONED));
     step!(s, Rule::C6, confirm(&f.scope, &f.k, &f.alice, v(1)));
@@ -266,7 +280,8 @@ pub fn c6<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// C7: confirm by the owner at the confirmed version or below changes nothing: AlreadyConfirmed.
-pub fn c7<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn c7(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "c7", Rule::C7);
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(5)));
     step!(s, Rule::C7, confirm(&f.scope, &f.k, &f.alice, v(5)));
@@ -279,7 +294,8 @@ pub fn c7<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// C8: confirm of a key another owner holds confirmed changes nothing: Conflict.
-pub fn c8<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn c8(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "c8", Rule::C8);
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(2)));
     step!(s, Rule::C8, confirm(&f.scope, &f.k, &f.bob, v(3)));
@@ -289,7 +305,8 @@ pub fn c8<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// L1: release of a free key, or of an expired pending reservation (own or not), is NotHeld.
-pub fn l1<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn l1(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "l1", Rule::L1);
     step!(s, Rule::L1, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
@@ -303,7 +320,8 @@ pub fn l1<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 
 /// L2: release by the owner of a live pending reservation frees it, whatever its holds and the
 /// version.
-pub fn l2<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn l2(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "l2", Rule::L2);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     step!(s, Rule::R3, reserve(&f.scope, &f.k, &f.alice, &f.h2, f.ttl));
@@ -317,7 +335,8 @@ pub fn l2<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// L3: release of a key another owner holds pending and live is NotHeld and changes nothing.
-pub fn l3<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn l3(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "l3", Rule::L3);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
     step!(s, Rule::L3, release(&f.scope, &f.k, &f.alice, ReleaseVersion::Any));
@@ -327,7 +346,8 @@ pub fn l3<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// L4: release by the owner at ANY_VERSION, or at or above the confirmed version, frees the key.
-pub fn l4<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn l4(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "l4", Rule::L4);
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(2)));
     step!(s, Rule::L4, release(&f.scope, &f.k, &f.alice, at(2)));
@@ -342,7 +362,8 @@ pub fn l4<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// L5: release by the owner below the confirmed version keeps the key: Kept.
-pub fn l5<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn l5(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "l5", Rule::L5);
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(3)));
     step!(s, Rule::L5, release(&f.scope, &f.k, &f.alice, at(2)));
@@ -352,7 +373,8 @@ pub fn l5<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// L6: release of a key another owner holds confirmed is NotHeld and changes nothing.
-pub fn l6<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn l6(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "l6", Rule::L6);
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(3)));
     step!(s, Rule::L6, release(&f.scope, &f.k, &f.bob, ReleaseVersion::Any));
@@ -362,7 +384,8 @@ pub fn l6<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// A1: abandon of a free key, or of an expired pending reservation, is NotHeld.
-pub fn a1<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn a1(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "a1", Rule::A1);
     step!(s, Rule::A1, abandon(&f.scope, &f.k, &f.alice, &f.h1));
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
@@ -373,7 +396,8 @@ pub fn a1<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// A2: abandon of the owner's last hold of a live pending reservation frees the key.
-pub fn a2<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn a2(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "a2", Rule::A2);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     s.advance(TTL_MS - 1);
@@ -383,7 +407,8 @@ pub fn a2<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// A3: abandon of one of several holds removes only that hold and keeps the expiry.
-pub fn a3<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn a3(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "a3", Rule::A3);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     s.advance(10);
@@ -398,7 +423,8 @@ pub fn a3<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// A4: abandon of a hold the owner's live pending reservation does not have changes nothing.
-pub fn a4<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn a4(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "a4", Rule::A4);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     step!(s, Rule::A4, abandon(&f.scope, &f.k, &f.alice, &f.h2));
@@ -410,7 +436,8 @@ pub fn a4<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 
 /// A5: abandon of another owner's reservation, pending and live or confirmed, is NotHeld, even
 /// with the same hold id.
-pub fn a5<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn a5(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "a5", Rule::A5);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.bob, &f.h1, f.ttl));
     step!(s, Rule::A5, abandon(&f.scope, &f.k, &f.alice, &f.h1));
@@ -420,7 +447,8 @@ pub fn a5<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// A6: abandon of a key the owner holds confirmed changes nothing: AlreadyConfirmed.
-pub fn a6<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn a6(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "a6", Rule::A6);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     step!(s, Rule::C2, confirm(&f.scope, &f.k, &f.alice, v(1)));
@@ -431,7 +459,8 @@ pub fn a6<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 
 /// D1: a pending reservation reserved at t for ttl is live on [t, t+ttl): live at t+ttl-1,
 /// expired at t+ttl; now+ttl saturates at the clock's last instant.
-pub fn d1<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn d1(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "d1", Rule::D1);
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
     s.advance(TTL_MS - 1);
@@ -454,7 +483,8 @@ pub fn d1<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// D2: a ttl of zero is an invalid argument; a ttl of one millisecond is live for exactly one.
-pub fn d2<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn d2(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "d2", Rule::D2);
     for (what, got) in [
         ("Ttl::from_millis(0)", Ttl::from_millis(0)),
@@ -473,7 +503,8 @@ pub fn d2<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 
 /// D3: UNVERSIONED sorts below every stream version, stream versions start at 1, and versions
 /// compare as unsigned 64-bit numbers all the way up.
-pub fn d3<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn d3(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "d3", Rule::D3);
     if Version::stream(0) != Err(InvalidArgument::ZeroStreamVersion) {
         return Err(s.fail(Some(Rule::D3), "Version::stream(0) is not Err(ZeroStreamVersion)".into()));
@@ -493,7 +524,8 @@ pub fn d3<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 
 /// D4: ANY_VERSION exists only for release, where it frees the owner's reservation whatever its
 /// version. (That a confirm cannot name it is checked by the compiler: confirm takes a `Version`.)
-pub fn d4<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn d4(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "d4", Rule::D4);
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(u64::MAX)));
     step!(s, Rule::L6, release(&f.scope, &f.k, &f.bob, ReleaseVersion::Any));
@@ -506,7 +538,8 @@ pub fn d4<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 
 /// D5: owners are compared on every field, keys and hold ids as exact bytes: no case folding,
 /// no trimming, no Unicode normalisation.
-pub fn d5<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn d5(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "d5", Rule::D5);
     let keys =
         ["alice", "Alice", "alice ", " alice", "ALICE", "e\u{301}", "\u{e9}", "alice\u{200b}", " ", "\u{0}", "%", "_"];
@@ -559,7 +592,8 @@ fn prior_states<H: Harness>(s: &mut Session<'_, H>, f: &Fx, scope: &ReservationS
 /// D6: an invalid argument is a typed error, whatever the key's state, and changes nothing: an
 /// owner of another aggregate type, an owner of another tenant in a tenant scope, and (at their
 /// constructors) empty or over-long keys, hold ids and names, and a zero ttl.
-pub fn d6<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn d6(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "d6", Rule::D6);
     let constructors: [(&str, Result<(), InvalidArgument>, InvalidArgument); 7] = [
         ("Key::new(\"\")", Key::new("").map(drop), InvalidArgument::EmptyKey),
@@ -620,15 +654,17 @@ pub fn d6<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 /// Through the driver ([`Harness::send_raw`]) every request is sent as written; a harness that
 /// speaks only the typed API runs those whose values its types can hold: the owners a scope does
 /// not admit and the fields at their maximum.
-pub fn arguments<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn arguments(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     crate::arguments::check(h)
 }
 
 /// D7: an expired pending reservation behaves exactly like a free key, for every operation and
 /// for lookup.
-pub fn d7<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn d7(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "d7", Rule::D7);
-    let expire = |s: &mut Session<'_, H>, k: &Key, o: &AggregateRef| -> Result<(), Failure> {
+    let expire = |s: &mut Session<'_, Erased<'_>>, k: &Key, o: &AggregateRef| -> Result<(), Failure> {
         s.reserve(&f.scope, k, o, &f.h1, ttl(1))?;
         s.reserve(&f.scope, k, o, &f.h2, ttl(1))?;
         s.advance(1);
@@ -653,7 +689,8 @@ pub fn d7<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 }
 
 /// Scopes: a key is independent across aggregate types of one tenant and namespace.
-pub fn scope_aggregate_type<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn scope_aggregate_type(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "scope_aggregate_type", Rule::S1);
     let orders = ReservationScope::new(
         reservation_store::AggregateType::new("rc-order").expect("valid"),
@@ -671,7 +708,8 @@ pub fn scope_aggregate_type<H: Harness>(h: &H, _settings: &Settings) -> Result<(
 }
 
 /// Scopes: a key is independent across tenants of one aggregate type and namespace.
-pub fn scope_tenant<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn scope_tenant(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "scope_tenant", Rule::S1);
     let globex = ReservationScope { tenant: Tenant::id("globex").expect("valid"), ..f.scope.clone() };
     let bob_globex = owner(Some("globex"), "bob");
@@ -707,7 +745,8 @@ pub fn scope_tenant<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failu
 
 /// Scopes: a key is independent across namespaces, even when a namespace and a key could be
 /// joined into the same string with a separator.
-pub fn scope_namespace<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn scope_namespace(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "scope_namespace", Rule::S1);
     let other = ReservationScope { namespace: ns("scope_namespace_other"), ..f.scope.clone() };
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(1)));
@@ -725,7 +764,8 @@ pub fn scope_namespace<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Fa
 
 /// Scopes: a `SYSTEM_TENANT` scope is one space for all the type's tenants, and independent of
 /// each tenant's own scope of the same namespace.
-pub fn scope_system_tenant<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn scope_system_tenant(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "scope_system_tenant", Rule::S1);
     let carol_globex = owner(Some("globex"), "carol");
     let sys_owner = owner(None, "root");
@@ -752,7 +792,8 @@ pub fn scope_system_tenant<H: Harness>(h: &H, _settings: &Settings) -> Result<()
 }
 
 /// Owners: owners that differ only in their id are different owners for every operation.
-pub fn owner_id<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn owner_id(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "owner_id", Rule::D5);
     let twins = [owner(Some("acme"), "Alice"), owner(Some("acme"), "alice "), owner(Some("acme"), "alic")];
     step!(s, Rule::R1, reserve(&f.scope, &f.k, &f.alice, &f.h1, f.ttl));
@@ -772,7 +813,8 @@ pub fn owner_id<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> 
 
 /// Owners: in a `SYSTEM_TENANT` scope, owners that differ only in their tenant (another
 /// tenant's id, or `SYSTEM_TENANT` itself) are different owners for every operation.
-pub fn owner_tenant<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn owner_tenant(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "owner_tenant", Rule::D5);
     let twins = [
         f.alice_globex.clone(),
@@ -799,7 +841,8 @@ pub fn owner_tenant<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failu
 /// D7 at volume: thousands of keys, confirmed, pending and expired, and enough insertions after
 /// the expiries to set off any sweeper; every key is then looked up. No answer may depend on
 /// whether a sweeper has deleted a row yet, and a sweeper must never delete a live one.
-pub fn volume<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn volume(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "volume", Rule::D7);
     s.set_recording(false);
     s.set_lookup_all(false);
@@ -831,7 +874,8 @@ pub fn volume<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 /// C3; another owner's expired one, C4; a free key, C1), then the clock moved by days and
 /// thousands of new keys reserved, enough to set off any sweeper; every confirmed key must still
 /// be confirmed, and after a reopen too when the store is durable.
-pub fn sweeper<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn sweeper(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "sweeper", None);
     s.set_recording(false);
     s.set_lookup_all(false);
@@ -868,7 +912,8 @@ pub fn sweeper<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 /// D9: every field at its maximum length in UTF-8 bytes (multi-byte characters), stored and
 /// compared exactly: key, hold id, aggregate type, tenant id, namespace and aggregate id; and
 /// text compared as bytes, never normalised (`é` against `e` and a combining accent).
-pub fn lengths<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn lengths(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "lengths", Rule::D9);
     let long_key = key(&"é".repeat(MAX_KEY_LEN / 2));
     let almost = key(&format!("{}x", "é".repeat(MAX_KEY_LEN / 2 - 1)));
@@ -915,7 +960,8 @@ pub fn lengths<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 /// D8: versions are unsigned 64-bit integers compared as unsigned (a version above `2^63` is
 /// greater than every one below it), and the clock ends at its last instant: an expiry saturates
 /// there, and a reserve at the last instant writes a reservation that is expired at once.
-pub fn d8<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn d8(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "d8", Rule::D8);
     let high = 1u64 << 63;
     step!(s, Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(high + 1)));
@@ -946,7 +992,8 @@ pub fn d8<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 /// version for a confirmed one. Holds listed in ascending order of their UTF-8 bytes: among them
 /// U+E000 and U+FFFD beside U+1F600, the one kind of pair whose order by UTF-16 code units differs
 /// (outside the Basic Multilingual Plane a character is a surrogate pair, below U+E000).
-pub fn d11<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn d11(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let (mut s, f) = start(h, "d11", Rule::D11);
     let h3 = hold("attempt-3");
     s.lookup(&f.scope, &f.k)?;
@@ -973,11 +1020,12 @@ pub fn d11<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 /// The worked examples of SPEC.md, run as written ([`crate::worked_examples`]): each on a fresh store,
 /// the clock set to each line's instant; the store must agree with the spec functions at every
 /// step, and the spec functions with the example's stated outcome, rule and lookups.
-pub fn examples<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn examples(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     let examples = crate::worked_examples::from_spec()
         .map_err(|e| Failure::without_rule("examples", format!("SPEC.md's worked examples do not parse: {e}")))?;
     for example in &examples {
-        crate::worked_examples::run(h, example)?;
+        crate::worked_examples::run(h.inner(), example)?;
     }
     Ok(())
 }
@@ -989,7 +1037,8 @@ pub fn examples<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> 
 /// but not persisted (a write that failed, or one still in a buffer) shows, whatever the
 /// operations after it do to the same row. A harness that declares the capability but whose
 /// [`Harness::reopen`] returns `None` fails it.
-pub fn durable<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn durable(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     if !Requirement::Durable.met_by(h.capabilities()) {
         return Ok(());
     }
@@ -1033,7 +1082,8 @@ pub fn durable<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
 /// (P1), and the store must decide at its latest instant (a reserve of bob's key by alice takes
 /// it, a new reservation expires a ttl after that instant), across a second reopen too, until the
 /// suite's clock passes it. Passes without running on a store that is not durable.
-pub fn d10_restart<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn d10_restart(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     if !Requirement::Durable.met_by(h.capabilities()) {
         return Ok(());
     }
@@ -1061,14 +1111,16 @@ pub fn d10_restart<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failur
 /// The differential check ([`crate::differential::run`]): random scripts compared step by step
 /// with the specification, shrunk on failure; draws more scripts while any of R1–A6 is
 /// unreached, and fails on coverage when a cap of them still misses one.
-pub fn differential<H: Harness>(h: &H, settings: &Settings) -> Result<(), Failure> {
-    crate::differential::run(h, settings).map(drop)
+pub fn differential(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
+    crate::differential::run(h.inner(), settings).map(drop)
 }
 
 /// The linearizability check ([`crate::linearizability::run`]): concurrent operations on a few
 /// keys, decided against the specification.
-pub fn linearizability<H: Harness>(h: &H, settings: &Settings) -> Result<(), Failure> {
-    crate::linearizability::run(h, settings).map(drop)
+pub fn linearizability(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
+    crate::linearizability::run(h.inner(), settings).map(drop)
 }
 
 /// The fault check ([`crate::faults::run`]) with [`Settings::faults`], seeded by [`Settings::seed`]
@@ -1077,8 +1129,9 @@ pub fn linearizability<H: Harness>(h: &H, settings: &Settings) -> Result<(), Fai
 /// restart of a durable store) fire on a seeded schedule; no acknowledged confirmation may be
 /// lost, no key held by two owners (P1), and the history must be linearizable with faults
 /// tolerated.
-pub fn faults<H: Harness>(h: &H, settings: &Settings) -> Result<(), Failure> {
-    crate::faults::run(h, &settings.faults.clone().seeded(settings.seed)).verdict
+pub fn faults(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
+    crate::faults::run(h.inner(), &settings.faults.clone().seeded(settings.seed)).verdict
 }
 
 /// Durability under crashes at points the suite chooses ([`crate::crashes::run`] with
@@ -1086,11 +1139,12 @@ pub fn faults<H: Harness>(h: &H, settings: &Settings) -> Result<(), Failure> {
 /// crashed right after an acknowledged change and in the middle of bursts (through the harness's
 /// [`crate::faults::Fault::Crash`] when it offers one, and its reopen), every key's whole state
 /// judged after each crash (P1), and again with the suite's clock set back (D10 across a restart).
-pub fn crashes<H: Harness>(h: &H, settings: &Settings) -> Result<(), Failure> {
+pub fn crashes(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     if !Requirement::Durable.met_by(h.capabilities()) {
         return Ok(());
     }
-    crate::crashes::run(h, &settings.crashes.clone().seeded(settings.seed)).verdict
+    crate::crashes::run(h.inner(), &settings.crashes.clone().seeded(settings.seed)).verdict
 }
 
 /// D10, the clock inside the critical section: an operation is held between its reading of the
@@ -1108,7 +1162,8 @@ pub fn crashes<H: Harness>(h: &H, settings: &Settings) -> Result<(), Failure> {
 /// expired rows) is reported by that reason's rule, not as a clock read outside the critical
 /// section. Through the driver, the held reading is the store's own: the reserve says
 /// `"now": "ask"` and the adapter asks for the clock when the store reads it.
-pub fn d10<H: Harness>(h: &H, _settings: &Settings) -> Result<(), Failure> {
+pub fn d10(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     use std::sync::mpsc;
     use std::time::Duration;
 

@@ -51,6 +51,7 @@ use reservation_store::{
     ReservationScope, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
+use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
 use crate::harness::{Capabilities, Fault, Harness, START, unique_namespace};
 use crate::history::{Call, Event, Names, Return, by_key, key_named};
@@ -331,7 +332,8 @@ struct Run<'a, H: Harness> {
 /// Records a history on one store of `harness` while crashing it at the points this module
 /// describes, and judges it. Never panics: a harness that panics fails the verdict. A harness
 /// that can neither crash nor restart its store passes without running, with an empty report.
-pub fn run<H: Harness>(harness: &H, settings: &CrashSettings) -> CrashRun {
+pub fn run(harness: &dyn DynHarness, settings: &CrashSettings) -> CrashRun {
+    let harness = &Erased::new(harness);
     let seed = settings.seed.unwrap_or(DEFAULT_SEED);
     let mut report = CrashReport { seed, ..CrashReport::default() };
     let clock = ManualClock::new(START);

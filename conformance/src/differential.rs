@@ -12,8 +12,9 @@ use proptest::test_runner::{
 };
 use reservation_store::rules::RuleSet;
 
+use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
-use crate::harness::Harness;
+
 use crate::ops::{ClockMove, Op, ReleasePick, VersionPick};
 use crate::oracle;
 
@@ -188,7 +189,8 @@ const MIN_BATCH: u32 = 200;
 /// [`crate::Settings::differential_threads`] above 1, each thread runs its share of the scripts
 /// from a seed of its own (the first thread's is the run's seed), and a failure's replay line
 /// gives that thread's seed and share, to replay on one thread.
-pub fn run<H: Harness>(harness: &H, settings: &crate::Settings) -> Result<Stats, Failure> {
+pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats, Failure> {
+    let harness = &Erased::new(harness);
     let seed = settings.seed.unwrap_or_else(draw_seed);
     let threads = settings.differential_threads.max(1);
     let stop = AtomicBool::new(false);
@@ -282,8 +284,8 @@ struct Share {
 /// Runs `cases` scripts from `seed` on this thread, after a part of the run that reached
 /// `before`: what they did, or the shrunk failure. Stops early, passing, once `stop` is set by
 /// another thread's failure.
-fn run_share<H: Harness>(
-    harness: &H,
+fn run_share(
+    harness: &Erased<'_>,
     settings: &crate::Settings,
     seed: u64,
     cases: u32,
@@ -313,7 +315,7 @@ fn run_share<H: Harness>(
         }
         ops.set(ops.get() + script.len() as u64);
         scripts.set(scripts.get() + 1);
-        match oracle::ops(harness, &script) {
+        match oracle::ops(harness.inner(), &script) {
             Ok(rules) => {
                 reached.set(reached.get().union(rules));
                 if covered_after.get().is_none() && before.union(reached.get()).missing_transitions().is_empty() {
@@ -344,7 +346,7 @@ fn run_share<H: Harness>(
         }),
         Err(TestError::Fail(reason, minimal)) => {
             stop.store(true, Ordering::Relaxed);
-            let mut failure = match oracle::ops(harness, &minimal) {
+            let mut failure = match oracle::ops(harness.inner(), &minimal) {
                 Err(f) => f,
                 Ok(_) => {
                     let mut f = Failure::without_rule(CHECK, format!("a script failed, then passed: {reason}"));

@@ -50,6 +50,7 @@ use std::time::Duration;
 
 use reservation_store::ManualClock;
 
+use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
 use crate::harness::{Harness, START};
 use crate::history::{KEYS, Names, Return, key_named};
@@ -265,7 +266,8 @@ struct Shot {
 
 /// Records a history on one store of `harness` while faults fire on a seeded schedule, and judges
 /// it (see the module's documentation). Never panics: a harness that panics fails the verdict.
-pub fn run<H: Harness>(harness: &H, settings: &FaultSettings) -> FaultRun {
+pub fn run(harness: &dyn DynHarness, settings: &FaultSettings) -> FaultRun {
+    let harness = &Erased::new(harness);
     let seed = settings.seed();
     let mut report = FaultReport { seed, ..FaultReport::default() };
     let clock = ManualClock::new(START);

@@ -194,7 +194,10 @@
 //! - Running the suite without the macro (the `reservation` program, the benches):
 //!   [`run_all`], [`run_matching`], [`run_all_with`], [`run_matching_with`], each giving a
 //!   [`Report`] of [`CheckResult`]s; a check that needs a capability it was not declared is
-//!   skipped for its [`Requirement`]. One check alone: the functions of [`checks`].
+//!   skipped for its [`Requirement`]. One check alone: the functions of [`checks`]. These, and
+//!   every other entry point that runs a harness, take `&dyn` [`DynHarness`], which every
+//!   [`Harness`] is: the suite is compiled once, in this crate, not again for each harness in
+//!   each test binary (`&harness` is passed as it is).
 //! - A failure: [`Failure`], whose fields are [`Details`] (its [`Protocol`] when the adapter
 //!   behind the driver broke the protocol).
 //! - Requests the typed API cannot make, for a harness whose store speaks the protocol:
@@ -235,6 +238,7 @@ pub mod crashes;
 pub mod differential;
 pub mod driver;
 mod entry;
+mod erased;
 mod expected;
 mod failure;
 pub mod faults;
@@ -257,6 +261,7 @@ mod verdict;
 #[doc(hidden)]
 pub mod worked_examples;
 
+pub use erased::DynHarness;
 pub use failure::{Details, Failure, Finding, Protocol};
 pub use harness::unique_namespace;
 pub use harness::{

@@ -14,6 +14,7 @@ use reservation_store::{
     Tenant, Ttl, Version,
 };
 
+use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
 use crate::harness::{Harness, unique_namespace};
 use crate::ops::{self, ClockMove, Op, ReleasePick, VersionPick};
@@ -155,7 +156,8 @@ impl Domain {
 /// reserve with a zero ttl is the constructor's [`InvalidArgument::TtlZero`] (rule D2) and
 /// reaches no store. A failure carries the transcript, whose legend names each scope (`s0`,
 /// `s1`, …), and the script as Rust, to replay it.
-pub fn ops<H: Harness>(harness: &H, script: &[Op]) -> Result<RuleSet, Failure> {
+pub fn ops(harness: &dyn DynHarness, script: &[Op]) -> Result<RuleSet, Failure> {
+    let harness = &Erased::new(harness);
     match run(harness, script, false) {
         Ok(rules) => Ok(rules),
         Err(quiet) => {
@@ -370,7 +372,8 @@ pub enum RawPrior {
 /// [`reservation_store::StoreError::Invalid`] from the store (an owner the scope does not admit),
 /// and changes nothing (the key is looked up before and after); a valid input behaves as the
 /// specification says. Never panics on any input.
-pub fn inputs<H: Harness>(harness: &H, input: &RawInput) -> Result<(), Failure> {
+pub fn inputs(harness: &dyn DynHarness, input: &RawInput) -> Result<(), Failure> {
+    let harness = &Erased::new(harness);
     let fail = |rule: Rule, problem: String| {
         let mut f = Failure::new("inputs", rule, problem);
         f.replay = Some(format!("reservation_conformance::oracle::inputs(&harness, &{input:#?}).unwrap();"));

@@ -11,6 +11,7 @@ use reservation_store::{
 };
 
 use crate::entry::{Entry, call};
+use crate::erased::{DynHarness, Erased};
 use crate::harness::{Harness, START};
 use crate::history::{Call, Event, HOLDS, KEYS, Names, OWNERS, Return, entry};
 use crate::protocol::ProtocolError;
@@ -228,7 +229,8 @@ impl Contender {
 /// `harness` and returns the history, ordered by call: each thread a [`Contender`]. Between
 /// rounds the clock moves by a random step (often zero); during a round thread 0 moves it by a
 /// millisecond after one operation in four, so that other threads' operations see it move.
-pub fn record<H: Harness>(harness: &H, threads: usize, ops: usize, seed: u64) -> (Names, Vec<Event>) {
+pub fn record(harness: &dyn DynHarness, threads: usize, ops: usize, seed: u64) -> (Names, Vec<Event>) {
+    let harness = &Erased::new(harness);
     let threads = threads.max(1);
     let names = Names::new();
     let clock = ManualClock::new(START);

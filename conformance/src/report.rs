@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::erased::{DynHarness, Erased};
 use crate::failure::{Failure, Finding, Protocol};
 use crate::harness::Harness;
 use crate::settings::Settings;
@@ -149,15 +150,15 @@ fn kind_label(f: &Failure) -> Option<String> {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __run_all_list {
-    ($h:ident, $settings:ident, $report:ident, $filter:ident, $on_check:ident, $once:ident ;
+    ($h:ident, $erased:ident, $settings:ident, $report:ident, $filter:ident, $on_check:ident, $once:ident ;
         $($name:ident => $check:ident $([$needs:ident])?),* $(,)?) => {
         $(
             if $filter(stringify!($name)) {
             let started = ::std::time::Instant::now();
             let requirement = $crate::__requirement!($($needs)?);
-            let result = if let Some(why) = requirement.skipped($crate::Harness::capabilities($h)) {
+            let result = if let Some(why) = requirement.skipped($crate::Harness::capabilities($erased)) {
                 $crate::CheckResult::Skipped(why)
-            } else if let Some(why) = $crate::Harness::broken($h) {
+            } else if let Some(why) = $crate::Harness::broken($erased) {
                 // A broken adapter answers nothing more: the check is not started.
                 $crate::CheckResult::Failed($crate::Failure::protocol(stringify!($name), why))
             } else {
@@ -181,20 +182,20 @@ macro_rules! __run_all_list {
 /// check that panics (a harness that cannot build a store, say) is reported as failed, and the
 /// others still run. The environment's overrides are not read here: pass
 /// [`Settings::from_env`] for them.
-pub fn run_all<H: Harness>(harness: &H, settings: &Settings) -> Report {
+pub fn run_all(harness: &dyn DynHarness, settings: &Settings) -> Report {
     run_matching(harness, settings, |_| true)
 }
 
 /// As [`run_all`], with only the checks whose test name (`r3_reserve_joins_with_a_new_hold`,
 /// `p1_durable_reopen_keeps_every_reservation`, …) `filter` accepts.
-pub fn run_matching<H: Harness>(harness: &H, settings: &Settings, filter: impl Fn(&str) -> bool) -> Report {
+pub fn run_matching(harness: &dyn DynHarness, settings: &Settings, filter: impl Fn(&str) -> bool) -> Report {
     run_matching_with(harness, settings, filter, |_, _, _| {})
 }
 
 /// As [`run_all`], calling `on_check` with each check's name, result and time as soon as the
 /// check ends, before the next one starts: a caller shows progress while a slow store runs.
-pub fn run_all_with<H: Harness>(
-    harness: &H,
+pub fn run_all_with(
+    harness: &dyn DynHarness,
     settings: &Settings,
     on_check: impl FnMut(&'static str, &CheckResult, Duration),
 ) -> Report {
@@ -202,23 +203,34 @@ pub fn run_all_with<H: Harness>(
 }
 
 /// As [`run_matching`], calling `on_check` as [`run_all_with`] does.
-pub fn run_matching_with<H: Harness>(
-    harness: &H,
+pub fn run_matching_with(
+    harness: &dyn DynHarness,
     settings: &Settings,
     filter: impl Fn(&str) -> bool,
     mut on_check: impl FnMut(&'static str, &CheckResult, Duration),
 ) -> Report {
+    run_checks(harness, settings, &filter, &mut on_check)
+}
+
+/// [`run_matching_with`], compiled once.
+fn run_checks(
+    harness: &dyn DynHarness,
+    settings: &Settings,
+    filter: &dyn Fn(&str) -> bool,
+    on_check: &mut dyn FnMut(&'static str, &CheckResult, Duration),
+) -> Report {
+    let erased = &Erased::new(harness);
     let mut report = Report::default();
     // An adapter that broke the protocol is reported once, by the first check it failed.
     let mut once = ProtocolOnce::default();
-    crate::__for_each_check!(__run_all_list { harness, settings, report, filter, on_check, once });
-    report.notes.extend(durability_note(harness, &report));
+    crate::__for_each_check!(__run_all_list { harness, erased, settings, report, filter, on_check, once });
+    report.notes.extend(durability_note(erased, &report));
     report
 }
 
 /// How the durability checks that ran reached the store: through real crashes, or only through
 /// the harness's reopen, which may not run the store's recovery. `None` when none ran.
-fn durability_note<H: Harness>(harness: &H, report: &Report) -> Option<String> {
+fn durability_note(harness: &Erased<'_>, report: &Report) -> Option<String> {
     let ran = |name: &str| report.checks.iter().any(|(n, r, _)| *n == name && !matches!(r, CheckResult::Skipped(_)));
     if !ran("p1_crashes_at_chosen_points_keep_every_state") {
         return None;

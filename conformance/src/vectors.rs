@@ -27,6 +27,7 @@ use reservation_store::{
 };
 use serde_json::{Value, json};
 
+use crate::erased::{DynHarness, Erased};
 use crate::harness::{Harness, MemoryHarness};
 use crate::protocol::{error_json, lookup_json, operation_json, outcome_json, reservation_json, run_request};
 use crate::report::{CheckResult, run_matching};
@@ -356,7 +357,8 @@ pub fn check(dir: &Path) -> Result<(), String> {
 /// Replays a vector file against stores of `h`: each case on a fresh store whose clock starts at
 /// 0 and moves to each request's `now`. Returns the number of steps, or a message naming the
 /// first step whose answer differs (for an error, its kind and name are compared).
-pub fn replay<H: Harness>(h: &H, file: &Value) -> Result<usize, String> {
+pub fn replay(h: &dyn DynHarness, file: &Value) -> Result<usize, String> {
+    let h = &Erased::new(h);
     let cases = file.get("cases").and_then(Value::as_array).ok_or("the file has no `cases` array")?;
     let mut steps = 0;
     for case in cases {

@@ -15,6 +15,7 @@ use reservation_store::{
     ReservationScope, StoredReservation, Tenant, Ttl, Version, spec,
 };
 
+use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
 use crate::harness::{Harness, unique_namespace};
 use crate::session::Session;
@@ -207,7 +208,8 @@ pub fn reservation(answer: &Answer) -> Result<Option<StoredReservation>, String>
 
 /// Runs `example` on a fresh store of `h` and on the spec functions; fails where the store
 /// differs from the specification, or where SPEC.md's text differs from the spec functions.
-pub fn run<H: Harness>(h: &H, example: &Example) -> Result<(), Failure> {
+pub fn run(h: &dyn DynHarness, example: &Example) -> Result<(), Failure> {
+    let h = &Erased::new(h);
     run_example(h, example).map_err(|mut f| {
         f.context.insert(0, format!("SPEC.md's worked example {:?}", example.title));
         f
