@@ -19,8 +19,7 @@ use reservation_store::{
     Version,
 };
 
-use crate::faults::Fault;
-use crate::harness::{Capabilities, Harness, RawAnswer, RawRequest};
+use crate::harness::{Capabilities, Fault, Harness, RawAnswer, RawRequest};
 
 /// Any [`Harness`], as a trait object: what the suite's entry points ([`crate::run_all`], the
 /// functions of [`crate::checks`], [`crate::faults::run`], …) take, so that they are compiled once
