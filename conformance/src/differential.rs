@@ -12,9 +12,8 @@ use proptest::test_runner::{
 };
 use reservation_store::rules::RuleSet;
 
-use crate::erased::{DynHarness, Erased};
+use crate::erased::DynHarness;
 use crate::failure::Failure;
-
 use crate::ops::{ClockMove, Op, ReleasePick, VersionPick};
 use crate::oracle;
 
@@ -190,7 +189,6 @@ const MIN_BATCH: u32 = 200;
 /// from a seed of its own (the first thread's is the run's seed), and a failure's replay line
 /// gives that thread's seed and share, to replay on one thread.
 pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats, Failure> {
-    let harness = &Erased::new(harness);
     let seed = settings.seed.unwrap_or_else(draw_seed);
     let threads = settings.differential_threads.max(1);
     let stop = AtomicBool::new(false);
@@ -285,7 +283,7 @@ struct Share {
 /// `before`: what they did, or the shrunk failure. Stops early, passing, once `stop` is set by
 /// another thread's failure.
 fn run_share(
-    harness: &Erased<'_>,
+    harness: &dyn DynHarness,
     settings: &crate::Settings,
     seed: u64,
     cases: u32,
@@ -315,7 +313,7 @@ fn run_share(
         }
         ops.set(ops.get() + script.len() as u64);
         scripts.set(scripts.get() + 1);
-        match oracle::ops(harness.inner(), &script) {
+        match oracle::ops(harness, &script) {
             Ok(rules) => {
                 reached.set(reached.get().union(rules));
                 if covered_after.get().is_none() && before.union(reached.get()).missing_transitions().is_empty() {
@@ -346,7 +344,7 @@ fn run_share(
         }),
         Err(TestError::Fail(reason, minimal)) => {
             stop.store(true, Ordering::Relaxed);
-            let mut failure = match oracle::ops(harness.inner(), &minimal) {
+            let mut failure = match oracle::ops(harness, &minimal) {
                 Err(f) => f,
                 Ok(_) => {
                     let mut f = Failure::without_rule(CHECK, format!("a script failed, then passed: {reason}"));

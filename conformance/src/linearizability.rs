@@ -24,9 +24,8 @@
 
 use std::time::{Duration, Instant as WallInstant};
 
-use crate::erased::{DynHarness, Erased};
+use crate::erased::DynHarness;
 use crate::failure::Failure;
-
 pub use crate::history::{Call, Event, KEYS, Names, Return};
 pub use crate::record::record;
 pub use crate::verdict::{ATOMICITY, StorageErrors, check_history, check_history_with};
@@ -52,11 +51,11 @@ pub struct Stats {
 /// Replays a failing history's seed on one thread: if that history fails too, the bug needs no
 /// concurrency, and its failure says so and names the sequential rule; otherwise `failure`, the
 /// concurrent one, stands.
-fn sequential_or(harness: &Erased<'_>, ops: usize, seed: u64, failure: Failure) -> Failure {
+fn sequential_or(harness: &dyn DynHarness, ops: usize, seed: u64, failure: Failure) -> Failure {
     if failure.property != Some(ATOMICITY) {
         return failure;
     }
-    let (names, events) = record(harness.inner(), 1, ops, seed);
+    let (names, events) = record(harness, 1, ops, seed);
     match check_history(&names, &events) {
         Err(mut single) if single.property == Some(ATOMICITY) => {
             // The headline names the rule of the step the single thread could not explain.
@@ -71,7 +70,6 @@ fn sequential_or(harness: &Erased<'_>, ops: usize, seed: u64, failure: Failure) 
 /// Records histories on `harness` with `settings` and decides each: up to
 /// [`crate::Settings::histories`] of them, within [`crate::Settings::concurrency_budget`].
 pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats, Failure> {
-    let harness = &Erased::new(harness);
     let seed = settings.seed.unwrap_or(0x5eed_1234_abcd_0001);
     let mut stats = Stats { ops: 0, nodes: 0, record: Duration::ZERO, check: Duration::ZERO };
     // A race shows in some histories only: record several, each on a fresh store, until the
@@ -83,7 +81,7 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats
         }
         let started = WallInstant::now();
         let seed = seed.wrapping_add(attempt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let (names, events) = record(harness.inner(), settings.threads, settings.concurrent_ops, seed);
+        let (names, events) = record(harness, settings.threads, settings.concurrent_ops, seed);
         stats.record += started.elapsed();
         let started = WallInstant::now();
         match check_history(&names, &events) {
