@@ -1160,6 +1160,8 @@ mod long {
         if !reservation_conformance::tiers::long_tier("broken_stores::long::catch_rate_at_the_defaults") {
             return;
         }
+        // Alone: beside the other long tests of this binary the measurement is of the machine.
+        let _alone = crate::LONG_ALONE.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         for bug in [Bug::ReadThenWriteTight, Bug::ClockBeforeLock] {
             let harness = BrokenHarness(bug);
             let caught = (0..20)

@@ -526,6 +526,7 @@ mod long {
             ) {
                 return;
             }
+            let _alone = crate::LONG_ALONE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             let Some(runs) = runs("") else { return };
             for run in &runs {
                 if let Err(f) = &run.verdict {
@@ -544,6 +545,7 @@ mod long {
             ) {
                 return;
             }
+            let _alone = crate::LONG_ALONE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             if crash_run("", 1).is_none() {
                 return;
             }
@@ -582,6 +584,7 @@ mod long {
             ) {
                 return;
             }
+            let _alone = crate::LONG_ALONE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             caught("ack-before-write", Rule::P1, "gone");
         }
 
@@ -592,6 +595,7 @@ mod long {
             ) {
                 return;
             }
+            let _alone = crate::LONG_ALONE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             caught("drop-last-record", Rule::P1, "gone");
         }
 
@@ -602,6 +606,7 @@ mod long {
             ) {
                 return;
             }
+            let _alone = crate::LONG_ALONE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             caught("skip-duplicate", Rule::P1, "the version changed");
         }
 
@@ -612,6 +617,7 @@ mod long {
             ) {
                 return;
             }
+            let _alone = crate::LONG_ALONE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             caught("log-requested-version", Rule::P1, "the version changed");
         }
 
@@ -622,6 +628,7 @@ mod long {
             ) {
                 return;
             }
+            let _alone = crate::LONG_ALONE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             caught("clock-not-restored", Rule::D10, "clock went back across the crash");
         }
 
@@ -632,6 +639,7 @@ mod long {
             ) {
                 return;
             }
+            let _alone = crate::LONG_ALONE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             caught("join-from-old-expiry", Rule::P1, "the expiry changed");
         }
 
@@ -642,6 +650,7 @@ mod long {
             ) {
                 return;
             }
+            let _alone = crate::LONG_ALONE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             caught("unlock-before-durable", Rule::P1, "after crash");
         }
     }
