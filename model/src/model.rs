@@ -1156,7 +1156,21 @@ mod tests {
         let config = ModelConfig::small();
         let full = ReservationModel::new(config);
         let reduced = ReservationModel::new(config).taking_eager_steps();
-        let reached = reachable(&reduced);
+        // The unreduced search, on a second thread while this one checks the reduced states.
+        std::thread::scope(|threads| {
+            let all = threads.spawn(|| reachable(&full));
+            eager_steps_hide_nothing(&full, &reduced, all);
+        });
+    }
+
+    /// The body of [`eager_steps_change_no_store_clock_or_log_and_hide_none`], given the
+    /// unreduced search under way.
+    fn eager_steps_hide_nothing(
+        full: &ReservationModel,
+        reduced: &ReservationModel,
+        all: std::thread::ScopedJoinHandle<'_, HashSet<State>>,
+    ) {
+        let reached = reachable(reduced);
         let (mut eager, mut timeless) = (0, 0);
         let mut enabled = Vec::new();
         for s in &reached {
@@ -1177,7 +1191,7 @@ mod tests {
             }
         }
         assert!(eager > 1000 && timeless > 10, "{eager} {timeless}");
-        let all = reachable(&full);
+        let all = all.join().expect("the unreduced search ended");
         assert!(reached.len() < all.len() && reached.is_subset(&all));
         let from_now = |states: &HashSet<State>| states.iter().map(store_and_logs_from_now).collect::<HashSet<_>>();
         assert_eq!(from_now(&reached), from_now(&all));
