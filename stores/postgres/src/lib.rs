@@ -215,6 +215,8 @@ pub struct PostgresOptions {
     pub connect_timeout: Duration,
     /// The server's `statement_timeout` on the store's connections: a statement running longer,
     /// including one waiting for a key's lock, fails with a [`StorageError`]; 5 s by default.
+    /// The checks of [`PostgresStore::connect`], which may wait for another connect's turn on
+    /// the tables, are bounded by [`PostgresOptions::response_timeout`] instead.
     pub statement_timeout: Duration,
     /// Longest wait for the server's answer to one round trip: the statements an operation sends
     /// together (begin, lock the key and read the row; write the row and commit), a statement's
@@ -518,11 +520,12 @@ impl<C: Clock> PostgresStore<C> {
             PostgresStore { pool, time, sql, options, inserted: Default::default(), latest: Default::default() };
         let mut client = store.client().await?;
         let limit = store.options.response_timeout;
-        let prepared = tokio::time::timeout(limit, schema::prepare(&mut client, &store.sql, &store.options.schema))
-            .await
-            .unwrap_or_else(|_| {
-                Err(StorageError::new(format!("PostgreSQL: the store's tables: no answer within {limit:?}")))
-            });
+        let prepared =
+            tokio::time::timeout(limit, schema::prepare(&mut client, &store.sql, &store.options.schema, limit))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(StorageError::new(format!("PostgreSQL: the store's tables: no answer within {limit:?}")))
+                });
         if prepared.is_err() {
             // It may be mid-transaction, or have an answer on its way.
             let _ = Object::take(client);

@@ -1,5 +1,7 @@
 //! The store's tables: their statements, their creation, and their verification at connect.
 
+use std::time::Duration;
+
 use deadpool_postgres::Object;
 use reservation_store::{MAX_KEY_LEN, MAX_NAME_LEN, StorageError};
 
@@ -177,9 +179,15 @@ fn failed(what: &str) -> impl FnOnce(tokio_postgres::Error) -> StorageError + '_
 }
 
 /// Creates the tables in `schema` if neither exists, then verifies them. Concurrent connects
-/// take turns on an advisory lock, so that one creates and the others verify.
-pub(crate) async fn prepare(client: &mut Object, sql: &Sql, schema: &str) -> Result<(), StorageError> {
+/// take turns on an advisory lock, so that one creates and the others verify. Its statements,
+/// the wait for that turn included, run for up to `limit` (the connect's own bound) rather than
+/// the store's statement timeout, which may be far shorter than another connect's turn on a
+/// busy server.
+pub(crate) async fn prepare(client: &mut Object, sql: &Sql, schema: &str, limit: Duration) -> Result<(), StorageError> {
     let tx = client.transaction().await.map_err(failed("begin"))?;
+    tx.batch_execute(&format!("SET LOCAL statement_timeout = {}", limit.as_millis().max(1)))
+        .await
+        .map_err(failed("bound the connect's statements"))?;
     tx.execute("SELECT pg_advisory_xact_lock($1, 0)", &[&0x5253_5256_i32]).await.map_err(failed("lock the schema"))?;
     let s = &sql.schema;
     let found = tx

@@ -221,3 +221,32 @@ fn a_test_schema_exactly_six_hours_old_is_kept() {
     }
     panic!("the clock changed its second during each of 20 connects");
 }
+
+#[test]
+fn a_short_statement_timeout_still_waits_for_another_connects_turn_on_the_tables() {
+    // Another connect holds the tables' advisory lock for longer than this store's statement
+    // timeout (as a busy server does with many stores connecting at once): the connect waits
+    // for its turn, bounded by the response timeout, and does not fail on the statement
+    // timeout.
+    let Some(h) = harness() else { return };
+    let holder = h.runtime().block_on(async {
+        let admin = admin().await;
+        admin.batch_execute("BEGIN").await.expect("begun");
+        admin.execute("SELECT pg_advisory_xact_lock($1, 0)", &[&0x5253_5256_i32]).await.expect("locked");
+        admin
+    });
+    let mut options = PostgresOptions::default().with_max_connections(1);
+    options.statement_timeout = std::time::Duration::from_millis(100);
+    let url = h.url().to_owned();
+    let connecting = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        runtime
+            .block_on(PostgresStore::connect(&url, Time::Local(SystemClock), options))
+            .map(drop)
+            .map_err(|e| error_chain(&e))
+    });
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    h.runtime().block_on(holder.batch_execute("ROLLBACK")).expect("released");
+    let connected = connecting.join().expect("the connect ended");
+    assert_eq!(connected, Ok(()), "a connect that waited 600 ms for the tables' lock");
+}
