@@ -463,6 +463,18 @@ fn settings() -> Settings {
     Settings::default().with_seed(7).with_regressions(None)
 }
 
+/// A race shows in some histories only, and on a busy machine the linearizability check's
+/// budget of one second may record too few of them: it gets four more runs, on other seeds,
+/// before a racy bug counts as missed (the suite's run above missed `ClockBeforeLock` once in
+/// five runs of the fast tier beside two busy loops).
+fn another_chance(bug: Bug) -> Option<String> {
+    (8..12).find_map(|seed| {
+        reservation_conformance::linearizability::run(&BrokenHarness(bug), &settings().with_seed(seed))
+            .err()
+            .map(|f| f.to_string())
+    })
+}
+
 fn failure_of(report: &Report, check: &str) -> Option<String> {
     report.checks.iter().find(|(name, _, _)| *name == check).and_then(|(_, r, _)| match r {
         CheckResult::Failed(f) => Some(f.to_string()),
@@ -484,8 +496,9 @@ fn caught(bug: Bug, expected: &[(&str, &str)]) {
         assert!(report.checks.iter().any(|(name, _, _)| *name == failure.check), "{bug:?}: {failure}");
     }
     for (check, text) in expected {
-        let message =
-            failure_of(&report, check).unwrap_or_else(|| panic!("{bug:?}: check {check} did not fail\n{report}"));
+        let message = failure_of(&report, check)
+            .or_else(|| (*check == "linearizability_under_threads").then(|| another_chance(bug)).flatten())
+            .unwrap_or_else(|| panic!("{bug:?}: check {check} did not fail\n{report}"));
         assert!(message.contains(text), "{bug:?}: the failure of {check} does not say {text:?}:\n{message}");
         eprintln!("--- {bug:?} caught by {check}:\n{message}");
     }
