@@ -281,11 +281,17 @@ fn valid_lines(path: &std::path::Path, def: &str) -> (usize, Vec<u64>) {
     let mut schema: serde_json::Value =
         serde_json::from_str(reservation_conformance::driver::SCHEMA).expect("the schema is JSON");
     schema["oneOf"] = serde_json::json!([{"$ref": format!("#/$defs/{def}")}]);
-    let validator = jsonschema::draft202012::new(&schema).expect("a valid schema");
+    let (mut schemas, mut compiler) = (boon::Schemas::new(), boon::Compiler::new());
+    compiler.set_default_draft(boon::Draft::V2020_12);
+    fn invalid<T>(e: boon::CompileError) -> T {
+        panic!("the schema is not a valid draft 2020-12 schema: {e}")
+    }
+    compiler.add_resource("urn:reservation-store:compiled", schema).unwrap_or_else(invalid);
+    let index = compiler.compile("urn:reservation-store:compiled", &mut schemas).unwrap_or_else(invalid);
     let text = std::fs::read_to_string(path).expect("the copied lines");
     let mut outside = Vec::new();
     for line in text.lines() {
-        let valid = serde_json::from_str::<serde_json::Value>(line).is_ok_and(|m| validator.is_valid(&m));
+        let valid = serde_json::from_str::<serde_json::Value>(line).is_ok_and(|m| schemas.validate(&m, index).is_ok());
         if !valid {
             let id = line.split("\"id\":").nth(1).and_then(|rest| {
                 rest.split(|c: char| !c.is_ascii_digit()).next().and_then(|digits| digits.parse().ok())
@@ -428,25 +434,41 @@ fn conform_command_prints_the_replay_command_and_writes_no_file_unless_asked() {
     }
     let dir = std::env::temp_dir().join(format!("reservation-regressions-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    // The run that writes a regression file works in a directory of its own, so that the others'
+    // can be seen to stay empty while all run at once.
+    let (plain, saving) = (dir.join("plain"), dir.join("saving"));
+    for d in [&plain, &saving] {
+        std::fs::create_dir_all(d).expect("a temporary directory");
+    }
     let adapter = format!("RESERVATION_PY_BUG=expiry-boundary python3 {PYTHON_STORE}");
-    let run = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_reservation"))
+    let conform = |extra: &[&str], cwd: &std::path::Path| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_reservation"));
+        command
             .args(["conform", "--command", &adapter, "--only", "differential", "--cases", "300"])
             .args(extra)
-            .current_dir(&dir)
+            .current_dir(cwd)
             .env_remove("RESERVATION_CONFORMANCE_SEED")
-            .env_remove("RESERVATION_CONFORMANCE_THREADS")
-            .output()
-            .expect("the binary ran")
+            .env_remove("RESERVATION_CONFORMANCE_THREADS");
+        if extra.contains(&"--seed") {
+            command.env("RESERVATION_CONFORMANCE_SEED", "5");
+        }
+        command.output().expect("the binary ran")
     };
     let seed_of = |out: &str| {
         let header = out.lines().next().unwrap_or_default();
         let seed = header.split("(seed ").nth(1).and_then(|s| s.split(',').next()).map(str::to_owned);
         seed.unwrap_or_else(|| panic!("no seed in the header:\n{out}"))
     };
+    // Four runs at once, each waiting on its own Python process: plain; --json; a --seed flag
+    // beside the environment's seed (a flag wins over its environment variable, inside the
+    // checks too); --regressions FILE.
+    let runs: [&[&str]; 4] =
+        [&[], &["--json"], &["--seed", "9", "--threads", "1"], &["--regressions", "saved/conform.txt"]];
+    let [o, json, flag, saved] = all_at_once(&runs.map(|extra| {
+        let cwd = if extra.contains(&"--regressions") { &saving } else { &plain };
+        move || conform(extra, cwd)
+    }));
 
-    let o = run(&[]);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(out.contains("failed: rule D1 broken"), "{out}");
@@ -458,9 +480,6 @@ fn conform_command_prints_the_replay_command_and_writes_no_file_unless_asked() {
             "reservation conform --command '{adapter}' --timeout 10 --seed {seed} --cases 300 --threads 8 --only differential"
         )
     );
-    let written: Vec<_> =
-        std::fs::read_dir(&dir).expect("the directory").map(|e| e.expect("an entry").path()).collect();
-    assert!(written.is_empty(), "conform --command wrote {written:?}");
 
     // The replay command, as printed, runs the same seed and fails the same way.
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_reservation")).parent().expect("the binary's directory");
@@ -468,15 +487,19 @@ fn conform_command_prints_the_replay_command_and_writes_no_file_unless_asked() {
         std::iter::once(bin.to_owned()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
     )
     .expect("a PATH");
-    let again = Command::new("sh").arg("-c").arg(replay).env("PATH", path).current_dir(&dir).output().expect("sh ran");
+    let again =
+        Command::new("sh").arg("-c").arg(replay).env("PATH", path).current_dir(&plain).output().expect("sh ran");
     let again_out = String::from_utf8_lossy(&again.stdout);
     assert_eq!(again.status.code(), Some(1), "{}", text(&again));
     assert_eq!(seed_of(&again_out), seed, "{again_out}");
     assert!(again_out.contains("failed: rule D1 broken"), "{again_out}");
+    // Neither these runs nor the next two wrote a file.
+    let written: Vec<_> =
+        std::fs::read_dir(&plain).expect("the directory").map(|e| e.expect("an entry").path()).collect();
+    assert!(written.is_empty(), "conform --command wrote {written:?}");
 
     // --json: the summary carries the seed and the replay command.
-    let o = run(&["--json"]);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = String::from_utf8_lossy(&json.stdout);
     let summary: serde_json::Value = serde_json::from_str(out.lines().last().expect("a summary")).expect("JSON");
     assert_eq!(summary["conforms"], false, "{out}");
     let seed = summary["seed"].as_u64().unwrap_or_else(|| panic!("no seed: {summary}"));
@@ -484,37 +507,18 @@ fn conform_command_prints_the_replay_command_and_writes_no_file_unless_asked() {
     assert!(replay.contains(&format!(" --seed {seed} ")), "{summary}");
     assert_eq!(summary["protocol"], 2, "{summary}");
 
-    // A flag wins over its environment variable, inside the checks too: the differential test's
-    // own replay line names the flag's seed.
-    let o = Command::new(env!("CARGO_BIN_EXE_reservation"))
-        .args([
-            "conform",
-            "--command",
-            &adapter,
-            "--only",
-            "differential",
-            "--cases",
-            "300",
-            "--seed",
-            "9",
-            "--threads",
-            "1",
-        ])
-        .current_dir(&dir)
-        .env("RESERVATION_CONFORMANCE_SEED", "5")
-        .output()
-        .expect("the binary ran");
-    let out = String::from_utf8_lossy(&o.stdout);
+    // The flag's seed, not the environment's, in the differential test's own replay line.
+    let out = String::from_utf8_lossy(&flag.stdout);
     assert!(out.contains("to run the same scripts again: RESERVATION_CONFORMANCE_SEED=9 "), "{out}");
 
     // --regressions FILE: the failing script's seed is written there, and the output says so.
-    let o = run(&["--regressions", "saved/conform.txt"]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let saved = std::fs::read_to_string(dir.join("saved/conform.txt")).unwrap_or_else(|e| panic!("{e}:\n{out}"));
-    assert!(saved.lines().any(|l| l.starts_with("cc ")), "{saved}");
+    let out = String::from_utf8_lossy(&saved.stdout);
+    assert_eq!(saved.status.code(), Some(1), "{}", text(&saved));
+    let kept = std::fs::read_to_string(saving.join("saved/conform.txt")).unwrap_or_else(|e| panic!("{e}:\n{out}"));
+    assert!(kept.lines().any(|l| l.starts_with("cc ")), "{kept}");
     assert!(out.contains("the failing script's seed is in saved/conform.txt"), "{out}");
     assert!(out.contains("--only differential --regressions saved/conform.txt\n"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -710,11 +714,14 @@ fn conform_command_with_one_seed_fires_the_same_fault_schedule_twice() {
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
         std::fs::read_to_string(dir.join(run)).unwrap_or_default().lines().map(String::from).collect::<Vec<_>>()
     };
-    let (one, two) = (schedule("1", "first"), schedule("1", "second"));
+    // The five runs at once: each paces its faults in wall time, which they spend waiting.
+    let runs = [("1", "first"), ("1", "second"), ("2", "seed-2"), ("3", "seed-3"), ("4", "seed-4")];
+    let mut schedules = all_at_once(&runs.map(|(seed, run)| move || schedule(seed, run))).into_iter();
+    let (one, two) = (schedules.next().unwrap_or_default(), schedules.next().unwrap_or_default());
     let shorter = one.len().min(two.len());
     assert!(shorter >= 2, "too few faults fired to compare: {one:?} {two:?}");
     assert_eq!(one[..shorter], two[..shorter], "one seed fired two schedules");
-    let others: Vec<Vec<String>> = ["2", "3", "4"].iter().map(|seed| schedule(seed, &format!("seed-{seed}"))).collect();
+    let others: Vec<Vec<String>> = schedules.collect();
     assert!(
         others.iter().any(|other| other[..shorter.min(other.len())] != one[..shorter.min(other.len())]),
         "three other seeds fired the schedule of seed 1: {one:?} {others:?}"
@@ -750,35 +757,50 @@ fn conform_command_crash_check_catches_a_recovery_bug_and_the_seed_replays_it() 
     let dir = std::env::temp_dir().join(format!("reservation-crash-commands-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a temporary directory");
-    let pid = dir.join("wal.pid");
-    let run = |bug: &str, seed: &str| {
+    // Each run's adapter writes its process id to a file of its own, which its crash command reads.
+    let run = |n: usize, bug: &str, seed: &str| {
+        let pid = dir.join(format!("wal-{n}.pid"));
         let adapter = format!("echo $$ > {}; RESERVATION_WAL_BUG={bug} exec python3 {WAL_STORE}", pid.display());
         let crash = format!("crash=kill -USR1 $(cat {})", pid.display());
         let args = ["conform", "--command", &adapter, "--fault", &crash, "--only", "p1_crashes", "--seed", seed];
         Command::new(env!("CARGO_BIN_EXE_reservation")).args(args).output().expect("the binary ran")
     };
-    let o = run("", "5");
+    // The four runs at once: each waits on its adapter's restarts more than it computes.
+    let runs = [
+        (0, "", "5"),
+        (1, "log-requested-version", "5"),
+        (2, "log-requested-version", "5"),
+        (3, "clock-not-restored", "6"),
+    ];
+    let [o, o_bug, again, o_clock] = all_at_once(&runs.map(|(n, bug, seed)| move || run(n, bug, seed)));
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("ok      p1_crashes_at_chosen_points_keep_every_state"), "{out}");
     assert!(out.contains("checked through crashes the harness caused"), "{out}");
 
-    let o = run("log-requested-version", "5");
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
+    let out = text(&o_bug);
+    assert_eq!(o_bug.status.code(), Some(1), "{out}");
     assert!(
         out.contains("rule P1 broken") && out.contains("the version changed") && out.contains("after crash"),
         "{out}"
     );
     let problem = |out: &str| out.lines().find(|l| l.starts_with("problem:")).map(str::to_owned);
-    let again = run("log-requested-version", "5");
     assert_eq!(problem(&out), problem(&text(&again)), "the same seed failed otherwise:\n{}", text(&again));
 
-    let o = run("clock-not-restored", "6");
+    let o = o_clock;
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("rule D10 broken") && out.contains("clock went back across the crash"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs each of `runs` on a thread of its own, all at once, and returns what each returned, in
+/// order; a run's panic is this thread's.
+fn all_at_once<T: Send, const N: usize>(runs: &[impl Fn() -> T + Sync; N]) -> [T; N] {
+    std::thread::scope(|scope| {
+        let threads = runs.each_ref().map(|run| scope.spawn(run));
+        threads.map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    })
 }
 
 /// Fails unless every check `out` reports starts with one of `prefixes`.
