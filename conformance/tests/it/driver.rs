@@ -53,7 +53,10 @@ fn python_store_passes_the_whole_suite_through_the_driver_and_every_message_is_v
     let h = CommandHarness::start(&command).expect("the Python adapter starts");
     // The sweep of invalid arguments sends, on purpose, requests the schema refuses (and a lone
     // surrogate, which is not even read as JSON here): it runs on its own below.
-    let report = run_matching(&h, &CommandHarness::settings(), |name| name != SWEEP);
+    // 300 differential scripts, not the driver's 1,000, as the program's test of `serve` runs:
+    // with 1,000 they were half of the run's requests, and the check draws more until every
+    // rule is reached.
+    let report = run_matching(&h, &CommandHarness::settings().with_cases(300), |name| name != SWEEP);
     drop(h);
     assert!(report.is_ok(), "{report}");
     let passed = report.checks.iter().filter(|(_, r, _)| *r == CheckResult::Passed).count();
@@ -70,7 +73,7 @@ fn python_store_passes_the_whole_suite_through_the_driver_and_every_message_is_v
     let Some(h) = python("") else { return };
     let sweep = run_matching(&h, &CommandHarness::settings(), |name| name == SWEEP);
     assert!(sweep.is_ok() && sweep.checks.len() == 1, "{sweep}");
-    assert!(requests > 100_000, "{requests} requests");
+    assert!(requests > 60_000, "{requests} requests");
     eprintln!("{requests} requests and answers, each valid against the schema");
     std::fs::remove_dir_all(&dir).expect("removed");
 }
@@ -716,7 +719,8 @@ fn go_store() -> Option<std::path::PathBuf> {
 fn go_store_passes_the_whole_suite_through_the_driver() {
     let Some(binary) = go_store() else { return };
     let h = CommandHarness::start(&format!("'{}'", binary.display())).expect("the Go adapter starts");
-    let report = run_matching(&h, &CommandHarness::settings(), |_| true);
+    // 300 differential scripts, as the Python store's whole run above.
+    let report = run_matching(&h, &CommandHarness::settings().with_cases(300), |_| true);
     drop(h);
     assert!(report.is_ok(), "{report}");
     assert!(report.checks.iter().filter(|(_, r, _)| *r == CheckResult::Passed).count() > 45, "{report}");
