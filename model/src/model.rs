@@ -874,6 +874,24 @@ fn append(s: &mut State, owner: u8, held: u8) -> Option<u8> {
     Some(o.log_len)
 }
 
+/// Whether `n`, the successor of `s` by `action`, is `s` with an idle attempt done and nothing
+/// else changed: a reserve that met a conflict and left the store as it was. An idle attempt can
+/// do whatever a done one can (nothing) and more, and no guard, property or other step reads
+/// whether an attempt whose hold is in no reservation is idle or done, so every path from `n` is,
+/// with the attempt idle throughout, a path from `s` through states that break the same
+/// properties, by steps that decide by the same rules: a search reduced by symmetry does not
+/// generate `n` (docs/model.md). The reserve's rule is recorded all the same.
+pub(crate) fn only_spent(s: &State, n: &State, action: Action) -> bool {
+    let Action::Reserve { owner, attempt: a, .. } = action else { return false };
+    let mut spent = *s;
+    match attempt_mut(&mut spent, owner, a) {
+        Some(at) if at.phase == Phase::Idle => *at = Attempt { phase: Phase::Done, ..Attempt::default() },
+        _ => return false,
+    }
+    spent.flags = 0;
+    *n == spent
+}
+
 /// Whether swapping owners `p` and `o` maps `s` onto itself: equal fields, neither owns a
 /// reservation, and each pending reservation has the same holds of both.
 fn owners_mirror(s: &State, p: u8, o: u8) -> bool {
@@ -1099,6 +1117,9 @@ impl Model for ReservationModel {
         // leads back to this state: skip it, so the checker does not hash and look it up again.
         // Its rule is recorded all the same.
         let (n, _) = self.step(s, action)?;
+        if self.skip_symmetric && only_spent(s, &n, action) {
+            return None;
+        }
         let n = if self.eager_inline { self.after_eager_steps(n) } else { n };
         let n = if self.quotient { n.representative() } else { n };
         if n == *s || self.recent.as_ref().is_some_and(|r| r.generated_again(&n)) {
@@ -1289,6 +1310,26 @@ mod tests {
         assert!(!substituted.clone().taking_eager_steps().eager);
         assert!(!substituted.renewed().transition_is_spec(), "a renewed model keeps its transition");
         assert!(!substituted.renewed().taking_eager_steps().eager);
+    }
+
+    /// A reserve that meets a conflict and changes nothing in the store leads, with symmetry on, to
+    /// no successor, and its rule is recorded all the same; without symmetry, and for a reserve
+    /// that takes its key, the successor is there.
+    #[test]
+    fn a_reserve_that_only_spends_its_attempt_is_left_out_with_its_rule_recorded() {
+        let config = ModelConfig::small();
+        let (plain, reduced) =
+            (ReservationModel::new(config), ReservationModel::new(config).skipping_symmetric_actions());
+        let s = plain.initial_state();
+        let taken = Action::Reserve { owner: 0, attempt: 0, key: 0 };
+        let held = reduced.next_state(&s, taken).expect("a reserve that takes its key");
+        let conflict = Action::Reserve { owner: 1, attempt: 0, key: 0 };
+        let spent = plain.next_state(&held, conflict).expect("the unreduced model keeps it");
+        assert!(super::only_spent(&held, &spent, conflict));
+        assert!(!super::only_spent(&s, &held, taken));
+        assert_eq!(spent.store, held.store);
+        assert!(reduced.next_state(&held, conflict).is_none());
+        assert!(reduced.coverage().rules().contains(reservation_store::rules::Rule::R5));
     }
 
     /// Actions naming owners, attempts or keys beyond the configuration are not enabled: `step`
