@@ -1198,7 +1198,8 @@ mod tests {
     /// configuration: each is a step the unreduced model enables, taken alone, that changes no
     /// store, clock or log; a tick left out changes nothing but the clock. And the reduced model
     /// reaches the same stores and logs as the unreduced one wherever no tick was left out: the
-    /// eager steps hide no store or log from the properties.
+    /// eager steps hide no store or log from the properties. Taken inside the step that enables
+    /// them, they leave out exactly the states in which one is enabled.
     #[test]
     fn eager_steps_change_no_store_clock_or_log_and_hide_none() {
         let config = ModelConfig::small();
@@ -1207,16 +1208,18 @@ mod tests {
         // The unreduced search, on a second thread while this one checks the reduced states.
         std::thread::scope(|threads| {
             let all = threads.spawn(|| reachable(&full));
-            eager_steps_hide_nothing(&full, &reduced, all);
+            let inline = threads.spawn(|| reachable(&ReservationModel::new(config).taking_eager_steps()));
+            eager_steps_hide_nothing(&full, &reduced, all, inline);
         });
     }
 
     /// The body of [`eager_steps_change_no_store_clock_or_log_and_hide_none`], given the
-    /// unreduced search under way.
+    /// unreduced search and the one taking eager steps inside a step under way.
     fn eager_steps_hide_nothing(
         full: &ReservationModel,
         reduced: &ReservationModel,
         all: std::thread::ScopedJoinHandle<'_, HashSet<State>>,
+        inline: std::thread::ScopedJoinHandle<'_, HashSet<State>>,
     ) {
         let reached = reachable(reduced);
         let (mut eager, mut timeless) = (0, 0);
@@ -1239,28 +1242,17 @@ mod tests {
             }
         }
         assert!(eager > 1000 && timeless > 10, "{eager} {timeless}");
+        // Taken inside the step that enables them (as the check takes them), eager steps leave out
+        // exactly the states in which one is enabled: the states reached are the ones this search,
+        // taking them one by one, reaches, less those.
+        let inline = inline.join().expect("the search taking eager steps inside a step ended");
+        let kept: HashSet<State> = reached.iter().filter(|s| reduced.eager_step(s).is_none()).copied().collect();
+        assert!(kept.len() * 10 < reached.len() * 9, "{} of {}", kept.len(), reached.len());
+        assert_eq!(inline, kept);
         let all = all.join().expect("the unreduced search ended");
         assert!(reached.len() < all.len() && reached.is_subset(&all));
         let from_now = |states: &HashSet<State>| states.iter().map(store_and_logs_from_now).collect::<HashSet<_>>();
         assert_eq!(from_now(&reached), from_now(&all));
-    }
-
-    /// Eager steps taken inside the step that enabled them leave out exactly the states in which
-    /// an eager step is enabled: the states reached are the ones a search taking them one by one
-    /// reaches, less those (no symmetry: states as they are).
-    #[test]
-    fn eager_steps_taken_inside_a_step_leave_out_only_the_states_they_leave() {
-        let config = ModelConfig::small();
-        let one_by_one = ReservationModel::new(config).taking_eager_steps_one_by_one();
-        let inline = ReservationModel::new(config).taking_eager_steps();
-        let (all, reached) = std::thread::scope(|threads| {
-            let all = threads.spawn(|| reachable(&one_by_one));
-            let reached = reachable(&inline);
-            (all.join().expect("the search ended"), reached)
-        });
-        let kept: HashSet<State> = all.iter().filter(|s| one_by_one.eager_step(s).is_none()).copied().collect();
-        assert!(kept.len() * 10 < all.len() * 9, "{} of {}", kept.len(), all.len());
-        assert_eq!(reached, kept);
     }
 
     /// Leaving out the successors a thread handed the checker a moment ago changes neither the
