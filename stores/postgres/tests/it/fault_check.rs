@@ -252,7 +252,11 @@ mod long {
                 s.spawn(|| {
                     while watching.load(Ordering::SeqCst) {
                         let now = primary.processes();
-                        if !now.is_empty() && now.iter().all(|(_, state, _)| *state == 'T') {
+                        // Every process stopped, the postmaster and its backends with the WAL
+                        // senders: while a failover kills the primary, a look may find its
+                        // stopped senders alone, the others already gone, which is not a pause.
+                        let beside_senders = now.iter().any(|(_, _, sender)| !*sender);
+                        if beside_senders && now.iter().all(|(_, state, _)| *state == 'T') {
                             all_stopped.store(true, Ordering::SeqCst);
                         }
                         if now.iter().any(|(_, state, sender)| *sender && *state == 'T') {
