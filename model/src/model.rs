@@ -1322,6 +1322,48 @@ mod tests {
         assert_eq!(spent.store, held.store);
         assert!(reduced.next_state(&held, conflict).is_none());
         assert!(reduced.coverage().rules().contains(reservation_store::rules::Rule::R5));
+        // Only an idle attempt is spent so: `held`'s attempt holds its key, and a successor with
+        // it done and nothing else changed is not one to leave out.
+        let mut done = held;
+        *super::attempt_mut(&mut done, 0, 0).expect("the attempt") =
+            crate::state::Attempt { phase: crate::state::Phase::Done, ..Default::default() };
+        assert!(!super::only_spent(&held, &done, taken));
+    }
+
+    /// The step properties a step broke stay broken through the eager steps taken inside it:
+    /// the eager steps break none, and the flags of the state they start from are kept.
+    #[test]
+    fn the_flags_a_step_set_survive_the_eager_steps_taken_inside_it() {
+        let model = ReservationModel::new(ModelConfig::small()).taking_eager_steps_one_by_one();
+        let mut todo = model.init_states();
+        let mut actions = Vec::new();
+        let s = loop {
+            let s = todo.pop().expect("a state with an eager step enabled");
+            if model.eager_step(&s).is_some() {
+                break s;
+            }
+            actions.clear();
+            model.actions(&s, &mut actions);
+            todo.extend(actions.iter().filter_map(|&a| model.next_state(&s, a)));
+        };
+        let flag = crate::state::STEP_TOUCHED_OTHER;
+        let after = model.after_eager_steps(State { flags: flag, ..s });
+        assert_ne!(State { flags: 0, ..after }, s, "no eager step was taken");
+        assert_eq!(after.flags, flag);
+    }
+
+    /// States that differ only in one key's tag, or only in its owner, are different states.
+    #[test]
+    fn states_that_differ_in_a_keys_tag_or_owner_are_not_equal() {
+        let s = ReservationModel::new(ModelConfig::small()).initial_state();
+        let mut tagged = s;
+        tagged.store[0].tag = PENDING;
+        let mut owned = tagged;
+        owned.store[0].owner = 1;
+        assert_ne!(s, tagged);
+        assert_ne!(tagged, owned);
+        let same = owned;
+        assert_eq!(owned, same);
     }
 
     /// Actions naming owners, attempts or keys beyond the configuration are not enabled: `step`
