@@ -38,7 +38,8 @@ impl Validator {
     }
 }
 
-/// Where the validator files the schema it compiles (the schema's own `$id` names it too).
+/// The address under which the validator files the schema it compiles (the schema's `$id`, a
+/// URN of its own, is resolved inside it).
 const LOCATION: &str = "urn:reservation-store:compiled";
 
 /// A validator for the schema's definition `def` (`request`, `answer`, `vector_file`), or for a
