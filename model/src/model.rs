@@ -661,7 +661,9 @@ impl ReservationModel {
                         self.transition(slot, s.now, Operation::Confirm { owner: o, version: version(at.version) })
                             .is_some_and(|(after, ..)| after == slot)
                     });
-                if !same_as_confirm {
+                // A search reduced by eager steps never crashes an appended attempt: the attempt
+                // left appended, never confirming, does everything the crashed one does (docs/model.md).
+                if !same_as_confirm && !self.eager {
                     out.push(Action::Crash { owner: o, attempt: a });
                 }
             }
@@ -1106,7 +1108,11 @@ impl Model for ReservationModel {
                 // A give-up is one fact more than the attempts: the log holds attempts + 1 facts, so
                 // that an owner can take a key, give it up and take it again.
                 out.push(Action::GiveUp { owner: o, delete: false });
-                out.push(Action::GiveUp { owner: o, delete: true });
+                // A search reduced by eager steps leaves deletions out: the owner that gave its key
+                // up without deleting itself does everything the deleted one does (docs/model.md).
+                if !self.eager {
+                    out.push(Action::GiveUp { owner: o, delete: true });
+                }
             }
             self.subscription_actions(s, o, out);
         }
@@ -1155,7 +1161,7 @@ mod tests {
     use super::{Action, Op, ReservationModel};
     use crate::ModelConfig;
     use crate::config::{MAX_KEYS, MAX_OWNERS};
-    use crate::state::{MAX_FACTS, PENDING, Slot, State};
+    use crate::state::{DELETED, MAX_FACTS, NO_KEY, PENDING, Phase, Slot, State};
 
     /// Every state of `model` reachable from its initial state (no symmetry: states as they are).
     fn reachable(model: &ReservationModel) -> HashSet<State> {
@@ -1174,6 +1180,13 @@ mod tests {
             }
         }
         seen
+    }
+
+    /// Every state of the full model of the small configuration: computed once, for the tests
+    /// that compare reductions with it.
+    fn full_small_states() -> &'static HashSet<State> {
+        static STATES: std::sync::OnceLock<HashSet<State>> = std::sync::OnceLock::new();
+        STATES.get_or_init(|| reachable(&ReservationModel::new(ModelConfig::small())))
     }
 
     type Logs = [(u8, [u8; MAX_FACTS]); MAX_OWNERS];
@@ -1207,7 +1220,7 @@ mod tests {
         let reduced = ReservationModel::new(config).taking_eager_steps_one_by_one();
         // The unreduced search, on a second thread while this one checks the reduced states.
         std::thread::scope(|threads| {
-            let all = threads.spawn(|| reachable(&full));
+            let all = threads.spawn(full_small_states);
             let inline = threads.spawn(|| reachable(&ReservationModel::new(config).taking_eager_steps()));
             eager_steps_hide_nothing(&full, &reduced, all, inline);
         });
@@ -1218,7 +1231,7 @@ mod tests {
     fn eager_steps_hide_nothing(
         full: &ReservationModel,
         reduced: &ReservationModel,
-        all: std::thread::ScopedJoinHandle<'_, HashSet<State>>,
+        all: std::thread::ScopedJoinHandle<'_, &'static HashSet<State>>,
         inline: std::thread::ScopedJoinHandle<'_, HashSet<State>>,
     ) {
         let reached = reachable(reduced);
@@ -1250,9 +1263,105 @@ mod tests {
         assert!(kept.len() * 10 < reached.len() * 9, "{} of {}", kept.len(), reached.len());
         assert_eq!(inline, kept);
         let all = all.join().expect("the unreduced search ended");
-        assert!(reached.len() < all.len() && reached.is_subset(&all));
-        let from_now = |states: &HashSet<State>| states.iter().map(store_and_logs_from_now).collect::<HashSet<_>>();
-        assert_eq!(from_now(&reached), from_now(&all));
+        assert!(reached.len() < all.len() && reached.is_subset(all));
+        // Deletions are left out of the reduced search (each deleted owner's twin gave its key up
+        // without deleting itself), so logs are compared with each deletion read as a give-up.
+        let from_now = |states: &HashSet<State>| {
+            states.iter().map(|s| store_and_logs_from_now(&undeleted(s))).collect::<HashSet<_>>()
+        };
+        assert_eq!(from_now(&reached), from_now(all));
+    }
+
+    /// `s` with every attempt that crashed after appending still appended.
+    fn uncrashed(s: &State) -> State {
+        let mut t = *s;
+        for at in t.owners.iter_mut().flat_map(|o| o.attempts.iter_mut()) {
+            if at.phase == Phase::CrashedAfter {
+                at.phase = Phase::Appended;
+            }
+        }
+        t
+    }
+
+    /// `s` with every deletion a give-up that keeps the owner.
+    fn undeleted(s: &State) -> State {
+        let mut t = *s;
+        for o in t.owners.iter_mut() {
+            for e in o.log.iter_mut().filter(|e| **e == DELETED) {
+                *e = NO_KEY;
+            }
+        }
+        t
+    }
+
+    /// Whether every property gives the same verdict on `a` and `b`.
+    fn same_verdicts(model: &ReservationModel, a: &State, b: &State) -> bool {
+        super::PROPERTIES.iter().all(|p| (p.holds)(model, a) == (p.holds)(model, b))
+    }
+
+    /// What a step's store operations decided: key, outcome and rule (the operation itself may
+    /// differ between twins: a deletion releases with `ANY_VERSION`).
+    fn decided(reports: &super::Reports) -> [Option<(u8, Outcome, reservation_store::rules::Rule)>; 2] {
+        reports.map(|r| r.map(|r| (r.key, r.outcome, r.rule)))
+    }
+
+    /// Checks, on every state `x` of `all` (the full model's states) that `twin` changes, that the
+    /// twin `y` does everything `x` does: `y` is reached too, with the same verdicts, and takes
+    /// every step `x` takes, deciding the same store operations by the same rules, to a state with
+    /// the twin of `x`'s successor and the same verdicts, or to one from which a confirm that
+    /// changes no store leads there. Returns how many states were checked and how many steps
+    /// needed that confirm.
+    fn twins_do_all(full: &ReservationModel, all: &HashSet<State>, twin: fn(&State) -> State) -> (usize, usize) {
+        let (mut twins, mut confirmed_after) = (0, 0);
+        let (mut here, mut there) = (Vec::new(), Vec::new());
+        for x in all.iter().filter(|x| twin(x) != **x) {
+            twins += 1;
+            let y = twin(x);
+            assert!(all.contains(&y), "{x:?}");
+            assert!(same_verdicts(full, &State { flags: 0, ..*x }, &State { flags: 0, ..y }), "{x:?}");
+            here.clear();
+            there.clear();
+            full.actions(x, &mut here);
+            full.actions(&y, &mut there);
+            for &a in &here {
+                assert!(there.contains(&a), "{a:?} in {x:?}");
+                let ((nx, rx), (ny, ry)) = (full.step(x, a).expect("enabled"), full.step(&y, a).expect("enabled"));
+                assert_eq!(decided(&rx), decided(&ry), "{a:?} in {x:?}");
+                if twin(&nx) == twin(&ny) {
+                    assert!(same_verdicts(full, &nx, &ny), "{a:?} in {x:?}");
+                    continue;
+                }
+                let mut next = Vec::new();
+                full.actions(&ny, &mut next);
+                let confirms = next.into_iter().filter(|c| matches!(c, Action::Confirm { .. }));
+                let to = confirms.filter_map(|c| full.step(&ny, c)).find(|(n, _)| twin(n) == twin(&nx));
+                let (n, _) = to.unwrap_or_else(|| panic!("{a:?} from {x:?}: {nx:?} against {ny:?}"));
+                assert_eq!((n.store, n.flags), (ny.store, 0), "the confirm is a store no-op");
+                assert!(same_verdicts(full, &nx, &ny), "{a:?} in {x:?}");
+                confirmed_after += 1;
+            }
+        }
+        (twins, confirmed_after)
+    }
+
+    /// A search reduced by eager steps never crashes an appended attempt, because the attempt
+    /// left appended does everything the crashed one does, and never deletes an owner, because
+    /// the owner that gave its key up without deleting itself does everything the deleted one
+    /// does (docs/model.md): checked on the full model of the small configuration, where the
+    /// twin with the attempt appended takes each step to its successor's twin or, once the
+    /// subscription has applied the attempt's fact, through its no-op confirm; and the reduced
+    /// search reaches neither.
+    #[test]
+    fn appended_attempts_and_owners_that_give_up_do_all_that_crashed_and_deleted_ones_do() {
+        let config = ModelConfig::small();
+        let full = ReservationModel::new(config);
+        let all = full_small_states();
+        let (crashed, confirmed_after) = twins_do_all(&full, all, uncrashed);
+        assert!(crashed > 500 && confirmed_after > 10, "{crashed} {confirmed_after}");
+        let (deleted, confirmed) = twins_do_all(&full, all, undeleted);
+        assert!(deleted > 500 && confirmed == 0, "{deleted} {confirmed}");
+        let reduced = reachable(&ReservationModel::new(config).taking_eager_steps());
+        assert!(reduced.iter().all(|s| uncrashed(s) == *s && undeleted(s) == *s));
     }
 
     /// Leaving out the successors a thread handed the checker a moment ago changes neither the

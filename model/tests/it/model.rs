@@ -41,7 +41,7 @@ fn every_property_holds_in_the_default_configuration_and_the_run_is_complete() {
     assert!(report.holds());
     assert_eq!(report.unreached_rules(), Vec::<Rule>::new(), "{}", report.text());
     assert_eq!(report.unreached_scenarios(), Vec::new(), "{}", report.text());
-    assert!(report.unique_states > 1_000_000, "{}", report.text());
+    assert!(report.unique_states > 300_000, "{}", report.text());
 }
 
 #[test]
@@ -49,11 +49,11 @@ fn the_small_configuration_has_a_pinned_state_space_and_reaches_every_rule() {
     // Any change to the state space must be deliberate: update these counts with it. (177,374
     // until key renaming stopped touching unused log entries: every state had a key-swapped twin;
     // 89,000 until the depth-first check took eager steps alone and stopped ticking where nothing
-    // is live; 55,793 until it took eager steps inside the step that enables them: docs/model.md
-    // argues each.)
+    // is live; 55,793 until it took eager steps inside the step that enables them; 37,055 until
+    // it stopped crashing appended attempts and deleting owners: docs/model.md argues each.)
     let report = check(ModelConfig::small(), dfs());
     assert!(report.holds(), "{}", report.text());
-    assert_eq!(report.unique_states, 37_055, "{}", report.text());
+    assert_eq!(report.unique_states, 15_200, "{}", report.text());
     assert!(report.text().contains("symmetry on, with eager steps\n"), "{}", report.text());
     assert!(report.specification && !report.text().contains("store transition"), "{}", report.text());
     // The default strategy runs depth first, and says so.
@@ -73,8 +73,8 @@ fn symmetry_reduction_cuts_the_state_space_without_changing_verdicts() {
     let full = check(config, CheckOptions { symmetry: false, ..dfs() });
     assert!(reduced.holds() && full.holds(), "{}\n{}", reduced.text(), full.text());
     // 605 reduced before eager steps, 529 before they were taken inside the step that enables
-    // them (docs/model.md).
-    assert_eq!((reduced.unique_states, full.unique_states), (375, 6_432));
+    // them, 375 before appended attempts stopped crashing and owners deleting (docs/model.md).
+    assert_eq!((reduced.unique_states, full.unique_states), (300, 6_432));
     assert_eq!(reduced.coverage, full.coverage);
 }
 
