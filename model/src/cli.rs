@@ -61,6 +61,65 @@ pub enum Command {
     /// for a failure, its seed and the command that replays it. Split the seeds over processes (a
     /// CI matrix) with --seeds. Exits 0 when no walk failed, 1 when one did, 64 on bad arguments.
     Swarm(SwarmArgs),
+    /// Measure the exhaustive check on the configurations BENCHMARKS.md records: the default, four
+    /// owners, and four owners with three keys
+    ///
+    /// Checks each configuration exhaustively (every assumption on, depth first, two threads),
+    /// then runs a trivial model of about as many states the same way (the checker's ceiling), and
+    /// prints a line per configuration: unique and generated states, wall and processor seconds,
+    /// the check's own peak memory, its generated states per processor second as a ratio to the
+    /// ceiling's, and whether the run was complete with every property holding and every rule
+    /// reached. Run it on two builds for a before-and-after table. Build in release.
+    #[command(after_help = EXIT_CODES)]
+    Figures(FiguresArgs),
+}
+
+/// A configuration that `figures` measures.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
+pub enum Measured {
+    /// The default configuration: 3 owners, 2 attempts each, 2 keys.
+    Default,
+    /// Four owners, 2 attempts each, 2 keys.
+    FourOwners,
+    /// Four owners, 2 attempts each, 3 keys.
+    FourOwnersThreeKeys,
+}
+
+impl Measured {
+    /// Its configuration.
+    pub fn config(self) -> ModelConfig {
+        let c = ModelConfig::default();
+        match self {
+            Measured::Default => c,
+            Measured::FourOwners => ModelConfig { owners: 4, ..c },
+            Measured::FourOwnersThreeKeys => ModelConfig { owners: 4, keys: 3, ..c },
+        }
+    }
+
+    /// Its name on the command line and in the figures.
+    pub fn name(self) -> &'static str {
+        match self {
+            Measured::Default => "default",
+            Measured::FourOwners => "four-owners",
+            Measured::FourOwnersThreeKeys => "four-owners-three-keys",
+        }
+    }
+}
+
+/// `figures`' flags.
+#[derive(Args, Clone, Debug)]
+pub struct FiguresArgs {
+    /// The configurations to measure, in this order (separate them by commas)
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "NAME",
+          default_values_t = [Measured::Default, Measured::FourOwners, Measured::FourOwnersThreeKeys])]
+    pub configurations: Vec<Measured>,
+    /// Stop each check after this many seconds (above 0, at most a year); a check stopped so is
+    /// reported incomplete, and the command exits 2
+    #[arg(long, value_name = "SECONDS", value_parser = timeout, default_value = "900")]
+    pub timeout: Duration,
+    /// Print one JSON object per configuration: its name and `check --json`'s figures
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The model's configuration: what it contains.
@@ -321,6 +380,7 @@ pub fn execute(command: Command) -> ExitCode {
         Command::Check(a) => &a.config,
         Command::Explore(a) => &a.config,
         Command::Swarm(a) => &a.config,
+        Command::Figures(a) => return run_figures(a),
     };
     let config = match config_args.config() {
         Ok(config) => config,
@@ -357,7 +417,61 @@ pub fn execute(command: Command) -> ExitCode {
             );
             if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
+        Command::Figures(args) => run_figures(&args),
     }
+}
+
+/// `figures`: each configuration checked with its ceiling, a line of figures each. Exits 1 when a
+/// property fails or a rule is not reached, else 2 when a check did not complete, else 0.
+fn run_figures(args: &FiguresArgs) -> ExitCode {
+    let (mut failed, mut incomplete) = (false, false);
+    for &measured in &args.configurations {
+        let config = measured.config();
+        let options = CheckOptions { timeout: Some(args.timeout), ceiling: true, ..CheckOptions::default() };
+        crate::ceiling::reset_peak_memory();
+        let report = check(config, options);
+        failed |= !report.failures().is_empty() || !report.unreached_rules().is_empty();
+        incomplete |= !report.complete;
+        if args.json {
+            let json = report.json();
+            println!("{{\"name\":\"{}\",{}", measured.name(), json.strip_prefix('{').unwrap_or(&json));
+        } else {
+            println!("{}", figures_line(measured, &report));
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else if incomplete {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// One configuration's figures, as `figures` prints them.
+fn figures_line(measured: Measured, r: &crate::check::CheckReport) -> String {
+    let or_unknown = |v: Option<String>| v.unwrap_or_else(|| "unknown".into());
+    let verdict = if !r.failures().is_empty() {
+        "a property FAILS"
+    } else if !r.complete {
+        "INCOMPLETE"
+    } else if !r.unreached_rules().is_empty() {
+        "complete, every property holds, a rule NOT reached"
+    } else {
+        "complete, every property holds, every rule reached"
+    };
+    format!(
+        "{} ({}): {} unique states, {} generated, {:.2} s, {} processor s, peak {} MB, ratio to the ceiling {}: {}",
+        measured.name(),
+        r.config,
+        r.unique_states,
+        r.total_states,
+        r.seconds,
+        or_unknown(r.cpu_seconds.map(|c| format!("{c:.2}"))),
+        or_unknown(r.peak_memory.map(|b| (b / (1024 * 1024)).to_string())),
+        or_unknown(r.ratio_to_ceiling().map(|x| format!("{x:.2}"))),
+        verdict
+    )
 }
 
 fn run_check(config: ModelConfig, args: &CheckArgs) -> ExitCode {

@@ -20,6 +20,33 @@ fn check_reports_json_and_exits_by_verdict() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
+/// `figures` measures each configuration it is given, a line each with the ceiling's ratio and
+/// its own peak memory, and exits by verdict: 0 complete, 2 stopped by its timeout (in JSON, one
+/// object per configuration, named), 64 for a configuration it does not know.
+#[test]
+fn figures_prints_a_line_per_configuration_and_exits_by_verdict() {
+    let o = reservation(&["figures", "--configurations", "default"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = out.lines().next().unwrap_or_default();
+    assert!(line.starts_with("default (owners=3 attempts=2 keys=2 horizon=2 ttl=1 skew=1 assumptions=all): "), "{out}");
+    let ratio = line.split(" MB, ratio to the ceiling ").nth(1).and_then(|r| r.split(':').next());
+    assert!(line.contains(" processor s, peak ") && ratio.is_some_and(|r| r.parse::<f64>().is_ok()), "{out}");
+    assert!(line.ends_with(": complete, every property holds, every rule reached"), "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let o = reservation(&["figures", "--configurations", "default,four-owners", "--json", "--timeout", "0.05"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("{\"name\":\"default\",\"owners\":3,"), "{out}");
+    assert!(lines[1].starts_with("{\"name\":\"four-owners\",\"owners\":4,"), "{out}");
+    assert!(lines.iter().all(|l| l.contains("\"complete\":false,") && l.contains("\"ratio_to_ceiling\":")), "{out}");
+    let o = reservation(&["figures", "--configurations", "five-owners"]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(text(&o).contains("four-owners-three-keys"), "the names it knows:\n{}", text(&o));
+}
+
 /// A value out of bounds is refused, exit 64, whether clap refuses it (naming the flag) or the
 /// model's configuration does (with the reason).
 #[test]
