@@ -421,31 +421,35 @@ pub fn execute(command: Command) -> ExitCode {
     }
 }
 
-/// `figures`: each configuration checked with its ceiling, a line of figures each. Exits 1 when a
-/// property fails or a rule is not reached, else 2 when a check did not complete, else 0.
+/// `figures`: each configuration checked with its ceiling, a line of figures each.
 fn run_figures(args: &FiguresArgs) -> ExitCode {
-    let (mut failed, mut incomplete) = (false, false);
+    let mut reports = Vec::with_capacity(args.configurations.len());
     for &measured in &args.configurations {
-        let config = measured.config();
         let options = CheckOptions { timeout: Some(args.timeout), ceiling: true, ..CheckOptions::default() };
         crate::ceiling::reset_peak_memory();
-        let report = check(config, options);
-        failed |= !report.failures().is_empty() || !report.unreached_rules().is_empty();
-        incomplete |= !report.complete;
-        if args.json {
-            let json = report.json();
-            println!("{{\"name\":\"{}\",{}", measured.name(), json.strip_prefix('{').unwrap_or(&json));
-        } else {
-            println!("{}", figures_line(measured, &report));
-        }
+        let report = check(measured.config(), options);
+        println!("{}", if args.json { figures_json(measured, &report) } else { figures_line(measured, &report) });
+        reports.push(report);
     }
-    if failed {
+    figures_exit_code(&reports)
+}
+
+/// `figures`' exit code: 1 when a property failed, or a complete check did not reach a rule, in
+/// any report; else 2 when a check did not complete; else 0.
+fn figures_exit_code(reports: &[crate::check::CheckReport]) -> ExitCode {
+    if reports.iter().any(|r| !r.failures().is_empty() || (r.complete && !r.unreached_rules().is_empty())) {
         ExitCode::from(1)
-    } else if incomplete {
+    } else if reports.iter().any(|r| !r.complete) {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// One configuration's figures in JSON: its name, then `check --json`'s object.
+fn figures_json(measured: Measured, r: &crate::check::CheckReport) -> String {
+    let json = r.json();
+    format!("{{\"name\":\"{}\",{}", measured.name(), json.strip_prefix('{').unwrap_or(&json))
 }
 
 /// One configuration's figures, as `figures` prints them.
@@ -504,5 +508,82 @@ fn run_check(config: ModelConfig, args: &CheckArgs) -> ExitCode {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::ValueEnum;
+
+    use super::{Measured, figures_exit_code, figures_json, figures_line};
+    use crate::check::{CheckOptions, CheckReport, Strategy, check};
+    use crate::{Assumption, ModelConfig};
+
+    /// Each configuration `figures` measures, by its name on the command line.
+    #[test]
+    fn figures_measures_three_configurations_by_name() {
+        let named: Vec<(&str, u8, u8)> =
+            Measured::value_variants().iter().map(|m| (m.name(), m.config().owners, m.config().keys)).collect();
+        assert_eq!(named, [("default", 3, 2), ("four-owners", 4, 2), ("four-owners-three-keys", 4, 3)]);
+        for m in Measured::value_variants() {
+            assert_eq!(Measured::from_str(m.name(), false), Ok(*m));
+            let ModelConfig { attempts, horizon, ttl, skew, assumptions, .. } = m.config();
+            let d = ModelConfig::default();
+            assert_eq!(
+                (attempts, horizon, ttl, skew, assumptions),
+                (d.attempts, d.horizon, d.ttl, d.skew, d.assumptions)
+            );
+        }
+    }
+
+    fn small(options: CheckOptions) -> CheckReport {
+        check(ModelConfig::small(), options)
+    }
+
+    /// A line says what the check found, and the exit code follows the worst of the reports: a
+    /// failure or an unreached rule (1), then an incomplete run (2).
+    #[test]
+    fn figures_lines_and_exit_codes_say_what_each_check_found() {
+        let code = |reports: &[&CheckReport]| {
+            format!("{:?}", figures_exit_code(&reports.iter().map(|r| (*r).clone()).collect::<Vec<_>>()))
+        };
+        let (ok, one, two) = (
+            format!("{:?}", std::process::ExitCode::SUCCESS),
+            format!("{:?}", std::process::ExitCode::from(1)),
+            format!("{:?}", std::process::ExitCode::from(2)),
+        );
+        let holds = small(CheckOptions::default());
+        let line = figures_line(Measured::Default, &holds);
+        assert!(line.starts_with("default (owners=2 attempts=2 keys=2 "), "{line}");
+        assert!(
+            line.contains(&format!(": {} unique states, {} generated, ", holds.unique_states, holds.total_states)),
+            "{line}"
+        );
+        assert!(line.ends_with(": complete, every property holds, every rule reached"), "{line}");
+        assert_eq!(code(&[&holds]), ok);
+        let json = figures_json(Measured::FourOwners, &holds);
+        assert!(json.starts_with("{\"name\":\"four-owners\",\"owners\":2,") && json.ends_with('}'), "{json}");
+
+        let stopped = check(
+            ModelConfig::fuzz(),
+            CheckOptions { timeout: Some(Duration::from_millis(50)), ..CheckOptions::default() },
+        );
+        assert!(figures_line(Measured::Default, &stopped).ends_with(": INCOMPLETE"));
+        assert_eq!(code(&[&holds, &stopped]), two);
+
+        let fails = check(
+            ModelConfig::small().dropping(Assumption::H8),
+            CheckOptions { strategy: Strategy::Bfs, threads: 1, stop_at_failure: true, ..CheckOptions::default() },
+        );
+        assert!(figures_line(Measured::Default, &fails).ends_with(": a property FAILS"));
+        assert_eq!(code(&[&stopped, &fails]), one);
+
+        let unreached = check(ModelConfig { attempts: 1, ..ModelConfig::small() }, CheckOptions::default());
+        assert!(!unreached.unreached_rules().is_empty() && unreached.holds());
+        let line = figures_line(Measured::Default, &unreached);
+        assert!(line.ends_with(": complete, every property holds, a rule NOT reached"), "{line}");
+        assert_eq!(code(&[&stopped, &unreached]), one);
     }
 }
