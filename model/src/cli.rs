@@ -380,7 +380,7 @@ pub fn execute(command: Command) -> ExitCode {
         Command::Check(a) => &a.config,
         Command::Explore(a) => &a.config,
         Command::Swarm(a) => &a.config,
-        Command::Figures(a) => return run_figures(a),
+        Command::Figures(a) => return run_figures(a, &mut std::io::stdout().lock()),
     };
     let config = match config_args.config() {
         Ok(config) => config,
@@ -417,18 +417,21 @@ pub fn execute(command: Command) -> ExitCode {
             );
             if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
-        Command::Figures(args) => run_figures(&args),
+        Command::Figures(args) => run_figures(&args, &mut std::io::stdout().lock()),
     }
 }
 
-/// `figures`: each configuration checked with its ceiling, a line of figures each.
-fn run_figures(args: &FiguresArgs) -> ExitCode {
+/// `figures`: each configuration checked with its ceiling, a line of figures each, written to
+/// `out` as each check ends.
+fn run_figures(args: &FiguresArgs, out: &mut dyn std::io::Write) -> ExitCode {
     let mut reports = Vec::with_capacity(args.configurations.len());
     for &measured in &args.configurations {
         let options = CheckOptions { timeout: Some(args.timeout), ceiling: true, ..CheckOptions::default() };
         crate::ceiling::reset_peak_memory();
         let report = check(measured.config(), options);
-        println!("{}", if args.json { figures_json(measured, &report) } else { figures_line(measured, &report) });
+        let line = if args.json { figures_json(measured, &report) } else { figures_line(measured, &report) };
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
         reports.push(report);
     }
     figures_exit_code(&reports)
@@ -517,7 +520,7 @@ mod tests {
 
     use clap::ValueEnum;
 
-    use super::{Measured, figures_exit_code, figures_json, figures_line};
+    use super::{FiguresArgs, Measured, figures_exit_code, figures_json, figures_line, run_figures};
     use crate::check::{CheckOptions, CheckReport, Strategy, check};
     use crate::{Assumption, ModelConfig};
 
@@ -585,5 +588,28 @@ mod tests {
         let line = figures_line(Measured::Default, &unreached);
         assert!(line.ends_with(": complete, every property holds, a rule NOT reached"), "{line}");
         assert_eq!(code(&[&stopped, &unreached]), one);
+    }
+
+    /// `figures` checks each configuration it is given with its ceiling and the timeout it is
+    /// given, and writes a line each.
+    #[test]
+    fn figures_runs_each_check_with_its_ceiling_and_timeout() {
+        let args = FiguresArgs {
+            configurations: vec![Measured::Default, Measured::FourOwners],
+            timeout: Duration::from_millis(50),
+            json: true,
+        };
+        let mut out = Vec::new();
+        let code = run_figures(&args, &mut out);
+        assert_eq!(format!("{code:?}"), format!("{:?}", std::process::ExitCode::from(2)));
+        let out = String::from_utf8(out).expect("UTF-8");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        for (line, name) in lines.iter().zip(["default", "four-owners"]) {
+            assert!(line.starts_with(&format!("{{\"name\":\"{name}\",")), "{out}");
+            assert!(line.contains("\"complete\":false,"), "{out}");
+            let ceiling = line.split("\"ceiling_unique_states\":").nth(1).unwrap_or_default();
+            assert!(ceiling.starts_with(|c: char| c.is_ascii_digit()), "no ceiling measured: {out}");
+        }
     }
 }

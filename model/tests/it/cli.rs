@@ -79,3 +79,18 @@ fn json_of_a_failing_run_carries_the_counterexample_steps() {
     }
     assert!(json.contains("\"store\":\"A=") && json.contains("\"facts\":\"o0: "), "{json}");
 }
+
+/// `execute` runs a parsed command and exits by its verdict: 1 for a counterexample, 2 for a run
+/// its timeout stopped (`figures` too), 0 when every property holds on a complete run.
+#[test]
+fn execute_exits_by_the_verdict() {
+    let run = |args: &[&str]| {
+        let command = Program::try_parse_from(args).expect("valid flags").command;
+        format!("{:?}", cli::execute(command))
+    };
+    let code = |c: u8| format!("{:?}", std::process::ExitCode::from(c));
+    let check = [cli::PROGRAM, "check", "--owners", "2", "--quiet", "--json"];
+    assert_eq!(run(&[&check[..], &["--drop-assumption", "H8"]].concat()), code(1));
+    assert_eq!(run(&[&check[..], &["--attempts", "1"]].concat()), code(0));
+    assert_eq!(run(&[cli::PROGRAM, "figures", "--configurations", "default", "--timeout", "0.05", "--json"]), code(2));
+}

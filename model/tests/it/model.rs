@@ -241,3 +241,23 @@ fn a_simulation_is_never_complete() {
     assert!(!report.complete && !report.holds(), "{}", report.text());
     assert!(report.failures().is_empty(), "{}", report.text());
 }
+
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    use super::*;
+
+    /// Four owners and three keys, exhaustively: complete, every property holding, every rule and
+    /// scenario reached, and the state count pinned as the small configuration's is (it changes
+    /// only with a reduction's argument, docs/model.md). About 3.5 minutes on two cores.
+    #[test]
+    fn four_owners_and_three_keys_are_checked_exhaustively_and_reach_every_rule() {
+        if !crate::long_tier("model::long::four_owners_and_three_keys_are_checked_exhaustively_and_reach_every_rule") {
+            return;
+        }
+        let report = check(ModelConfig { owners: 4, keys: 3, ..ModelConfig::default() }, dfs());
+        assert!(report.complete && report.holds(), "{}", report.text());
+        assert_eq!(report.unreached_rules(), Vec::<Rule>::new(), "{}", report.text());
+        assert_eq!(report.unreached_scenarios(), Vec::new(), "{}", report.text());
+        assert_eq!(report.unique_states, 53_988_706, "{}", report.text());
+    }
+}
