@@ -308,9 +308,11 @@ impl ReservationModel {
     /// commutes with, and that no property can see go one way or the other (an appended attempt
     /// whose confirm the subscription already made, a subscription catching up on a confirm the
     /// attempt already made), that step is the only one explored ([`ReservationModel::eager_step`];
-    /// the argument is in docs/model.md). Only when every assumption holds and the store
-    /// transition is the specification's: the argument uses H2, H5 and H8, and the
-    /// specification's rules.
+    /// the argument is in docs/model.md). It also leaves out the crash of an appended attempt and
+    /// the deletion of an owner, whose states a twin the search reaches anyway simulates (the
+    /// attempt left appended, the owner that gave its key up without deleting itself). Only when
+    /// every assumption holds and the store transition is the specification's: the arguments use
+    /// H2, H5, H7 and H8, and the specification's rules.
     pub(crate) fn taking_eager_steps(mut self) -> Self {
         self.eager = self.config.assumptions == crate::config::Assumptions::ALL && self.transition_is_spec();
         self.eager_inline = self.eager;
