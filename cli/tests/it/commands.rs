@@ -5,7 +5,8 @@ use std::process::Command;
 use crate::{reservation, text};
 
 /// Every command, as the program's help lists them.
-const COMMANDS: [&str; 8] = ["check", "explore", "swarm", "conform", "serve", "vectors", "all", "completions"];
+const COMMANDS: [&str; 9] =
+    ["check", "explore", "swarm", "figures", "conform", "serve", "vectors", "all", "completions"];
 
 /// The commands a help text lists: the first word of each line of its `Commands:` section.
 fn listed(help: &str) -> Vec<String> {
@@ -88,7 +89,7 @@ fn every_command_s_help_lists_its_settings() {
         "--only",
     ];
     let model = ["--owners", "--attempts", "--keys", "--horizon", "--ttl", "--skew", "--drop-assumption"];
-    let settings: [(&str, Vec<&str>); 8] = [
+    let settings: [(&str, Vec<&str>); 9] = [
         (
             "check",
             [
@@ -122,6 +123,19 @@ fn every_command_s_help_lists_its_settings() {
                 ],
             ]
             .concat(),
+        ),
+        (
+            "figures",
+            vec![
+                "--configurations",
+                "default",
+                "four-owners",
+                "four-owners-three-keys",
+                "--timeout",
+                "--json",
+                "BENCHMARKS.md",
+                "Usage: reservation figures [OPTIONS]",
+            ],
         ),
         ("conform", [&suite[..], &conform].concat()),
         ("serve", vec!["MemoryStore", "PROTOCOL.md"]),
