@@ -380,7 +380,8 @@ pub fn execute(command: Command) -> ExitCode {
         Command::Check(a) => &a.config,
         Command::Explore(a) => &a.config,
         Command::Swarm(a) => &a.config,
-        Command::Figures(a) => return run_figures(a, &mut std::io::stdout().lock()),
+        // Its configurations are its own, fixed ones.
+        Command::Figures(_) => &ConfigArgs::default(),
     };
     let config = match config_args.config() {
         Ok(config) => config,

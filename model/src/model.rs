@@ -654,6 +654,12 @@ impl ReservationModel {
                 if in_time {
                     out.push(Action::Confirm { owner: o, attempt: a });
                 }
+                // A search reduced by eager steps never crashes an appended attempt: the attempt
+                // left appended, never confirming, does everything the crashed one does
+                // (docs/model.md), so nothing below is computed there.
+                if self.eager {
+                    return;
+                }
                 // Once the subscription has applied its fact, a crashed attempt is at once done:
                 // if its confirm would change nothing in the store, both reach the same state.
                 let same_as_confirm = self.skip_symmetric
@@ -663,9 +669,7 @@ impl ReservationModel {
                         self.transition(slot, s.now, Operation::Confirm { owner: o, version: version(at.version) })
                             .is_some_and(|(after, ..)| after == slot)
                     });
-                // A search reduced by eager steps never crashes an appended attempt: the attempt
-                // left appended, never confirming, does everything the crashed one does (docs/model.md).
-                if !same_as_confirm && !self.eager {
+                if !same_as_confirm {
                     out.push(Action::Crash { owner: o, attempt: a });
                 }
             }
