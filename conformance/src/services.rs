@@ -1,5 +1,6 @@
 //! Stores that need a server (PostgreSQL, Redis): their tests skip, saying so, when the server
 //! does not answer, and fail instead when [`REQUIRE_SERVICES`] is set to `1`, as CI sets it.
+//! Harnesses that start servers of their own take their ports from [`loopback_port`].
 
 use std::collections::BTreeSet;
 use std::fmt::Display;
@@ -39,4 +40,53 @@ pub fn service<H, E: Display>(service: &str, connected: Result<H, E>) -> Option<
         );
     }
     None
+}
+
+/// A port on 127.0.0.1 that nothing listens on now and that this function has not handed out
+/// before in this process, for a harness that starts a server of its own there.
+///
+/// A harness restarts a crashed server on the port it had, so the port must stay its own while
+/// nothing listens there. It is drawn at random below the kernel's range of ephemeral ports
+/// (Linux: `/proc/sys/net/ipv4/ip_local_port_range`, 32768–60999 by default), from 10000 up,
+/// where no outgoing connection and no `bind` to port 0 (another test's proxy or server) is ever
+/// given it; and it is handed out once per process, so no other harness of the process draws it
+/// again. Another process could still bind it: a harness should check that the server answering
+/// on its port is its own.
+pub fn loopback_port() -> std::io::Result<u16> {
+    use std::hash::{BuildHasher, RandomState};
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let (low, high) = (PRIVATE_LOW, ephemeral_low().unwrap_or(EPHEMERAL_LOW).max(PRIVATE_LOW + 1_000));
+    let random = RandomState::new();
+    for draw in 0..1_024u32 {
+        let offset = u16::try_from(random.hash_one(draw) % u64::from(high - low)).unwrap_or(0);
+        let port = low + offset;
+        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if handed_out.contains(&port) {
+            continue;
+        }
+        match std::net::TcpListener::bind(("127.0.0.1", port)) {
+            Ok(_) => {
+                handed_out.insert(port);
+                return Ok(port);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        format!("no free port in {low}..{high} that this process had not handed out, in 1024 draws"),
+    ))
+}
+
+/// The lowest port [`loopback_port`] draws.
+const PRIVATE_LOW: u16 = 10_000;
+
+/// The first ephemeral port where the kernel does not say: Linux's default.
+const EPHEMERAL_LOW: u16 = 32_768;
+
+/// The first port of the kernel's ephemeral range, where the kernel says.
+fn ephemeral_low() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
 }

@@ -121,9 +121,12 @@ impl Cluster {
             .map_err(|e| StorageError::with_source("running `pg_ctlcluster --foreground`", e))?;
         self.server = Some(child);
         let mut ended = None;
+        // Another server answering on the port is not this one: the answer must come from the
+        // cluster's own data directory (its path is made of the cluster's name, nothing to quote).
+        let ours = format!("SELECT current_setting('data_directory') = '{}'", self.data.display());
         let answered = wait_until(START_LIMIT, &format!("cluster {} answering", self.name), || {
             ended = self.server.as_mut().and_then(|c| c.try_wait().ok().flatten());
-            ended.is_some() || ask(runtime, self.port, "SELECT true").is_ok_and(|yes| yes)
+            ended.is_some() || ask(runtime, self.port, &ours).is_ok_and(|yes| yes)
         });
         match (answered, ended) {
             (Ok(()), None) => Ok(()),
@@ -274,12 +277,10 @@ fn stopped(pid: u32) -> bool {
     process::stat(pid).is_none_or(|s| matches!(s.state, 'T' | 't' | 'Z' | 'X'))
 }
 
-/// A port on 127.0.0.1 that nothing listens on now.
+/// A port on 127.0.0.1 that nothing listens on now, and no cluster of this process had.
 fn free_port() -> Result<u16, StorageError> {
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
-        .map_err(|e| StorageError::with_source("finding a free port on 127.0.0.1", e))?;
-    let port = listener.local_addr().map_err(|e| StorageError::with_source("finding a free port on 127.0.0.1", e))?;
-    Ok(port.port())
+    reservation_conformance::services::loopback_port()
+        .map_err(|e| StorageError::with_source("finding a free port on 127.0.0.1", e))
 }
 
 /// The newest PostgreSQL server installed the Debian way (`/usr/lib/postgresql/<version>/bin`).

@@ -2,7 +2,7 @@
 //! and [`AofServer`], a Redis server of its own that keeps everything on disk.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,11 +57,11 @@ fn signal(pid: u32, signal: &str) -> Result<(), StorageError> {
     }
 }
 
-/// Waits, at most [`START_WITHIN`], until `ready` says yes.
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), StorageError> {
+/// Waits, at most [`START_WITHIN`], until `ready` says yes; an error of `ready` ends the wait.
+fn wait_until(what: &str, mut ready: impl FnMut() -> Result<bool, StorageError>) -> Result<(), StorageError> {
     let deadline = WallInstant::now() + START_WITHIN;
     while WallInstant::now() < deadline {
-        if ready() {
+        if ready()? {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -99,18 +99,24 @@ impl AofServer {
         Self::start_keeping(primary, true)
     }
 
-    /// As [`AofServer::start`]; with `keeps` false, the server writes no append-only file.
+    /// As [`AofServer::start`]; with `keeps` false, the server writes no append-only file. A
+    /// server that ends at once (its port was taken between the test of it and the server's
+    /// `bind`) is started again on another port, three times at most.
     fn start_keeping(primary: Option<u16>, keeps: bool) -> Result<AofServer, StorageError> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| StorageError::with_source("a free loopback port", e))?
-            .port();
-        let dir = std::env::temp_dir().join(format!("reservation-redis-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the server's directory", e))?;
-        let url = format!("redis://127.0.0.1:{port}/");
-        let server = AofServer { port, url, dir, child: Mutex::new(None), primary: Mutex::new(primary), keeps };
-        server.spawn()?;
-        Ok(server)
+        let mut tries = 0;
+        loop {
+            let port = reservation_conformance::services::loopback_port()
+                .map_err(|e| StorageError::with_source("a free loopback port", e))?;
+            let dir = std::env::temp_dir().join(format!("reservation-redis-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the server's directory", e))?;
+            let url = format!("redis://127.0.0.1:{port}/");
+            let server = AofServer { port, url, dir, child: Mutex::new(None), primary: Mutex::new(primary), keeps };
+            match server.spawn() {
+                Ok(()) => return Ok(server),
+                Err(e) if tries == 2 => return Err(e),
+                Err(_) => tries += 1,
+            }
+        }
     }
 
     /// The server's URL.
@@ -136,8 +142,10 @@ impl AofServer {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| StorageError::with_source("starting redis-server", e))?;
+        let pid = child.id();
         *lock(&self.child) = Some(child);
-        let answers = wait_until(&format!("redis-server on port {} did not answer", self.port), || self.answers());
+        let answers =
+            wait_until(&format!("redis-server on port {} did not answer", self.port), || self.answers_as(pid));
         if answers.is_err() {
             self.kill();
         }
@@ -145,11 +153,26 @@ impl AofServer {
     }
 
     /// Whether the server answers `PING` with `PONG` and has loaded its data.
-    fn answers(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
+    fn answers(&self) -> Result<bool, StorageError> {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else { return Ok(false) };
         let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
         let mut answer = [0u8; 7];
-        stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut answer).is_ok() && &answer == b"+PONG\r\n"
+        Ok(stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut answer).is_ok() && &answer == b"+PONG\r\n")
+    }
+
+    /// Whether the server answers, and is the process `pid` (`process_id` of `INFO server`):
+    /// another process on the port is not this server. An error once the process has ended.
+    fn answers_as(&self, pid: u32) -> Result<bool, StorageError> {
+        if let Some(child) = lock(&self.child).as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            return Err(StorageError::new(format!("redis-server on port {} ended: {status}", self.port)));
+        }
+        if !self.answers()? {
+            return Ok(false);
+        }
+        let info = self.admin(|conn| redis::cmd("INFO").arg("server").query::<redis::InfoDict>(conn));
+        Ok(info.is_ok_and(|info| info.get::<u32>("process_id") == Some(pid)))
     }
 
     fn kill(&self) {
@@ -197,7 +220,9 @@ impl AofServer {
         let stopped = signal(pid, "STOP");
         std::thread::sleep(pause);
         signal(pid, "CONT").and(stopped)?;
-        wait_until(&format!("redis-server on port {} did not answer once let go on", self.port), || self.answers())
+        wait_until(&format!("redis-server on port {} did not answer once let go on", self.port), || {
+            self.answers_as(pid)
+        })
     }
 
     /// Whether this server, a primary, has a replica that acknowledges a write within 100 ms:
@@ -226,7 +251,9 @@ impl AofServer {
     }
 
     /// Kills the server (SIGKILL: nothing is flushed at exit) and starts it again on the same
-    /// port and directory, where it reloads its append-only file.
+    /// port and directory, where it reloads its append-only file. It waits for the new process
+    /// itself to answer: if another server holds the port meanwhile, the new one ends and the
+    /// restart fails, rather than take the other for its own.
     pub fn restart(&self) -> Result<(), StorageError> {
         self.kill();
         self.spawn()
@@ -270,7 +297,7 @@ impl Replicated {
     fn replica_online(&self) -> Result<(), StorageError> {
         let primary = self.primary();
         wait_until(&format!("redis-server on port {} had no replica that acknowledges writes", primary.port), || {
-            primary.has_replica_that_acknowledges()
+            Ok(primary.has_replica_that_acknowledges())
         })
     }
 

@@ -523,4 +523,42 @@ mod long {
         let text = failure.to_string();
         assert!(text.contains("after crash") || text.contains("did not answer within 30s of a crash"), "{text}");
     }
+
+    #[test]
+    fn a_restart_that_finds_another_server_on_its_port_fails_and_never_takes_it_for_its_own() {
+        if !reservation_conformance::tiers::long_tier(
+            "fault_check::long::a_restart_that_finds_another_server_on_its_port_fails_and_never_takes_it_for_its_own",
+        ) {
+            return;
+        }
+        let Some(h) = cluster(Replication::None) else { return };
+        let port = h.primary_port().expect("a cluster's port");
+        let outside = Outside::of(&h.clusters()[0]);
+        // The cluster dies behind the harness's back, and its port is taken by a relay to the
+        // shared server, another PostgreSQL that answers every question.
+        let pids: Vec<String> = outside.processes().iter().map(|(pid, _, _)| pid.to_string()).collect();
+        assert!(std::process::Command::new("kill").arg("-KILL").args(&pids).status().expect("kill runs").success());
+        assert!(eventually(|| outside.processes().is_empty()), "the cluster's processes did not end");
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).expect("the cluster's port, now free");
+        let shared: tokio_postgres::Config = reservation_postgres::pg_url().parse().expect("a connection string");
+        let upstream = match (shared.get_hosts(), shared.get_ports()) {
+            ([tokio_postgres::config::Host::Tcp(host), ..], [port, ..]) => format!("{host}:{port}"),
+            _ => panic!("the shared server is not on TCP"),
+        };
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else { continue };
+                for (mut from, mut to) in
+                    [(client.try_clone().expect("a handle"), server.try_clone().expect("a handle")), (server, client)]
+                {
+                    std::thread::spawn(move || std::io::copy(&mut from, &mut to));
+                }
+            }
+        });
+        let answered = query(&h, port, "SELECT current_setting('data_directory')");
+        let restarted = h.inject(Fault::Crash);
+        assert!(!answered[0].contains(&h.clusters()[0]), "the relay reached the cluster: {answered:?}");
+        let error = restarted.expect_err("the restart took the other server on its port for its own");
+        assert!(error_chain(&error).contains("the server ended"), "{}", error_chain(&error));
+    }
 }

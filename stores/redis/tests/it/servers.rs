@@ -44,15 +44,57 @@ fn a_harness_deletes_its_keys_when_dropped() {
     assert_eq!(keys_under(&other, &prefix), Vec::<Vec<u8>>::new(), "the dropped harness left its keys");
 }
 
-/// The server's `run_id`, which a new process draws afresh.
-fn run_id(h: &reservation_redis::RedisHarness, url: &str) -> String {
+/// The `INFO server` line `name:` of the server at `url`.
+fn info_line(h: &reservation_redis::RedisHarness, url: &str, name: &str) -> String {
     h.runtime().block_on(async {
         let client = redis::Client::open(url).expect("a client");
         let mut conn = client.get_multiplexed_async_connection().await.expect("a connection");
         let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await.expect("INFO");
-        let line = info.lines().find(|l| l.starts_with("run_id:")).expect("a run_id line");
-        line.trim_start_matches("run_id:").trim().to_owned()
+        let line = info.lines().find(|l| l.starts_with(&format!("{name}:"))).expect("the line");
+        line[name.len() + 1..].trim().to_owned()
     })
+}
+
+#[test]
+fn a_restart_that_finds_another_server_on_its_port_fails_and_never_takes_it_for_its_own() {
+    let Some(durable) = durable_harness() else { return };
+    let server = durable.server().expect("a durable harness runs a server of its own");
+    let url = server.url();
+    let port = url.trim_start_matches("redis://127.0.0.1:").trim_end_matches('/').to_owned();
+    let pid = info_line(&durable, &url, "process_id");
+    // The harness's server dies behind its back, and another server takes its port.
+    let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status().expect("kill runs");
+    assert!(killed.success());
+    let dir = std::env::temp_dir().join(format!("reservation-redis-intruder-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let mut intruder = std::process::Command::new("redis-server")
+        .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server starts");
+    let intruder_pid = intruder.id().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline
+        && TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_err()
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let restarted = server.restart();
+    let answering = info_line(&durable, &url, "process_id");
+    let _ = intruder.kill();
+    let _ = intruder.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(answering, intruder_pid, "the other server holds the port throughout");
+    let error = restarted.expect_err("the restart took the other server on its port for its own");
+    let chain = reservation_store::error_chain(&error);
+    assert!(chain.contains(&format!("redis-server on port {port} ended")), "{chain}");
+}
+
+/// The server's `run_id`, which a new process draws afresh.
+fn run_id(h: &reservation_redis::RedisHarness, url: &str) -> String {
+    info_line(h, url, "run_id")
 }
 
 /// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
