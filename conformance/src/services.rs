@@ -46,20 +46,21 @@ pub fn service<H, E: Display>(service: &str, connected: Result<H, E>) -> Option<
 /// before in this process, for a harness that starts a server of its own there.
 ///
 /// A harness restarts a crashed server on the port it had, so the port must stay its own while
-/// nothing listens there. It is drawn at random below the kernel's range of ephemeral ports
-/// (Linux: `/proc/sys/net/ipv4/ip_local_port_range`, 32768–60999 by default), from 10000 up,
-/// where no outgoing connection and no `bind` to port 0 (another test's proxy or server) is ever
-/// given it; and it is handed out once per process, so no other harness of the process draws it
-/// again. Another process could still bind it: a harness should check that the server answering
-/// on its port is its own.
+/// nothing listens there. It is drawn at random from [`loopback_port_range`]: below the kernel's
+/// range of ephemeral ports, where no outgoing connection and no `bind` to port 0 (another test's
+/// proxy or server) is ever given it; and it is handed out once per process, so no other harness
+/// of the process draws it again. Another process could still bind it: a harness should check
+/// that the server answering on its port is its own.
 pub fn loopback_port() -> std::io::Result<u16> {
     use std::hash::{BuildHasher, RandomState};
     static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    let (low, high) = (PRIVATE_LOW, ephemeral_low().unwrap_or(EPHEMERAL_LOW).max(PRIVATE_LOW + 1_000));
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok();
+    let range = loopback_port_range(range.as_deref());
     let random = RandomState::new();
+    let mut last = None;
     for draw in 0..1_024u32 {
-        let offset = u16::try_from(random.hash_one(draw) % u64::from(high - low)).unwrap_or(0);
-        let port = low + offset;
+        let offset = random.hash_one(draw) % u64::from(range.end - range.start);
+        let port = range.start + u16::try_from(offset).unwrap_or(0);
         let mut handed_out = HANDED_OUT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if handed_out.contains(&port) {
             continue;
@@ -69,24 +70,19 @@ pub fn loopback_port() -> std::io::Result<u16> {
                 handed_out.insert(port);
                 return Ok(port);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
-            Err(e) => return Err(e),
+            Err(e) => last = Some(e),
         }
     }
-    Err(std::io::Error::new(
-        std::io::ErrorKind::AddrInUse,
-        format!("no free port in {low}..{high} that this process had not handed out, in 1024 draws"),
-    ))
+    let tried = format!("no port of {range:?} was free and not handed out before, in 1024 draws");
+    Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::AddrInUse, tried)))
 }
 
-/// The lowest port [`loopback_port`] draws.
-const PRIVATE_LOW: u16 = 10_000;
-
-/// The first ephemeral port where the kernel does not say: Linux's default.
-const EPHEMERAL_LOW: u16 = 32_768;
-
-/// The first port of the kernel's ephemeral range, where the kernel says.
-fn ephemeral_low() -> Option<u16> {
-    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
-    range.split_whitespace().next()?.parse().ok()
+/// The ports [`loopback_port`] draws from, given the kernel's range of ephemeral ports as Linux
+/// writes it in `/proc/sys/net/ipv4/ip_local_port_range` (two numbers, `32768 60999` by
+/// default): from 10000 up to the range's first port; from 10000 to 32768 when the kernel does not
+/// say, or when fewer than 1,000 ports would be left below its range.
+pub fn loopback_port_range(ip_local_port_range: Option<&str>) -> std::ops::Range<u16> {
+    const LOW: u16 = 10_000;
+    let first = ip_local_port_range.and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok());
+    LOW..first.filter(|&first| first >= LOW + 1_000).unwrap_or(32_768)
 }

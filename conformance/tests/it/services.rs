@@ -21,35 +21,37 @@ fn a_missing_server_is_a_skip_or_under_the_variable_a_failure() {
 }
 
 #[test]
-fn loopback_port_hands_out_each_port_once_below_the_ephemeral_range_and_nothing_listens_there() {
-    // Two thousand random draws from the twenty thousand ports below the ephemeral range would
-    // repeat one almost surely (about 90 pairs); handed out once each, none repeats.
-    let ports: Vec<u16> =
-        (0..2_000).map(|_| reservation_conformance::services::loopback_port().expect("a port")).collect();
+fn loopback_port_hands_out_free_ports_below_the_ephemeral_range_each_once() {
+    use reservation_conformance::services::{loopback_port, loopback_port_range};
+    let range = loopback_port_range(std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok().as_deref());
+    // Listeners on 600 ports at the range's lower end; drawn blindly, about one draw in 38 would
+    // be one of them.
+    let held: Vec<std::net::TcpListener> =
+        (range.start..range.start + 600).filter_map(|p| std::net::TcpListener::bind(("127.0.0.1", p)).ok()).collect();
+    let held: std::collections::BTreeSet<u16> =
+        held.iter().map(|l| l.local_addr().expect("an address").port()).collect();
+    assert!(held.len() > 500, "only {} of the ports could be held", held.len());
+    // Two thousand random draws from the ports below the ephemeral range (about twenty thousand)
+    // would repeat one almost surely (about 90 pairs); handed out once each, none repeats.
+    let draws = (range.len() / 4).min(2_000);
+    let ports: Vec<u16> = (0..draws).map(|_| loopback_port().expect("a port")).collect();
     let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
     assert_eq!(distinct.len(), ports.len(), "a port was handed out twice");
-    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32_768);
-    assert!(ports.iter().all(|&p| (10_000..ephemeral).contains(&p)), "a port outside 10000..{ephemeral}");
-    assert!(distinct.len() > 1 && distinct.iter().max() > distinct.iter().min(), "the same port every time");
+    assert!(ports.iter().all(|p| range.contains(p)), "a port outside {range:?}");
+    assert_eq!(distinct.intersection(&held).count(), 0, "a port something listens on was handed out");
     let last = *ports.last().expect("ports");
-    assert!(std::net::TcpStream::connect(("127.0.0.1", last)).is_err(), "something listens on {last}");
     assert!(std::net::TcpListener::bind(("127.0.0.1", last)).is_ok(), "{last} cannot be bound");
 }
 
 #[test]
-fn loopback_port_never_hands_out_a_port_something_listens_on() {
-    // Listeners on 600 ports at the range's lower end, and 600 draws: drawn blindly, about 16 of
-    // them would be held ports; a port handed out is never one of them.
-    let held: Vec<std::net::TcpListener> =
-        (10_000..10_600).filter_map(|p| std::net::TcpListener::bind(("127.0.0.1", p)).ok()).collect();
-    let held_ports: std::collections::BTreeSet<u16> =
-        held.iter().map(|l| l.local_addr().expect("an address").port()).collect();
-    assert!(held_ports.len() > 500, "only {} of the ports could be held", held_ports.len());
-    for _ in 0..600 {
-        let port = reservation_conformance::services::loopback_port().expect("a port");
-        assert!(!held_ports.contains(&port), "{port} is listened on");
-    }
+fn loopback_port_range_ends_where_the_ephemeral_range_starts() {
+    use reservation_conformance::services::loopback_port_range as range;
+    assert_eq!(range(Some("32768\t60999\n")), 10_000..32_768);
+    assert_eq!(range(Some("20000 60999")), 10_000..20_000);
+    assert_eq!(range(Some("11000 60999")), 10_000..11_000, "a thousand ports are enough");
+    assert_eq!(range(Some("10999 60999")), 10_000..32_768, "fewer are not");
+    assert_eq!(range(Some("1024 65535")), 10_000..32_768);
+    assert_eq!(range(Some("")), 10_000..32_768);
+    assert_eq!(range(Some("many")), 10_000..32_768);
+    assert_eq!(range(None), 10_000..32_768);
 }
