@@ -5,7 +5,7 @@
 //! Without a Chromium when the test was built (Debian: `apt-get install chromium`), the test is
 //! ignored, with the reason, and `cargo test` reports it so (`build.rs` probes for one).
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,8 @@ fn render(browser: &str, url: &str) -> String {
 fn the_explorer_shows_states_as_the_protocol_reads_them_with_rule_ids() {
     // Run all the same (`cargo test -- --ignored`), it says what is missing.
     let browser = chromium().expect("no Chromium answers `--version` (apt-get install chromium)");
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // A port no other test of this process is handed, outside the range bind(0) draws from.
+    let port = reservation_conformance::services::loopback_port().expect("a free port");
     let _explorer = Explorer(
         Command::new(env!("CARGO_BIN_EXE_reservation"))
             .args(["explore", "--port", &port.to_string(), "--owners", "2", "--attempts", "1", "--keys", "1"])
