@@ -2,6 +2,7 @@
 //! server of a durable harness is really killed and started again, and stopped with the harness.
 
 use std::net::TcpStream;
+use std::time::Duration;
 
 use reservation_conformance::START;
 use reservation_redis::Time;
@@ -46,13 +47,33 @@ fn a_harness_deletes_its_keys_when_dropped() {
 
 /// The `INFO server` line `name:` of the server at `url`.
 fn info_line(h: &reservation_redis::RedisHarness, url: &str, name: &str) -> String {
+    answering_line(h, url, name).expect("the server answers INFO")
+}
+
+/// As [`info_line`], or `None` if nothing answers at `url` within a second.
+fn answering_line(h: &reservation_redis::RedisHarness, url: &str, name: &str) -> Option<String> {
     h.runtime().block_on(async {
-        let client = redis::Client::open(url).expect("a client");
-        let mut conn = client.get_multiplexed_async_connection().await.expect("a connection");
-        let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await.expect("INFO");
-        let line = info.lines().find(|l| l.starts_with(&format!("{name}:"))).expect("the line");
-        line[name.len() + 1..].trim().to_owned()
+        let ask = async {
+            let client = redis::Client::open(url).ok()?;
+            let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+            let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await.ok()?;
+            let line = info.lines().find(|l| l.starts_with(&format!("{name}:")))?;
+            Some(line[name.len() + 1..].trim().to_owned())
+        };
+        tokio::time::timeout(Duration::from_secs(1), ask).await.ok().flatten()
     })
+}
+
+/// Waits up to 10 s for `done`.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
 }
 
 #[test]
@@ -62,9 +83,12 @@ fn a_restart_that_finds_another_server_on_its_port_fails_and_never_takes_it_for_
     let url = server.url();
     let port = url.trim_start_matches("redis://127.0.0.1:").trim_end_matches('/').to_owned();
     let pid = info_line(&durable, &url, "process_id");
-    // The harness's server dies behind its back, and another server takes its port.
+    // The harness's server dies behind its back...
     let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status().expect("kill runs");
     assert!(killed.success());
+    let port_number: u16 = port.parse().expect("a port");
+    assert!(eventually(|| TcpStream::connect(("127.0.0.1", port_number)).is_err()), "the server did not die");
+    // ...and another server takes its port.
     let dir = std::env::temp_dir().join(format!("reservation-redis-intruder-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a directory");
     let mut intruder = std::process::Command::new("redis-server")
@@ -75,19 +99,15 @@ fn a_restart_that_finds_another_server_on_its_port_fails_and_never_takes_it_for_
         .spawn()
         .expect("redis-server starts");
     let intruder_pid = intruder.id().to_string();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::time::Instant::now() < deadline
-        && TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_err()
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let restarted = server.restart();
-    let answering = info_line(&durable, &url, "process_id");
+    let took = eventually(|| answering_line(&durable, &url, "process_id").as_ref() == Some(&intruder_pid));
+    let restarted = took.then(|| server.restart());
+    let answering = answering_line(&durable, &url, "process_id");
     let _ = intruder.kill();
     let _ = intruder.wait();
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(answering, intruder_pid, "the other server holds the port throughout");
-    let error = restarted.expect_err("the restart took the other server on its port for its own");
+    assert!(took, "the other server did not answer on the port");
+    assert_eq!(answering, Some(intruder_pid), "the other server holds the port throughout");
+    let error = restarted.expect("restarted").expect_err("the restart took the other server on its port for its own");
     let chain = reservation_store::error_chain(&error);
     assert!(chain.contains(&format!("redis-server on port {port} ended")), "{chain}");
 }
