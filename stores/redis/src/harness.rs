@@ -99,24 +99,16 @@ impl AofServer {
         Self::start_keeping(primary, true)
     }
 
-    /// As [`AofServer::start`]; with `keeps` false, the server writes no append-only file. A
-    /// server that ends at once (its port was taken between the test of it and the server's
-    /// `bind`) is started again on another port, three times at most.
+    /// As [`AofServer::start`]; with `keeps` false, the server writes no append-only file.
     fn start_keeping(primary: Option<u16>, keeps: bool) -> Result<AofServer, StorageError> {
-        let mut tries = 0;
-        loop {
-            let port = reservation_conformance::services::loopback_port()
-                .map_err(|e| StorageError::with_source("a free loopback port", e))?;
-            let dir = std::env::temp_dir().join(format!("reservation-redis-{}-{port}", std::process::id()));
-            std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the server's directory", e))?;
-            let url = format!("redis://127.0.0.1:{port}/");
-            let server = AofServer { port, url, dir, child: Mutex::new(None), primary: Mutex::new(primary), keeps };
-            match server.spawn() {
-                Ok(()) => return Ok(server),
-                Err(e) if tries == 2 => return Err(e),
-                Err(_) => tries += 1,
-            }
-        }
+        let port = reservation_conformance::services::loopback_port()
+            .map_err(|e| StorageError::with_source("a free loopback port", e))?;
+        let dir = std::env::temp_dir().join(format!("reservation-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the server's directory", e))?;
+        let url = format!("redis://127.0.0.1:{port}/");
+        let server = AofServer { port, url, dir, child: Mutex::new(None), primary: Mutex::new(primary), keeps };
+        server.spawn()?;
+        Ok(server)
     }
 
     /// The server's URL.

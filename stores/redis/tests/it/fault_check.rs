@@ -173,6 +173,24 @@ fn too_few_replica_acknowledgements_are_indeterminate_and_the_write_is_on_the_pr
     assert!(error.is_indeterminate(), "{}", error_chain(&error));
 }
 
+/// Whether the primary of `h` lists a replica that is online (`INFO replication`).
+fn replica_online(h: &RedisHarness) -> bool {
+    let mut conn = crate::raw(h);
+    let info: String =
+        h.runtime().block_on(redis::cmd("INFO").arg("replication").query_async(&mut conn)).expect("INFO");
+    info.lines().any(|l| l.starts_with("slave0:") && l.contains("state=online"))
+}
+
+#[test]
+fn a_replicated_harness_has_its_replica_online_when_made_and_after_a_crash_of_the_primary() {
+    // A replica whose primary crashed connects again from a timer that fires once a second:
+    // without waiting for it, the harness would hand the restarted primary out with no replica.
+    let Some(h) = replicated(RedisOptions::default()) else { return };
+    assert!(replica_online(&h), "no replica online once the harness is made");
+    inject(&h, Fault::Crash);
+    assert!(replica_online(&h), "no replica online once the crashed primary is back");
+}
+
 #[test]
 fn a_replica_listed_first_is_skipped_and_a_store_on_no_primary_fails_determinately() {
     let Some(h) = replicated(RedisOptions::default()) else { return };
