@@ -117,46 +117,36 @@ fn run_id(h: &reservation_redis::RedisHarness, url: &str) -> String {
     info_line(h, url, "run_id")
 }
 
-/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
-mod long {
-    use super::*;
-
-    #[test]
-    fn the_append_only_server_restarts_as_a_new_process_keeps_its_data_and_stops_when_dropped() {
-        if !reservation_conformance::tiers::long_tier(
-            "servers::long::the_append_only_server_restarts_as_a_new_process_keeps_its_data_and_stops_when_dropped",
-        ) {
-            return;
-        }
-        let (Some(h), Some(durable)) = (harness(), durable_harness()) else { return };
-        let server = durable.server().expect("a durable harness runs a server of its own");
-        let url = server.url();
-        assert!(url.starts_with("redis://127.0.0.1:") && url != h.url() && url == durable.url(), "{url}");
-        let first = run_id(&h, &url);
-        h.runtime().block_on(async {
-            let client = redis::Client::open(url.as_str()).expect("a client");
-            let mut conn = client.get_multiplexed_async_connection().await.expect("a connection");
-            let () = redis::cmd("SET").arg("kept").arg("yes").query_async(&mut conn).await.expect("written");
-            // Enough data that loading it takes a while: the restart must wait until the server has
-            // loaded it (a server still loading answers every command, PING included, with LOADING).
-            for batch in 0..100 {
-                let mut set = redis::cmd("MSET");
-                for i in 0..10_000 {
-                    set.arg(format!("filler-{batch}-{i}")).arg(i);
-                }
-                let () = set.query_async(&mut conn).await.expect("written");
+#[test]
+fn the_append_only_server_restarts_as_a_new_process_keeps_its_data_and_stops_when_dropped() {
+    let (Some(h), Some(durable)) = (harness(), durable_harness()) else { return };
+    let server = durable.server().expect("a durable harness runs a server of its own");
+    let url = server.url();
+    assert!(url.starts_with("redis://127.0.0.1:") && url != h.url() && url == durable.url(), "{url}");
+    let first = run_id(&h, &url);
+    h.runtime().block_on(async {
+        let client = redis::Client::open(url.as_str()).expect("a client");
+        let mut conn = client.get_multiplexed_async_connection().await.expect("a connection");
+        let () = redis::cmd("SET").arg("kept").arg("yes").query_async(&mut conn).await.expect("written");
+        // Enough data that loading it takes a while: the restart must wait until the server has
+        // loaded it (a server still loading answers every command, PING included, with LOADING).
+        for batch in 0..100 {
+            let mut set = redis::cmd("MSET");
+            for i in 0..10_000 {
+                set.arg(format!("filler-{batch}-{i}")).arg(i);
             }
-        });
-        server.restart().expect("restarted");
-        assert_ne!(run_id(&h, &url), first, "the restart did not start a new process");
-        let kept: Option<String> = h.runtime().block_on(async {
-            let client = redis::Client::open(url.as_str()).expect("a client");
-            let mut conn = client.get_multiplexed_async_connection().await.expect("a connection");
-            redis::cmd("GET").arg("kept").query_async(&mut conn).await.expect("read")
-        });
-        assert_eq!(kept.as_deref(), Some("yes"), "an acknowledged write was lost across the restart");
-        let authority = url.trim_start_matches("redis://").trim_end_matches('/').to_owned();
-        drop(durable);
-        assert!(TcpStream::connect(&authority).is_err(), "the dropped server still accepts connections");
-    }
+            let () = set.query_async(&mut conn).await.expect("written");
+        }
+    });
+    server.restart().expect("restarted");
+    assert_ne!(run_id(&h, &url), first, "the restart did not start a new process");
+    let kept: Option<String> = h.runtime().block_on(async {
+        let client = redis::Client::open(url.as_str()).expect("a client");
+        let mut conn = client.get_multiplexed_async_connection().await.expect("a connection");
+        redis::cmd("GET").arg("kept").query_async(&mut conn).await.expect("read")
+    });
+    assert_eq!(kept.as_deref(), Some("yes"), "an acknowledged write was lost across the restart");
+    let authority = url.trim_start_matches("redis://").trim_end_matches('/').to_owned();
+    drop(durable);
+    assert!(TcpStream::connect(&authority).is_err(), "the dropped server still accepts connections");
 }
