@@ -112,12 +112,9 @@ fn inject(h: &RedisHarness, fault: Fault) -> Duration {
     started.elapsed()
 }
 
-/// The `run_id` of the server at `url`, which a new process draws afresh.
+/// The `run_id` of the harness's server, which a new process draws afresh.
 fn run_id(h: &RedisHarness) -> String {
-    let mut conn = crate::raw(h);
-    let info: String = h.runtime().block_on(redis::cmd("INFO").arg("server").query_async(&mut conn)).expect("INFO");
-    let line = info.lines().find(|l| l.starts_with("run_id:")).expect("a run_id line");
-    line.trim_start_matches("run_id:").trim().to_owned()
+    crate::info_line(h, h.url(), "run_id")
 }
 
 /// The ids of the normal clients connected to the harness's server, but the one asking.

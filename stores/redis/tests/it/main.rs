@@ -60,3 +60,22 @@ fn the_stores_guide_quotes_the_crate_example() {
     let (lib, guide) = (include_str!("../../src/lib.rs"), include_str!("../../../../docs/stores.md"));
     reservation_testkit::assert_guide_quotes_example(lib, guide, "docs/stores.md", "reservation-redis");
 }
+
+/// The `INFO server` line `name:` of the server at `url`.
+pub fn info_line(h: &reservation_redis::RedisHarness, url: &str, name: &str) -> String {
+    answering_line(h, url, name).expect("the server answers INFO")
+}
+
+/// As [`info_line`], or `None` if nothing answers at `url` within a second.
+pub fn answering_line(h: &reservation_redis::RedisHarness, url: &str, name: &str) -> Option<String> {
+    h.runtime().block_on(async {
+        let ask = async {
+            let client = redis::Client::open(url).ok()?;
+            let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+            let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await.ok()?;
+            let line = info.lines().find(|l| l.starts_with(&format!("{name}:")))?;
+            Some(line[name.len() + 1..].trim().to_owned())
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(1), ask).await.ok().flatten()
+    })
+}

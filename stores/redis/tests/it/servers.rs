@@ -8,7 +8,7 @@ use reservation_conformance::START;
 use reservation_redis::Time;
 use reservation_store::{AggregateRef, HoldId, Key, ManualClock, ReservationScope, ReservationStore, Ttl};
 
-use crate::{durable_harness, harness, raw};
+use crate::{answering_line, durable_harness, harness, info_line, raw};
 
 /// The keys under `prefix` on the server `h` uses.
 fn keys_under(h: &reservation_redis::RedisHarness, prefix: &str) -> Vec<Vec<u8>> {
@@ -43,25 +43,6 @@ fn a_harness_deletes_its_keys_when_dropped() {
     drop(store);
     drop(h);
     assert_eq!(keys_under(&other, &prefix), Vec::<Vec<u8>>::new(), "the dropped harness left its keys");
-}
-
-/// The `INFO server` line `name:` of the server at `url`.
-fn info_line(h: &reservation_redis::RedisHarness, url: &str, name: &str) -> String {
-    answering_line(h, url, name).expect("the server answers INFO")
-}
-
-/// As [`info_line`], or `None` if nothing answers at `url` within a second.
-fn answering_line(h: &reservation_redis::RedisHarness, url: &str, name: &str) -> Option<String> {
-    h.runtime().block_on(async {
-        let ask = async {
-            let client = redis::Client::open(url).ok()?;
-            let mut conn = client.get_multiplexed_async_connection().await.ok()?;
-            let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await.ok()?;
-            let line = info.lines().find(|l| l.starts_with(&format!("{name}:")))?;
-            Some(line[name.len() + 1..].trim().to_owned())
-        };
-        tokio::time::timeout(Duration::from_secs(1), ask).await.ok().flatten()
-    })
 }
 
 /// Waits up to 10 s for `done`.
