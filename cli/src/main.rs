@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use reservation_conformance::driver::CommandHarness;
 use reservation_conformance::faults::Fault;
+use reservation_conformance::judge_times::{Load, measure};
 use reservation_conformance::{CheckResult, Harness, MemoryHarness, Report, Settings, run_matching_with};
 use reservation_model::cli::{BAD_ARGUMENTS, parse};
 use reservation_postgres::{PostgresHarness, PostgresOptions};
@@ -114,6 +115,17 @@ struct ConformArgs {
     /// `d1_`, `s1_`, `differential` or `linearizability`
     #[arg(long, value_name = "PATTERN")]
     only: Vec<String>,
+    /// Instead of the suite, measure the judge: run the linearizability, fault and crash checks
+    /// RUNS times each (seeds from --seed on) and print, for each, the distribution over the runs
+    /// of the longest time one history took to judge (p50, p99, max), and the runs that failed
+    #[arg(long, value_name = "RUNS")]
+    judge_times: Option<usize>,
+    /// With --judge-times: runs at a time (8 by default, as the tests run)
+    #[arg(long, value_name = "N", requires = "judge_times", default_value_t = 8)]
+    at_once: usize,
+    /// With --judge-times: threads that spin meanwhile, to oversubscribe the machine (0 by default)
+    #[arg(long, value_name = "N", requires = "judge_times", default_value_t = 0)]
+    busy: usize,
     #[command(flatten)]
     suite: SuiteArgs,
 }
@@ -210,6 +222,8 @@ struct Suite {
     only: Vec<String>,
     pg_url: String,
     redis_url: String,
+    /// `--judge-times`: measure the judge instead of running the suite.
+    judge: Option<Load>,
 }
 
 impl Suite {
@@ -226,6 +240,7 @@ impl Suite {
             only,
             pg_url: args.pg_url.unwrap_or_else(reservation_postgres::pg_url),
             redis_url: args.redis_url.unwrap_or_else(reservation_redis::redis_url),
+            judge: None,
         }
     }
 
@@ -322,6 +337,9 @@ fn section<H: Harness>(
     filter: impl Fn(&str) -> bool,
 ) -> (bool, String) {
     let settings = suite.settings(base);
+    if let Some(load) = suite.judge {
+        return (true, judge_times(suite, name, harness, &settings, load, filter));
+    }
     let mut text = format!("conformance suite against {name} ({}):\n", Suite::describe(&settings));
     let started = Instant::now();
     let report = suite.run(name, harness, &settings, filter);
@@ -332,6 +350,31 @@ fn section<H: Harness>(
     }
     text.push('\n');
     (report.is_ok(), text)
+}
+
+/// `--judge-times`: the judge's figures on `harness`, the store `name`, as printed.
+fn judge_times<H: Harness>(
+    suite: &Suite,
+    name: &str,
+    harness: &H,
+    settings: &Settings,
+    load: Load,
+    filter: impl Fn(&str) -> bool,
+) -> String {
+    let started = Instant::now();
+    let figures = measure(harness, settings, load, |check| suite.runs(check) && filter(check));
+    let mut text = format!(
+        "the judge on {name}: {} runs of each check from seed {}, {} at a time, {} busy threads:\n",
+        load.runs,
+        settings.seed.unwrap_or_default(),
+        load.at_once,
+        load.busy
+    );
+    for f in figures {
+        text.push_str(&format!("  {f}\n"));
+    }
+    text.push_str(&format!("  in {:.1?}\n\n", started.elapsed()));
+    text
 }
 
 /// One store's part of `conform`: whether it conforms, and what it prints.
@@ -370,7 +413,10 @@ fn conform(stores: Stores, suite: &Suite) -> bool {
             if suite.runs("p1_durable_reopen_keeps_every_reservation")
                 && let Ok(durable) = RedisHarness::durable()
             {
-                let durable_only = |name: &str| name.starts_with("p1_durable");
+                // Measuring the judge, the crash check is the one to run there.
+                let measuring = suite.judge.is_some();
+                let durable_only =
+                    move |name: &str| name.starts_with(if measuring { "p1_crashes" } else { "p1_durable" });
                 let name = "RedisStore on an append-only redis-server";
                 let (durable_ok, durable_text) =
                     section(suite, (name, "redis"), &durable, RedisHarness::settings(), durable_only);
@@ -451,6 +497,10 @@ fn conform_command(
         args.push_str(&format!(" --fault {}", quoted(&format!("{fault}={command}"))));
     }
     let settings = suite.settings(CommandHarness::settings());
+    if let Some(load) = suite.judge {
+        print!("{}", judge_times(suite, command, &harness, &settings, load, |_| true));
+        return ExitCode::SUCCESS;
+    }
     if !json {
         println!(
             "conformance suite against {command} ({}; protocol {}):",
@@ -525,7 +575,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Model(command) => reservation_model::cli::execute(command),
         Command::Conform(args) => {
-            let suite = Suite::new(args.suite, args.only);
+            let mut suite = Suite::new(args.suite, args.only);
+            suite.judge = args.judge_times.map(|runs| Load { runs, at_once: args.at_once, busy: args.busy });
             match &args.command {
                 Some(command) => conform_command(command, args.json, (args.timeout, &args.fault), &suite),
                 None if conform(args.store, &suite) => ExitCode::SUCCESS,

@@ -829,6 +829,7 @@ fn fail(plan: &Plan, rule: Option<Rule>, step_rule: Option<Rule>, problem: Strin
         context,
         transcript,
         replay: None,
+        undecided: None,
     })
 }
 

@@ -1131,7 +1131,26 @@ pub fn linearizability(h: &dyn DynHarness, settings: &Settings) -> Result<(), Fa
 /// tolerated.
 pub fn faults(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
     let h = &Erased::new(h);
-    crate::faults::run(h.inner(), &settings.faults.clone().seeded(settings.seed)).verdict
+    let faults = settings.faults.clone().seeded(settings.seed);
+    judged(settings, "faults", faults.ceilings(), |ceilings| {
+        let run = crate::faults::run(h.inner(), &faults.with_ceilings(ceilings));
+        (run.report.seed, run.verdict, run.history)
+    })
+}
+
+/// Runs `check`, whose histories keep `ceilings` unless an undecided run narrowed them
+/// ([`crate::histories`]), through `run` (given the ceilings, it returns the seed, the verdict and
+/// the history); an undecided verdict with its history written and the next run's ceilings noted.
+fn judged(
+    settings: &Settings,
+    check: &str,
+    ceilings: crate::Ceilings,
+    run: impl FnOnce(crate::Ceilings) -> (u64, Result<(), Failure>, crate::linearizability::History),
+) -> Result<(), Failure> {
+    let dir = settings.history_dir_or_default();
+    let ceilings = crate::histories::effective(&dir, check, ceilings);
+    let (seed, verdict, history) = run(ceilings);
+    verdict.map_err(|f| crate::verdict::with_undecided(f, &dir, (check, seed), ceilings, &history))
 }
 
 /// Durability under crashes at points the suite chooses ([`crate::crashes::run`] with
@@ -1144,7 +1163,11 @@ pub fn crashes(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
     if !Requirement::Durable.met_by(h.capabilities()) {
         return Ok(());
     }
-    crate::crashes::run(h.inner(), &settings.crashes.clone().seeded(settings.seed)).verdict
+    let crashes = settings.crashes.clone().seeded(settings.seed);
+    judged(settings, "crashes", crashes.ceilings(), |ceilings| {
+        let run = crate::crashes::run(h.inner(), &crashes.with_ceilings(ceilings));
+        (run.report.seed, run.verdict, run.history)
+    })
 }
 
 /// D10, the clock inside the critical section: an operation is held between its reading of the

@@ -53,10 +53,11 @@ use reservation_store::{
 
 use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
+use crate::gate::{Ceilings, Gates};
 use crate::harness::{Capabilities, Fault, Harness, START, unique_namespace};
-use crate::history::{Call, Event, Names, Return, by_key, key_named};
+use crate::history::{Call, Event, History, Names, Return, by_key, key_named};
 use crate::record::{Recorder, XorShift, panicked};
-use crate::search::{final_states, linearizable};
+use crate::search::{Undecided, final_states, linearizable, shortest_failing_prefix};
 use crate::show::{panic_message, show_state};
 use crate::verdict::{self, StorageErrors};
 
@@ -211,12 +212,13 @@ pub struct CrashPoint {
 pub struct CrashSettings {
     seed: Option<u64>,
     rounds: usize,
+    ceilings: Ceilings,
 }
 
 impl Default for CrashSettings {
-    /// Four rounds (eight crashes); no seed of their own.
+    /// Four rounds (eight crashes); no seed of their own; the default [`Ceilings`].
     fn default() -> Self {
-        CrashSettings { seed: None, rounds: 4 }
+        CrashSettings { seed: None, rounds: 4, ceilings: Ceilings::default() }
     }
 }
 
@@ -233,6 +235,17 @@ impl CrashSettings {
     pub fn seeded(mut self, seed: Option<u64>) -> Self {
         self.seed = self.seed.or(seed);
         self
+    }
+
+    /// These settings with histories recorded within `ceilings` ([`Ceilings`]).
+    pub fn with_ceilings(mut self, ceilings: Ceilings) -> Self {
+        self.ceilings = ceilings;
+        self
+    }
+
+    /// The ceilings the histories are recorded within.
+    pub fn ceilings(&self) -> Ceilings {
+        self.ceilings
     }
 
     /// These settings with `rounds` rounds, each a quiet crash and a burst crash (at least 1).
@@ -261,6 +274,10 @@ pub struct CrashReport {
     /// Whether the clock was set back after the quiet crashes (a store whose clock survives a
     /// restart).
     pub clock_set_back: bool,
+    /// How long judging the history took.
+    pub judge: Duration,
+    /// The ceilings the history was recorded within.
+    pub ceilings: Ceilings,
 }
 
 impl CrashReport {
@@ -295,6 +312,8 @@ pub struct CrashRun {
     /// `Ok` when every key's history is linearizable with faults tolerated; otherwise the
     /// failure, headlined P1 (or D10) when a crash changed a state.
     pub verdict: Result<(), Failure>,
+    /// The history recorded.
+    pub history: History,
 }
 
 /// Whether `harness` can be crashed or restarted by the check: it offers [`Fault::Crash`], or it
@@ -335,8 +354,9 @@ struct Run<'a, H: Harness> {
 pub fn run(harness: &dyn DynHarness, settings: &CrashSettings) -> CrashRun {
     let harness = &Erased::new(harness);
     let seed = settings.seed.unwrap_or(DEFAULT_SEED);
-    let mut report = CrashReport { seed, ..CrashReport::default() };
+    let mut report = CrashReport { seed, ceilings: settings.ceilings, ..CrashReport::default() };
     let clock = ManualClock::new(START);
+    let mut names = names();
     let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let capabilities = harness.capabilities();
         let kinds = kinds(harness, capabilities);
@@ -344,14 +364,19 @@ pub fn run(harness: &dyn DynHarness, settings: &CrashSettings) -> CrashRun {
     }));
     let (store, capabilities, kinds) = match opened {
         Ok(opened) => opened,
-        Err(p) => return CrashRun { report, verdict: Err(Failure::panicked(CHECK, &*p)) },
+        Err(p) => {
+            let verdict = Err(Failure::panicked(CHECK, &*p));
+            return CrashRun { report, verdict, history: History { names, events: Vec::new() } };
+        }
     };
-    let Some(store) = store else { return CrashRun { report, verdict: Ok(()) } };
-    let mut names = names();
+    let Some(store) = store else {
+        return CrashRun { report, verdict: Ok(()), history: History { names, events: Vec::new() } };
+    };
     let stamp = AtomicU64::new(0);
+    let gates = Gates::new(settings.ceilings);
     let mut run = Run {
         harness,
-        recorder: Recorder { harness, names: &names, clock: &clock, stamp: &stamp },
+        recorder: Recorder { harness, names: &names, clock: &clock, stamp: &stamp, gates: &gates },
         clock: &clock,
         kinds,
         clock_survives: capabilities.durable,
@@ -391,11 +416,13 @@ pub fn run(harness: &dyn DynHarness, settings: &CrashSettings) -> CrashRun {
     report.keys = keys;
     report.clock_set_back = capabilities.durable;
     report.crashes = crashes;
+    let judged = WallInstant::now();
     let verdict = match trouble {
         Some(f) => Err(f),
         None => judge(&names, &events, &report.crashes, &set_back),
     };
-    CrashRun { verdict: verdict.map_err(|f| with_report(f, &report)), report }
+    report.judge = judged.elapsed();
+    CrashRun { verdict: verdict.map_err(|f| with_report(f, &report)), report, history: History { names, events } }
 }
 
 /// The names of a crash run: a tenant scope in a namespace of its own, owners alice and bob, holds
@@ -478,7 +505,7 @@ impl<H: Harness> Run<'_, H> {
             // decide at the anchor's instant (D10 across a restart).
             let now = self.clock.now();
             if self.clock_survives {
-                self.clock.set(now.saturating_sub_millis(BACK));
+                self.recorder.set_clock(now.saturating_sub_millis(BACK));
             }
             let store = self.crash(store, kind)?;
             ended = self.recorder.stamp.load(Ordering::SeqCst);
@@ -495,7 +522,7 @@ impl<H: Harness> Run<'_, H> {
                     self.set_back.lock().unwrap_or_else(PoisonError::into_inner).insert(e.called, back);
                 }
                 events.extend(seen);
-                self.clock.set(now);
+                self.recorder.set_clock(now);
             }
             store
         };
@@ -506,7 +533,7 @@ impl<H: Harness> Run<'_, H> {
         let all = self.all_keys();
         events.extend(self.recorder.lookups(&store, 0, &all));
         self.checked.fetch_add(all.len(), Ordering::SeqCst);
-        self.clock.advance(PHASE);
+        self.recorder.advance(PHASE);
         Some(store)
     }
 
@@ -524,7 +551,7 @@ impl<H: Harness> Run<'_, H> {
         events: &mut Vec<Event>,
     ) {
         if phase > 0 {
-            self.clock.advance(PHASE);
+            self.recorder.advance(PHASE);
         }
         let mut order: Vec<usize> = (0..keys.len()).collect();
         for i in (1..order.len()).rev() {
@@ -586,7 +613,7 @@ impl<H: Harness> Run<'_, H> {
         for phase in 0..2 {
             self.phase(store, r, keys, phase, round, true, events);
         }
-        self.clock.advance(PHASE);
+        self.recorder.advance(PHASE);
         let this = &*self;
         let running = AtomicUsize::new(WORKERS);
         let running = &running;
@@ -779,21 +806,20 @@ fn judge(
 ) -> Result<(), Failure> {
     verdict::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
     for (key, ops) in by_key(events) {
-        if linearizable(names, &ops).is_ok() {
-            continue;
-        }
+        let undecided = |u: Undecided| verdict::undecided(CHECK, Undecided { key, ..u });
         // The shortest prefix by call that no order explains; its last operation went wrong.
-        let len = (1..=ops.len()).find(|n| linearizable(names, &ops[..*n]).is_err()).unwrap_or(ops.len());
+        let Some((len, _)) = shortest_failing_prefix(names, &ops).map_err(undecided)? else { continue };
         let wrong = ops[len - 1];
         let crash = crashes.iter().rev().find(|c| c.ended <= wrong.called);
         let Some(crash) = crash else {
             return Err(verdict::report(CHECK, names, key, &ops));
         };
         let before: Vec<&Event> = ops.iter().copied().filter(|e| e.called < crash.began).collect();
-        if linearizable(names, &before).is_err() {
+        if linearizable(names, &before).map_err(undecided)?.verdict.is_err() {
             return Err(verdict::report(CHECK, names, key, &ops));
         }
-        return Err(crash_failure(names, key, &ops[..len], &before, crash, set_back.get(&wrong.called).copied()));
+        let allowed = final_states(names, &before).map_err(undecided)?;
+        return Err(crash_failure(names, key, &ops[..len], &allowed, crash, set_back.get(&wrong.called).copied()));
     }
     Ok(())
 }
@@ -816,21 +842,21 @@ fn differing(shown: Option<&StoredReservation>, allowed: Option<&StoredReservati
 }
 
 /// The failure of key `key`, whose operations `ops` (ending with the one that went wrong) no
-/// order explains once `crash` has happened, while those before it (`before`) are explained.
+/// order explains once `crash` has happened, while those before it are explained, leaving the
+/// key in one of the states `allowed`.
 fn crash_failure(
     names: &Names,
     key: usize,
     ops: &[&Event],
-    before: &[&Event],
+    allowed: &[Option<StoredReservation>],
     crash: &CrashPoint,
     set_back: Option<Instant>,
 ) -> Failure {
     let wrong = ops[ops.len() - 1];
     let at = wrong.clock_at_return;
-    let allowed: Vec<Option<StoredReservation>> = final_states(names, before);
     let shown_at = |now: Instant| {
         let mut v: Vec<Option<StoredReservation>> = Vec::new();
-        for s in &allowed {
+        for s in allowed {
             let seen = spec::lookup(s.as_ref(), now).cloned();
             if !v.contains(&seen) {
                 v.push(seen);
@@ -858,8 +884,9 @@ fn crash_failure(
         _ => false,
     };
     let recipe = key_recipe(key);
-    let last_ack = before
+    let last_ack = ops
         .iter()
+        .filter(|e| e.called < crash.began)
         .rev()
         .find(|e| matches!(e.call, Call::Op(_)) && matches!(e.ret, Return::Outcome(_)))
         .map(|e| names.show(e));

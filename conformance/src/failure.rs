@@ -4,6 +4,8 @@ use std::fmt;
 
 use reservation_store::rules::Rule;
 
+pub use crate::search::Undecided;
+
 /// A failed check: the rule it found broken, what went wrong, and every operation it ran with the
 /// outcome the specification expects and the one the store gave. Its [`Details`] are reached
 /// through it (`failure.rule`, `failure.transcript`); it is one pointer wide, so that results
@@ -62,6 +64,9 @@ pub struct Details {
     pub transcript: Vec<String>,
     /// How to run the failing case again, when it came from a random search.
     pub replay: Option<String>,
+    /// Set when the check could not decide its history within the judge's budget: the suite's
+    /// limitation, not a rule the store broke. [`Details::rule`] is then `None`.
+    pub undecided: Option<Undecided>,
 }
 
 /// The kind of step a failure went wrong at.
@@ -113,6 +118,7 @@ impl Failure {
             context: Vec::new(),
             transcript: Vec::new(),
             replay: None,
+            undecided: None,
         })
     }
 
@@ -187,6 +193,13 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let check = &self.check;
         match (&self.protocol, self.property, self.rule) {
+            _ if self.undecided.is_some() => {
+                writeln!(
+                    f,
+                    "conformance check `{check}` undecided: the judge ran out of its budget before it could decide the \
+                     history; a limit of the suite, not a rule the store broke"
+                )?;
+            }
             (Some(Protocol::Earlier(_)), ..) => {
                 return writeln!(f, "conformance check `{check}` failed: {}", self.problem);
             }

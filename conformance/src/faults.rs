@@ -46,14 +46,15 @@ mod simulated;
 
 use std::fmt;
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
+use std::time::{Duration, Instant as WallInstant};
 
 use reservation_store::ManualClock;
 
 use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
+use crate::gate::{Ceilings, Gates};
 use crate::harness::{Harness, START};
-use crate::history::{KEYS, Names, Return, key_named};
+use crate::history::{History, KEYS, Names, Return, key_named};
 use crate::record::Recorder;
 
 pub use crate::harness::{Fault, not_offered};
@@ -81,6 +82,7 @@ pub struct FaultSettings {
     gap: Duration,
     ops: usize,
     ledger_keys: usize,
+    ceilings: Ceilings,
 }
 
 impl Default for FaultSettings {
@@ -95,6 +97,7 @@ impl Default for FaultSettings {
             gap: Duration::from_millis(200),
             ops: 4_000,
             ledger_keys: 400,
+            ceilings: Ceilings::default(),
         }
     }
 }
@@ -153,6 +156,17 @@ impl FaultSettings {
         self
     }
 
+    /// These settings with histories recorded within `ceilings` ([`Ceilings`]).
+    pub fn with_ceilings(mut self, ceilings: Ceilings) -> Self {
+        self.ceilings = ceilings;
+        self
+    }
+
+    /// The ceilings the histories are recorded within.
+    pub fn ceilings(&self) -> Ceilings {
+        self.ceilings
+    }
+
     /// The seed: these settings', or a fixed one.
     fn seed(&self) -> u64 {
         self.seed.unwrap_or(DEFAULT_SEED)
@@ -208,6 +222,11 @@ pub struct FaultReport {
     pub lost: usize,
     /// Keys two owners were each told they hold.
     pub two_owners: usize,
+    /// How long judging the history took.
+    pub judge: Duration,
+    /// The ceilings the history was recorded within (the settings', narrowed after an undecided
+    /// run: [`crate::histories`]).
+    pub ceilings: Ceilings,
 }
 
 impl FaultReport {
@@ -256,6 +275,8 @@ pub struct FaultRun {
     /// `Ok` when the history is linearizable with faults tolerated and nothing acknowledged was
     /// lost; otherwise the failure, with every fault fired and the seed that replays them.
     pub verdict: Result<(), Failure>,
+    /// The history recorded.
+    pub history: History,
 }
 
 /// A fault fired, with the stamp of the history's counter when it had ended.
@@ -269,18 +290,23 @@ struct Shot {
 pub fn run(harness: &dyn DynHarness, settings: &FaultSettings) -> FaultRun {
     let harness = &Erased::new(harness);
     let seed = settings.seed();
-    let mut report = FaultReport { seed, ..FaultReport::default() };
+    let mut report = FaultReport { seed, ceilings: settings.ceilings, ..FaultReport::default() };
     let clock = ManualClock::new(START);
+    let mut names = Names::new();
     let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         (harness.store(clock.clone()), harness.capabilities())
     }));
     let (store, capabilities) = match opened {
         Ok(opened) => opened,
-        Err(p) => return FaultRun { report, verdict: Err(Failure::panicked(CHECK, &*p)) },
+        Err(p) => {
+            let verdict = Err(Failure::panicked(CHECK, &*p));
+            return FaultRun { report, verdict, history: History { names, events: Vec::new() } };
+        }
     };
-    let mut names = Names::new();
     let stamp = AtomicU64::new(0);
-    let recorder = Recorder { harness, names: &names, clock: &clock, stamp: &stamp };
+    let ceilings = settings.ceilings;
+    let gates = Gates::new(ceilings);
+    let recorder = Recorder { harness, names: &names, clock: &clock, stamp: &stamp, gates: &gates };
     let world = World::new(harness, settings, seed, capabilities, recorder);
     let (mut events, nemesis) = world.record(store);
     report.confirmations_checked = nemesis.checked;
@@ -294,6 +320,8 @@ pub fn run(harness: &dyn DynHarness, settings: &FaultSettings) -> FaultRun {
         events.iter().filter(|e| matches!(e.ret, Return::Storage { indeterminate: false, .. })).count();
     report.indeterminate =
         events.iter().filter(|e| matches!(e.ret, Return::Storage { indeterminate: true, .. })).count();
+    let judged = WallInstant::now();
     let verdict = judge(&names, &events, &nemesis.shots, &mut report).and(nemesis.trouble.map_or(Ok(()), Err));
-    FaultRun { verdict: verdict.map_err(|f| with_faults(f, &report)), report }
+    report.judge = judged.elapsed();
+    FaultRun { verdict: verdict.map_err(|f| with_faults(f, &report)), report, history: History { names, events } }
 }

@@ -94,6 +94,7 @@ pub(crate) fn entry(called: u64) -> Entry {
 }
 
 /// The names a history's indices stand for.
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Names {
     /// The scope of every key.
     pub scope: ReservationScope,
@@ -162,6 +163,15 @@ impl Names {
         };
         format!("[{:>5} .. {:>5}] round {} {clock}: {call} -> {ret}", e.called, e.returned, e.round)
     }
+}
+
+/// A recorded history: its operations, ordered by call, and the names their indices stand for.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct History {
+    /// The names.
+    pub names: Names,
+    /// The operations.
+    pub events: Vec<Event>,
 }
 
 /// The key of index `i` in a history: `k{i}`.

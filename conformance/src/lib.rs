@@ -91,7 +91,13 @@
 //!   decided key by key by a Wing–Gong–Lowe search with a memo of (linearized set, state, last
 //!   instant), the spec functions as the sequential model: each operation acts at one instant of
 //!   its clock window, never earlier than an operation placed before it (so a store that reads
-//!   its clock before taking its lock fails). Histories are recorded, each on a fresh store,
+//!   its clock before taking its lock fails). The recorders keep each key's history within
+//!   [`Ceilings`] (at most four operations in flight on a key, a quiet point at least every 32
+//!   operations and every 8 unknown outcomes, clock moves that widen no window beyond 4 ms), and
+//!   the search judges a key one segment between quiet points at a time, each within a budget of
+//!   steps: where a history beyond the ceilings exhausts it, the check fails *undecided*
+//!   ([`Undecided`]), the suite's limitation and no rule, writes the history where its replay line
+//!   says, and its next run records narrower histories ([`histories`]). Histories are recorded, each on a fresh store,
 //!   until a second has passed ([`Settings`]), since a race shows in some histories only. A
 //!   failure prints each thread's timeline of the shortest prefix that no order explains, and
 //!   says whether one thread alone already breaks the rule. [`linearizability::check_history_with`]
@@ -226,7 +232,7 @@
 //!   [`oracle::inputs`] (with [`oracle::RawInput`]), [`differential::run`] and its
 //!   [`differential::script`]s.
 //!
-//! Items hidden from this documentation (the module `worked_examples`, `driver::check_answer`,
+//! Items hidden from this documentation (the modules `worked_examples` and `search`, `driver::check_answer`,
 //! `driver::error_names` and the `__`-named items the macros expand to) are public only for the
 //! macros and this crate's own tests; they are not part of its interface.
 #![deny(missing_docs)]
@@ -242,15 +248,19 @@ mod erased;
 mod expected;
 mod failure;
 pub mod faults;
+mod gate;
 mod harness;
+pub mod histories;
 mod history;
+pub mod judge_times;
 pub mod linearizability;
 pub mod ops;
 pub mod oracle;
 mod protocol;
 mod record;
 mod report;
-mod search;
+#[doc(hidden)]
+pub mod search;
 pub mod services;
 mod session;
 mod settings;
@@ -262,7 +272,8 @@ mod verdict;
 pub mod worked_examples;
 
 pub use erased::DynHarness;
-pub use failure::{Details, Failure, Finding, Protocol};
+pub use failure::{Details, Failure, Finding, Protocol, Undecided};
+pub use gate::Ceilings;
 pub use harness::unique_namespace;
 pub use harness::{
     Capabilities, Harness, LOOKUPS_AT_ONCE, MemoryHarness, PARTS, Probe, RawAnswer, RawRequest, Requirement, START,

@@ -18,6 +18,13 @@
 //! whose error was returned can no longer take effect later, as holds when its transaction dies
 //! with its connection.
 //!
+//! The recorders keep every history within [`crate::Ceilings`] (operations in flight on one key,
+//! operations and unknown outcomes between two quiet points of a key, clock windows), and the
+//! search cuts a key's history at its quiet points and judges it segment by segment, each with a
+//! budget: a judge that always ends, saying *undecided* (a failure of its own, naming no rule)
+//! where a history beyond the ceilings exhausts it. See the module `search` in the source for
+//! the bound.
+//!
 //! The history (its types are re-exported here), its recording (the one contended workload), the
 //! search and the verdict on a history are modules of their own, shared with the fault check and
 //! the crash check; this module holds the check's runs.
@@ -26,8 +33,10 @@ use std::time::{Duration, Instant as WallInstant};
 
 use crate::erased::DynHarness;
 use crate::failure::Failure;
-pub use crate::history::{Call, Event, KEYS, Names, Return};
-pub use crate::record::record;
+use crate::gate::Ceilings;
+use crate::histories;
+pub use crate::history::{Call, Event, History, KEYS, Names, Return};
+pub use crate::record::{record, record_with};
 pub use crate::verdict::{ATOMICITY, StorageErrors, check_history, check_history_with};
 
 /// The property a failure states when a single thread's history already breaks a rule: no
@@ -46,7 +55,14 @@ pub struct Stats {
     pub record: Duration,
     /// Time to decide it.
     pub check: Duration,
+    /// The longest time one history took to decide.
+    pub longest_check: Duration,
+    /// The ceilings the histories were recorded within.
+    pub ceilings: Ceilings,
 }
+
+/// The check's name, as the suite lists it.
+const CHECK: &str = "linearizability";
 
 /// Replays a failing history's seed on one thread: if that history fails too, the bug needs no
 /// concurrency, and its failure says so and names the sequential rule; otherwise `failure`, the
@@ -55,7 +71,7 @@ fn sequential_or(harness: &dyn DynHarness, ops: usize, seed: u64, failure: Failu
     if failure.property != Some(ATOMICITY) {
         return failure;
     }
-    let (names, events) = record(harness, 1, ops, seed);
+    let (names, events) = record_with(harness, 1, ops, seed, Ceilings::default());
     match check_history(&names, &events) {
         Err(mut single) if single.property == Some(ATOMICITY) => {
             // The headline names the rule of the step the single thread could not explain.
@@ -68,10 +84,19 @@ fn sequential_or(harness: &dyn DynHarness, ops: usize, seed: u64, failure: Failu
 }
 
 /// Records histories on `harness` with `settings` and decides each: up to
-/// [`crate::Settings::histories`] of them, within [`crate::Settings::concurrency_budget`].
+/// [`crate::Settings::history_dir`] of them, within [`crate::Settings::concurrency_budget`].
 pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats, Failure> {
     let seed = settings.seed.unwrap_or(0x5eed_1234_abcd_0001);
-    let mut stats = Stats { ops: 0, nodes: 0, record: Duration::ZERO, check: Duration::ZERO };
+    let dir = settings.history_dir_or_default();
+    let ceilings = histories::effective(&dir, CHECK, settings.ceilings);
+    let mut stats = Stats {
+        ops: 0,
+        nodes: 0,
+        record: Duration::ZERO,
+        check: Duration::ZERO,
+        longest_check: Duration::ZERO,
+        ceilings,
+    };
     // A race shows in some histories only: record several, each on a fresh store, until the
     // count or the time budget runs out (at least one).
     let budget = WallInstant::now();
@@ -81,14 +106,21 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats
         }
         let started = WallInstant::now();
         let seed = seed.wrapping_add(attempt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let (names, events) = record(harness, settings.threads, settings.concurrent_ops, seed);
+        let (names, events) = record_with(harness, settings.threads, settings.concurrent_ops, seed, ceilings);
         stats.record += started.elapsed();
         let started = WallInstant::now();
-        match check_history(&names, &events) {
+        let verdict = check_history(&names, &events);
+        let took = started.elapsed();
+        stats.check += took;
+        stats.longest_check = stats.longest_check.max(took);
+        match verdict {
             Ok(nodes) => stats.nodes += nodes,
+            Err(failure) if failure.undecided.is_some() => {
+                let history = History { names, events };
+                return Err(crate::verdict::with_undecided(failure, &dir, (CHECK, seed), ceilings, &history));
+            }
             Err(failure) => return Err(sequential_or(harness, settings.concurrent_ops, seed, failure)),
         }
-        stats.check += started.elapsed();
         stats.ops += events.len();
     }
     Ok(stats)

@@ -155,7 +155,7 @@ fn tenant_json(t: &Tenant) -> Value {
     }
 }
 
-fn owner_json(o: &AggregateRef) -> Value {
+pub(crate) fn owner_json(o: &AggregateRef) -> Value {
     json!({"aggregate_type": o.aggregate_type.as_str(), "tenant": tenant_json(&o.tenant), "id": o.id.as_str()})
 }
 

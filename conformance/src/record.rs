@@ -12,6 +12,7 @@ use reservation_store::{
 
 use crate::entry::{Entry, call};
 use crate::erased::{DynHarness, Erased};
+use crate::gate::{Ceilings, Gates};
 use crate::harness::{Harness, START};
 use crate::history::{Call, Event, HOLDS, KEYS, Names, OWNERS, Return, entry};
 use crate::protocol::ProtocolError;
@@ -83,15 +84,32 @@ fn error_return(e: reservation_store::StoreError) -> Return {
 }
 
 /// Runs a history's operations on a store and stamps each: its call and return on one shared
-/// counter, and the clock just before and just after.
+/// counter, and the clock just before and just after. Every operation passes its key's gate, and
+/// every clock move the gates ([`crate::gate`]), so that the history keeps its ceilings.
 pub(crate) struct Recorder<'a, H> {
     pub(crate) harness: &'a H,
     pub(crate) names: &'a Names,
     pub(crate) clock: &'a ManualClock,
     pub(crate) stamp: &'a AtomicU64,
+    pub(crate) gates: &'a Gates,
+}
+
+/// Whether `ret` leaves its operation's outcome unknown.
+fn unknown(ret: &Return) -> bool {
+    matches!(ret, Return::Storage { indeterminate: true, .. })
 }
 
 impl<H: Harness> Recorder<'_, H> {
+    /// Moves the clock on by `millis`, through the gates.
+    pub(crate) fn advance(&self, millis: u64) {
+        self.gates.advance(self.clock, millis);
+    }
+
+    /// Sets the clock to `at`, through the gates.
+    pub(crate) fn set_clock(&self, at: reservation_store::Instant) {
+        self.gates.set(self.clock, at);
+    }
+
     /// Runs `call` on `store` from `(thread, round)`, on the key of index `key.0`, named `key.1`;
     /// a panic of the store is its result.
     pub(crate) fn run(
@@ -101,7 +119,7 @@ impl<H: Harness> Recorder<'_, H> {
         key: (usize, &Key),
         call: Call,
     ) -> Event {
-        let clock_at_call = self.clock.now();
+        let clock_at_call = self.gates.enter(&[key.0], self.clock).clock_at_call;
         let called = self.stamp.fetch_add(1, Ordering::SeqCst);
         let ret = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.harness.block_on(invoke(store, self.names, key.1, call, entry(called)))
@@ -109,6 +127,7 @@ impl<H: Harness> Recorder<'_, H> {
         .unwrap_or_else(|p| Return::Error(format!("the store panicked: {}", panic_message(&*p))));
         let returned = self.stamp.fetch_add(1, Ordering::SeqCst);
         let clock_at_return = self.clock.now();
+        self.gates.leave(&[key.0], clock_at_call, &[unknown(&ret)]);
         Event { thread, round, clock_at_call, clock_at_return, key: key.0, call, ret, called, returned }
     }
 
@@ -117,7 +136,8 @@ impl<H: Harness> Recorder<'_, H> {
     pub(crate) fn lookups(&self, store: &H::Store, thread: usize, keys: &[(usize, Key)]) -> Vec<Event> {
         let scope = &self.names.scope;
         let asked: Vec<(&ReservationScope, &Key)> = keys.iter().map(|(_, k)| (scope, k)).collect();
-        let clock_at_call = self.clock.now();
+        let indices: Vec<usize> = keys.iter().map(|(i, _)| *i).collect();
+        let clock_at_call = self.gates.enter(&indices, self.clock).clock_at_call;
         let called = self.stamp.fetch_add(1, Ordering::SeqCst);
         let answers = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.harness.lookups(store, &asked)))
             .map_err(|p| format!("the store panicked: {}", panic_message(&*p)));
@@ -134,6 +154,8 @@ impl<H: Harness> Recorder<'_, H> {
             }
             Err(message) => vec![Return::Error(message); count],
         };
+        let unknowns: Vec<bool> = answers.iter().map(unknown).collect();
+        self.gates.leave(&indices, clock_at_call, &unknowns);
         keys.iter()
             .zip(answers)
             .map(|((key, _), ret)| Event {
@@ -214,7 +236,7 @@ impl Contender {
         let (key, call) = random_call(&mut self.r, self.hot);
         let e = recorder.run(store, (self.thread, self.round), (key, &recorder.names.keys[key]), call);
         if self.thread == 0 && self.r.below(4) == 0 {
-            recorder.clock.advance(1);
+            recorder.advance(1);
         }
         self.in_round += 1;
         if self.in_round == ROUND {
@@ -228,8 +250,23 @@ impl Contender {
 /// Runs `ops` operations (about; whole rounds) from `threads` threads on a fresh store of
 /// `harness` and returns the history, ordered by call: each thread a [`Contender`]. Between
 /// rounds the clock moves by a random step (often zero); during a round thread 0 moves it by a
-/// millisecond after one operation in four, so that other threads' operations see it move.
+/// millisecond after one operation in four, so that other threads' operations see it move. The
+/// history keeps the default [`Ceilings`] ([`record_with`]).
 pub fn record(harness: &dyn DynHarness, threads: usize, ops: usize, seed: u64) -> (Names, Vec<Event>) {
+    record_with(harness, threads, ops, seed, Ceilings::default())
+}
+
+/// [`record`], keeping `ceilings` ([`crate::gate`]): at most `ceilings.in_flight` operations in
+/// flight on one key, a quiet point on every key at least every `ceilings.segment` operations and
+/// `ceilings.unknown` unknown outcomes, and clock moves that widen no window beyond
+/// `ceilings.window`.
+pub fn record_with(
+    harness: &dyn DynHarness,
+    threads: usize,
+    ops: usize,
+    seed: u64,
+    ceilings: Ceilings,
+) -> (Names, Vec<Event>) {
     let harness = &Erased::new(harness);
     let threads = threads.max(1);
     let names = Names::new();
@@ -237,19 +274,20 @@ pub fn record(harness: &dyn DynHarness, threads: usize, ops: usize, seed: u64) -
     let store = harness.store(clock.clone());
     let rounds = ops.div_ceil(threads * ROUND).max(1);
     let stamp = AtomicU64::new(0);
-    let recorder = Recorder { harness, names: &names, clock: &clock, stamp: &stamp };
+    let gates = Gates::new(ceilings);
+    let recorder = Recorder { harness, names: &names, clock: &clock, stamp: &stamp, gates: &gates };
     let barrier = Barrier::new(threads);
     let mut events: Vec<Event> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (store, clock, barrier, recorder) = (&store, &clock, &barrier, &recorder);
+                let (store, barrier, recorder) = (&store, &barrier, &recorder);
                 scope.spawn(move || {
                     let mut worker = Contender::new(seed, t);
                     // Every thread draws the same move and hot key; the leader applies the move
                     // while the others wait, so every round starts together.
                     let start = |step: u64, round: usize| {
                         if barrier.wait().is_leader() && round > 0 {
-                            clock.advance(step);
+                            recorder.advance(step);
                         }
                         barrier.wait();
                     };

@@ -84,15 +84,14 @@ impl Report {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let failed = self.failures().count();
+        let undecided = self.failures().filter(|f| f.undecided.is_some()).count();
         let skipped = self.checks.iter().filter(|(_, r, _)| matches!(r, CheckResult::Skipped(_))).count();
         let total: Duration = self.checks.iter().map(|(_, _, d)| *d).sum();
-        writeln!(
-            f,
-            "{} checks: {} passed, {failed} failed, {skipped} skipped, in {:.2?}",
-            self.checks.len(),
-            self.checks.len() - failed - skipped,
-            total
-        )?;
+        write!(f, "{} checks: {} passed, {failed} failed", self.checks.len(), self.checks.len() - failed - skipped)?;
+        if undecided > 0 {
+            write!(f, " ({undecided} undecided: the judge ran out of its budget)")?;
+        }
+        writeln!(f, ", {skipped} skipped, in {total:.2?}")?;
         if let Some(cause) = self.shared_cause() {
             writeln!(f, "{cause}")?;
         }
@@ -100,6 +99,7 @@ impl fmt::Display for Report {
             match result {
                 CheckResult::Passed => writeln!(f, "  ok      {name} ({took:.2?})")?,
                 CheckResult::Skipped(why) => writeln!(f, "  skipped {name}: {why}")?,
+                CheckResult::Failed(failure) if failure.undecided.is_some() => writeln!(f, "  UNDECIDED {name}")?,
                 CheckResult::Failed(_) => writeln!(f, "  FAILED  {name}")?,
             }
         }

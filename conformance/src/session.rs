@@ -251,6 +251,7 @@ impl<'h, H: Harness> Session<'h, H> {
             context,
             transcript: self.transcript.clone(),
             replay: None,
+            undecided: None,
         })
     }
 

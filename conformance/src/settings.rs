@@ -2,6 +2,7 @@
 
 use crate::crashes::CrashSettings;
 use crate::faults::FaultSettings;
+use crate::gate::Ceilings;
 
 /// How much the randomized checks do, and from which seed: given to the run ([`crate::run_all`],
 /// the [`tests!`](crate::tests) macro, each function of [`crate::checks`]), never asked of the
@@ -42,10 +43,18 @@ pub struct Settings {
     pub histories: usize,
     /// Wall time after which the linearizability check records no further history.
     pub concurrency_budget: std::time::Duration,
+    /// What the linearizability check's histories may ask of the judge, per key ([`Ceilings`]);
+    /// [`Settings::with_ceilings`] sets the fault and crash checks' too.
+    pub ceilings: Ceilings,
     /// The fault check's run (`p1_faults_…`); its seed, when it sets none, is [`Settings::seed`].
     pub faults: FaultSettings,
     /// The crash check's run (`p1_crashes_…`); its seed, when it sets none, is [`Settings::seed`].
     pub crashes: CrashSettings,
+    /// Where a history the judge could not decide is written, and where the narrower ceilings
+    /// that the next run of its check records with are noted ([`crate::histories`]). `None`, the
+    /// default: `RESERVATION_CONFORMANCE_HISTORIES`, or `reservation-conformance` in the system's
+    /// temporary directory.
+    pub history_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for Settings {
@@ -60,8 +69,10 @@ impl Default for Settings {
             concurrent_ops: 3_000,
             histories: 10_000,
             concurrency_budget: std::time::Duration::from_secs(1),
+            ceilings: Ceilings::default(),
             faults: FaultSettings::default(),
             crashes: CrashSettings::default(),
+            history_dir: None,
         }
     }
 }
@@ -107,6 +118,27 @@ impl Settings {
         self.concurrent_ops = ops;
         self.histories = histories;
         self
+    }
+
+    /// These settings with every recorded history (the linearizability, fault and crash checks')
+    /// within `ceilings`.
+    pub fn with_ceilings(mut self, ceilings: Ceilings) -> Self {
+        self.ceilings = ceilings;
+        self.faults = self.faults.with_ceilings(ceilings);
+        self.crashes = self.crashes.with_ceilings(ceilings);
+        self
+    }
+
+    /// These settings with undecided histories written to `dir`, where the narrower ceilings of
+    /// the next runs are noted too.
+    pub fn with_history_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.history_dir = Some(dir.into());
+        self
+    }
+
+    /// The directory of [`Settings::history_dir`], or its default.
+    pub fn history_dir_or_default(&self) -> std::path::PathBuf {
+        self.history_dir.clone().unwrap_or_else(crate::histories::default_dir)
     }
 
     /// These settings with the fault check's run `faults`.

@@ -5,11 +5,14 @@
 //! their histories so.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use crate::failure::Failure;
+use crate::gate::Ceilings;
 use crate::harness::START;
-use crate::history::{Event, Names, Return, by_key};
-use crate::search::{expected_rule, linearizable};
+use crate::histories;
+use crate::history::{Event, History, Names, Return, by_key};
+use crate::search::{BUDGET, Undecided, expected_rule, linearizable, shortest_failing_prefix};
 
 /// The property this check decides, as its failures state it.
 pub const ATOMICITY: &str =
@@ -46,11 +49,66 @@ pub fn check_history_with(names: &Names, events: &[Event], errors: StorageErrors
     let mut nodes = 0;
     for (key, ops) in by_key(events) {
         match linearizable(names, &ops) {
-            Ok(n) => nodes += n,
-            Err(_) => return Err(report(CHECK, names, key, &ops)),
+            Ok(decided) if decided.verdict.is_ok() => nodes += decided.cost.nodes,
+            Ok(_) => return Err(report(CHECK, names, key, &ops)),
+            Err(u) => return Err(undecided(CHECK, Undecided { key, ..u })),
         }
     }
     Ok(nodes)
+}
+
+/// The failure of check `check` whose judge could not decide the history of key `u.key` within
+/// its budget: headlined as undecided, no rule named, with the segment's shape.
+pub(crate) fn undecided(check: &str, u: Undecided) -> Failure {
+    let mut f = Failure::without_rule(
+        check,
+        format!(
+            "the history of key k{key} could not be decided within the judge's budget of {BUDGET} steps: its \
+             segment of {ops} operations from its operation {first} on (no quiet point inside) has {in_flight} in \
+             flight at once at most, {unknown} with an unknown outcome and clock windows up to {window} ms; the \
+             search stopped after {steps} steps",
+            key = u.key,
+            ops = u.ops,
+            first = u.first + 1,
+            in_flight = u.in_flight,
+            unknown = u.unknown,
+            window = u.window,
+            steps = u.steps,
+        ),
+    );
+    f.undecided = Some(u);
+    f
+}
+
+/// `failure`, when it is undecided, with `history`, of check `check`'s run of seed `seed`,
+/// written in `dir` where its replay line says, and the narrower ceilings (than `ceilings`, those
+/// it recorded with) that the next run of the check records with, noted there.
+pub(crate) fn with_undecided(
+    mut failure: Failure,
+    dir: &Path,
+    (check, seed): (&str, u64),
+    ceilings: Ceilings,
+    history: &History,
+) -> Failure {
+    let Some(undecided) = failure.undecided else { return failure };
+    failure.context.push(format!("recorded with the ceilings: {ceilings}"));
+    let narrower = ceilings.narrower_than(&undecided);
+    match histories::narrow(dir, check, narrower) {
+        Ok(path) => failure.context.push(format!(
+            "the next run of this check records narrower histories ({narrower}), as {} says",
+            path.display()
+        )),
+        Err(e) => failure.context.push(format!("the narrower ceilings could not be noted: {e}")),
+    }
+    let written = match histories::write(dir, check, seed, history) {
+        Ok(path) => format!("the history is written to {}", path.display()),
+        Err(e) => format!("the history could not be written to {}: {e}", dir.display()),
+    };
+    failure.replay = Some(match failure.replay.take() {
+        Some(replay) => format!("{replay}\n{written}"),
+        None => written,
+    });
+    failure
 }
 
 /// What fails a history of check `check` before any order is searched: an adapter that broke the
@@ -93,8 +151,10 @@ pub(crate) fn precheck(check: &str, names: &Names, events: &[Event], errors: Sto
 /// The failure of check `check` for key `key`, whose operations `ops` are not linearizable.
 pub(crate) fn report(check: &str, names: &Names, key: usize, ops: &[&Event]) -> Failure {
     // The shortest prefix by call that no order explains.
-    let (len, rule) =
-        (1..=ops.len()).find_map(|n| linearizable(names, &ops[..n]).err().map(|r| (n, r))).unwrap_or((ops.len(), None));
+    let (len, rule) = match shortest_failing_prefix(names, ops) {
+        Ok(found) => found.unwrap_or((ops.len(), None)),
+        Err(u) => return undecided(check, Undecided { key, ..u }),
+    };
     let prefix = &ops[..len];
     let mut f = Failure::without_rule(
         check,

@@ -11,8 +11,16 @@ use reservation_store::{AggregateRef, HoldId, Instant, Operation, StoredReservat
 use super::{CHECK, FaultReport, Shot};
 use crate::failure::Failure;
 use crate::history::{Call, Event, KEYS, Names, Return, by_key};
-use crate::search::linearizable;
+use crate::search::{Undecided, linearizable, shortest_failing_prefix};
 use crate::verdict::{self, StorageErrors};
+
+/// Whether `ops`, one key's operations, are linearizable; [`Undecided`] when the budget ran out.
+fn decided(names: &Names, key: usize, ops: &[&Event]) -> Result<bool, Undecided> {
+    match linearizable(names, ops) {
+        Ok(decided) => Ok(decided.verdict.is_ok()),
+        Err(u) => Err(Undecided { key, ..u }),
+    }
+}
 
 /// Whether `e`, an operation with an outcome, told its owner that it holds the key, as the
 /// specification decides it: among states of every shape (free; pending, live or expired, the
@@ -68,8 +76,8 @@ fn owner_of<'n>(names: &'n Names, e: &Event) -> Option<&'n AggregateRef> {
 /// with what came before the loss: its owner's operations called before it, and, when a fault
 /// that may lose writes ended after it was acknowledged (at a stamp of `losses`), every
 /// operation that returned before the first such fault ended. The confirmation was lost.
-fn lost_key(names: &Names, ops: &[&Event], losses: &[u64]) -> bool {
-    ops.iter().filter(|e| acknowledged_confirmation(names, e)).any(|ack| {
+fn lost_key(names: &Names, key: usize, ops: &[&Event], losses: &[u64]) -> Result<bool, Undecided> {
+    for ack in ops.iter().filter(|e| acknowledged_confirmation(names, e)) {
         let owner = owner_of(names, ack);
         let loss = losses.iter().copied().filter(|s| *s > ack.returned).min();
         let maybe = |e: &Event| {
@@ -87,8 +95,11 @@ fn lost_key(names: &Names, ops: &[&Event], losses: &[u64]) -> bool {
             })
             .collect();
         let refs: Vec<&Event> = rewritten.iter().collect();
-        linearizable(names, &refs).is_ok()
-    })
+        if decided(names, key, &refs)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Whether an owner whose confirmation of the key was acknowledged and another owner were each
@@ -108,25 +119,38 @@ fn two_owners(names: &Names, ops: &[&Event]) -> bool {
 /// the history's counter at which those faults had ended: a write acknowledged while one was under
 /// way may be lost by it. A confirmation is acknowledged when the
 /// specification says that its outcome tells its owner it holds the key.
-pub fn lost_confirmations(names: &Names, events: &[Event], losses: &[u64]) -> Vec<usize> {
-    by_key(events)
-        .into_iter()
-        .filter(|(_, ops)| linearizable(names, ops).is_err() && lost_key(names, ops, losses))
-        .map(|(key, _)| key)
-        .collect()
+///
+/// [`Undecided`] when the judge's search could not decide a key's history within its budget.
+pub fn lost_confirmations(names: &Names, events: &[Event], losses: &[u64]) -> Result<Vec<usize>, Undecided> {
+    let mut lost = Vec::new();
+    for (key, ops) in by_key(events) {
+        if !decided(names, key, &ops)? && lost_key(names, key, &ops, losses)? {
+            lost.push(key);
+        }
+    }
+    Ok(lost)
 }
 
 /// Judges a fault run's history (ordered by call), filling the report's counts of lost
 /// confirmations and of keys with two owners.
 pub(super) fn judge(names: &Names, events: &[Event], shots: &[Shot], report: &mut FaultReport) -> Result<(), Failure> {
     verdict::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
+    let undecided = |u| verdict::undecided(CHECK, u);
     let keys = by_key(events);
-    let failing: Vec<usize> =
-        keys.iter().filter(|(_, ops)| linearizable(names, ops).is_err()).map(|(key, _)| *key).collect();
+    let mut failing: Vec<usize> = Vec::new();
+    for (key, ops) in &keys {
+        if !decided(names, *key, ops).map_err(undecided)? {
+            failing.push(*key);
+        }
+    }
     let ledger = |key: &usize| *key >= KEYS;
     let losses: Vec<u64> = shots.iter().filter(|s| s.fired.fault.may_lose_writes()).map(|s| s.stamp).collect();
-    let lost: Vec<usize> =
-        failing.iter().copied().filter(ledger).filter(|k| lost_key(names, &keys[k], &losses)).collect();
+    let mut lost: Vec<usize> = Vec::new();
+    for key in failing.iter().copied().filter(ledger) {
+        if lost_key(names, key, &keys[&key], &losses).map_err(undecided)? {
+            lost.push(key);
+        }
+    }
     let two: Vec<usize> =
         keys.iter().filter(|(key, ops)| ledger(key) && two_owners(names, ops)).map(|(key, _)| *key).collect();
     report.lost = lost.len();
@@ -136,6 +160,7 @@ pub(super) fn judge(names: &Names, events: &[Event], shots: &[Shot], report: &mu
     }
     match failing.first() {
         Some(key) => Err(after_loss(names, *key, &keys[key], shots)
+            .map_err(undecided)?
             .unwrap_or_else(|| verdict::report(CHECK, names, *key, &keys[key]))),
         None => Ok(()),
     }
@@ -145,14 +170,19 @@ pub(super) fn judge(names: &Names, events: &[Event], shots: &[Shot], report: &mu
 /// after a fault that may lose writes (a crash, a failover, a restart) and everything called
 /// before that fault is linearizable: the fault lost or changed what the store had acknowledged
 /// (P1), not a race (H1). `None` otherwise.
-fn after_loss(names: &Names, key: usize, ops: &[&Event], shots: &[Shot]) -> Option<Failure> {
-    let len = (1..=ops.len()).find(|n| linearizable(names, &ops[..*n]).is_err())?;
+fn after_loss(names: &Names, key: usize, ops: &[&Event], shots: &[Shot]) -> Result<Option<Failure>, Undecided> {
+    let Some((len, _)) = shortest_failing_prefix(names, ops).map_err(|u| Undecided { key, ..u })? else {
+        return Ok(None);
+    };
     let wrong = ops[len - 1];
-    let (n, shot) =
-        shots.iter().enumerate().rfind(|(_, s)| s.fired.fault.may_lose_writes() && s.stamp <= wrong.called)?;
+    let Some((n, shot)) =
+        shots.iter().enumerate().rfind(|(_, s)| s.fired.fault.may_lose_writes() && s.stamp <= wrong.called)
+    else {
+        return Ok(None);
+    };
     let before: Vec<&Event> = ops.iter().copied().filter(|e| e.called < shot.stamp).collect();
-    if linearizable(names, &before).is_err() {
-        return None;
+    if !decided(names, key, &before)? {
+        return Ok(None);
     }
     let mut f = verdict::report(CHECK, names, key, &ops[..len]);
     f.rule = Some(Rule::P1);
@@ -166,7 +196,7 @@ fn after_loss(names: &Names, key: usize, ops: &[&Event], shots: &[Shot]) -> Opti
         shot.fired,
         names.show(wrong)
     );
-    Some(f)
+    Ok(Some(f))
 }
 
 /// Most keys whose operations a P1 failure shows.

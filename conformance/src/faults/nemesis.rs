@@ -223,14 +223,13 @@ impl<'a, H: Harness> World<'a, H> {
         let Some(contender) = w.contender.as_mut() else { return self.ledger(store, w) };
         let quota = self.settings.ops.div_ceil(CONTENDED);
         let pace = self.pace(quota);
-        let clock = self.recorder.clock;
         // Thread 0 moves the clock between rounds; the others go on meanwhile.
         let leads = w.thread == 0;
         while w.out.len() < quota && !self.halted() {
             self.wait_until(self.started + pace * u32::try_from(w.out.len()).unwrap_or(u32::MAX));
             w.out.push(contender.step(&self.recorder, store, |step, round| {
                 if leads && round > 0 {
-                    clock.advance(step);
+                    self.recorder.advance(step);
                 }
             }));
         }
@@ -278,7 +277,7 @@ impl<'a, H: Harness> World<'a, H> {
     /// Causes `fault`, one the harness causes or a clock jump.
     fn fire(&self, fault: Fault) -> Result<(), String> {
         if fault == Fault::ClockJump {
-            self.recorder.clock.advance(JUMP);
+            self.recorder.advance(JUMP);
             return Ok(());
         }
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.harness.inject(fault))) {
@@ -319,7 +318,7 @@ impl<'a, H: Harness> World<'a, H> {
     /// The end, as thread `thread`: the clock jumps past every expiry, every ledger key is looked
     /// up, and owner B tries to reserve each acknowledged one again.
     fn last_looks(&self, store: &H::Store, thread: usize, checked: &mut usize) -> Vec<Event> {
-        self.recorder.clock.advance(JUMP);
+        self.recorder.advance(JUMP);
         let keys: Vec<(usize, Key)> = (KEYS..KEYS + self.ledger_count()).map(|i| (i, key_named(i))).collect();
         let mut events = self.recorder.lookups(store, thread, &keys);
         let acknowledged = self.acknowledged_keys();

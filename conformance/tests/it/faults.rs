@@ -297,10 +297,10 @@ fn the_lost_confirmation_is_named_by_its_key() {
     history.push(event(2, 6, (1001, 1002), Call::Lookup, confirmed(ALICE, 2)));
     history.push(event(2, 5, (1001, 1002), Call::Lookup, confirmed(BOB, 1)));
     history.sort_by_key(|e| e.called);
-    assert_eq!(lost_confirmations(&names, &history, &[1000]), [3]);
+    assert_eq!(lost_confirmations(&names, &history, &[1000]), Ok(vec![3]));
     // Without the restart, Bob's conflict saw the confirmation (or Alice's live reservation)
     // that the lookup no longer shows: nothing explains k3, and no loss is named.
-    assert_eq!(lost_confirmations(&names, &history, &[]), Vec::<usize>::new());
+    assert_eq!(lost_confirmations(&names, &history, &[]), Ok(Vec::new()));
 }
 
 /// One seed replays a whole run: without a seed of its own, the fault schedule is drawn from the

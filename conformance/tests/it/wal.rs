@@ -728,3 +728,20 @@ fn p1_the_fault_check_headlines_a_recovery_bug_p1() {
     assert!(text.contains("after fault") && !text.contains("atomicity (H1)"), "{text}");
     assert!(!text.contains("acknowledged confirmations lost"), "the ledger caught it, not the history: {text}");
 }
+
+/// The judge's times on this store's histories, as `reservation conform … --judge-times` prints
+/// them for the built-in stores: `cargo test --release -p reservation-conformance --test it
+/// judge_times_of_the_log_store -- --ignored --nocapture` (`RESERVATION_JUDGE_BUSY=2` spins two
+/// threads meanwhile).
+#[test]
+#[ignore = "a measurement: prints the judge's times on the log store's histories"]
+fn judge_times_of_the_log_store() {
+    use reservation_conformance::judge_times::{Load, measure};
+    let busy = std::env::var("RESERVATION_JUDGE_BUSY").ok().and_then(|b| b.parse().ok()).unwrap_or(0);
+    let load = Load { runs: 200, at_once: 8, busy };
+    let settings = reservation_conformance::Settings::default().with_seed(1);
+    for figures in measure(&WalHarness::new(None), &settings, load, |_| true) {
+        eprintln!("{figures}");
+        assert!(figures.failed.is_empty(), "{figures}");
+    }
+}
