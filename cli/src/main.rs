@@ -17,7 +17,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use reservation_conformance::driver::CommandHarness;
 use reservation_conformance::faults::Fault;
 use reservation_conformance::judge_times::{Load, measure};
-use reservation_conformance::{CheckResult, Harness, MemoryHarness, Report, Settings, run_matching_with};
+use reservation_conformance::{CheckResult, DynHarness, Harness, MemoryHarness, Report, Settings, run_matching_with};
 use reservation_model::cli::{BAD_ARGUMENTS, parse};
 use reservation_postgres::{PostgresHarness, PostgresOptions};
 use reservation_redis::{RedisHarness, RedisOptions};
@@ -247,7 +247,9 @@ impl Suite {
     /// `base`, the settings that suit the store, with the command line's (which read the
     /// environment already).
     fn settings(&self, base: Settings) -> Settings {
-        let mut s = base.with_seed(self.seed).with_regressions(self.regressions);
+        // The seed is --seed's, which fell back on RESERVATION_CONFORMANCE_SEED already: a flag given
+        // beside the variable wins.
+        let mut s = base.with_seed(self.seed).without_env_seed().with_regressions(self.regressions);
         if let Some(cases) = self.cases {
             s = s.with_cases(cases);
         }
@@ -337,9 +339,6 @@ fn section<H: Harness>(
     filter: impl Fn(&str) -> bool,
 ) -> (bool, String) {
     let settings = suite.settings(base);
-    if let Some(load) = suite.judge {
-        return (true, judge_times(suite, name, harness, &settings, load, filter));
-    }
     let mut text = format!("conformance suite against {name} ({}):\n", Suite::describe(&settings));
     let started = Instant::now();
     let report = suite.run(name, harness, &settings, filter);
@@ -352,17 +351,11 @@ fn section<H: Harness>(
     (report.is_ok(), text)
 }
 
-/// `--judge-times`: the judge's figures on `harness`, the store `name`, as printed.
-fn judge_times<H: Harness>(
-    suite: &Suite,
-    name: &str,
-    harness: &H,
-    settings: &Settings,
-    load: Load,
-    filter: impl Fn(&str) -> bool,
-) -> String {
+/// `--judge-times`: the judge's figures on `harnesses` (one for every run at a time, or one for
+/// all), the store `name`, as printed.
+fn judge_times(suite: &Suite, name: &str, harnesses: &[&dyn DynHarness], settings: &Settings, load: Load) -> String {
     let started = Instant::now();
-    let figures = measure(harness, settings, load, |check| suite.runs(check) && filter(check));
+    let figures = measure(harnesses, settings, load, |check| suite.runs(check));
     let mut text = format!(
         "the judge on {name}: {} runs of each check from seed {}, {} at a time, {} busy threads:\n",
         load.runs,
@@ -375,6 +368,64 @@ fn judge_times<H: Harness>(
     }
     text.push_str(&format!("  in {:.1?}\n\n", started.elapsed()));
     text
+}
+
+/// `conform --judge-times`: the judge's figures on the chosen built-in stores, one store after
+/// another. A store on a server gets a harness of its own (its own schema or key prefix) for each
+/// run at a time, since its sweep by one store's clock would delete another's rows; Redis's crash
+/// check runs on append-only servers of its own.
+fn judge_stores(stores: Stores, suite: &Suite, load: Load) -> bool {
+    let print = |name: &str, harnesses: Vec<&dyn DynHarness>, base: Settings| {
+        print!("{}", judge_times(suite, name, &harnesses, &suite.settings(base), load));
+    };
+    // `load.at_once` harnesses from `open`, measured as `name`; whether they opened.
+    let measured = |name: &str, base: Settings, open: &dyn Fn() -> Result<Box<dyn DynHarness>, String>| {
+        let opened: Result<Vec<_>, String> = (0..load.at_once.max(1)).map(|_| open()).collect();
+        match opened {
+            Ok(harnesses) => {
+                print(name, harnesses.iter().map(|h| &**h).collect(), base);
+                true
+            }
+            Err(why) => {
+                println!("{name}: {why}");
+                false
+            }
+        }
+    };
+    let mut ok = true;
+    if matches!(stores, Stores::Memory | Stores::All) {
+        print("MemoryStore", vec![&MemoryHarness], Settings::default());
+    }
+    if matches!(stores, Stores::Sqlite | Stores::All) {
+        match SqliteHarness::new() {
+            Ok(harness) => print("SqliteStore", vec![&harness], Settings::default()),
+            Err(e) => {
+                ok = false;
+                println!("SqliteStore: cannot open a scratch database: {}", error_chain(&e));
+            }
+        }
+    }
+    let failed =
+        |url: String| move |e: reservation_store::StorageError| format!("no server at {url}: {}", error_chain(&e));
+    if matches!(stores, Stores::Postgres | Stores::All) {
+        ok &= measured("PostgresStore", PostgresHarness::settings(), &|| {
+            let harness = PostgresHarness::connect(&suite.pg_url, PostgresOptions::default());
+            harness.map(|h| Box::new(h) as Box<dyn DynHarness>).map_err(failed(suite.pg_url.clone()))
+        });
+    }
+    if matches!(stores, Stores::Redis | Stores::All) {
+        ok &= measured("RedisStore", RedisHarness::settings(), &|| {
+            let harness = RedisHarness::connect(&suite.redis_url, RedisOptions::default());
+            harness.map(|h| Box::new(h) as Box<dyn DynHarness>).map_err(failed(suite.redis_url.clone()))
+        });
+        ok &= measured("RedisStore on append-only redis-servers", RedisHarness::settings(), &|| {
+            let harness = RedisHarness::durable();
+            harness
+                .map(|h| Box::new(h) as Box<dyn DynHarness>)
+                .map_err(|e| format!("no redis-server of its own: {}", error_chain(&e)))
+        });
+    }
+    ok
 }
 
 /// One store's part of `conform`: whether it conforms, and what it prints.
@@ -413,10 +464,7 @@ fn conform(stores: Stores, suite: &Suite) -> bool {
             if suite.runs("p1_durable_reopen_keeps_every_reservation")
                 && let Ok(durable) = RedisHarness::durable()
             {
-                // Measuring the judge, the crash check is the one to run there.
-                let measuring = suite.judge.is_some();
-                let durable_only =
-                    move |name: &str| name.starts_with(if measuring { "p1_crashes" } else { "p1_durable" });
+                let durable_only = |name: &str| name.starts_with("p1_durable");
                 let name = "RedisStore on an append-only redis-server";
                 let (durable_ok, durable_text) =
                     section(suite, (name, "redis"), &durable, RedisHarness::settings(), durable_only);
@@ -498,7 +546,7 @@ fn conform_command(
     }
     let settings = suite.settings(CommandHarness::settings());
     if let Some(load) = suite.judge {
-        print!("{}", judge_times(suite, command, &harness, &settings, load, |_| true));
+        print!("{}", judge_times(suite, command, &[&harness], &settings, load));
         return ExitCode::SUCCESS;
     }
     if !json {
@@ -577,10 +625,11 @@ fn main() -> ExitCode {
         Command::Conform(args) => {
             let mut suite = Suite::new(args.suite, args.only);
             suite.judge = args.judge_times.map(|runs| Load { runs, at_once: args.at_once, busy: args.busy });
-            match &args.command {
-                Some(command) => conform_command(command, args.json, (args.timeout, &args.fault), &suite),
-                None if conform(args.store, &suite) => ExitCode::SUCCESS,
-                None => ExitCode::from(1),
+            match (&args.command, suite.judge) {
+                (Some(command), _) => conform_command(command, args.json, (args.timeout, &args.fault), &suite),
+                (None, Some(load)) if judge_stores(args.store, &suite, load) => ExitCode::SUCCESS,
+                (None, None) if conform(args.store, &suite) => ExitCode::SUCCESS,
+                (None, _) => ExitCode::from(1),
             }
         }
         Command::Serve => {

@@ -1131,9 +1131,9 @@ pub fn linearizability(h: &dyn DynHarness, settings: &Settings) -> Result<(), Fa
 /// tolerated.
 pub fn faults(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
     let h = &Erased::new(h);
-    let faults = settings.faults.clone().seeded(settings.seed);
-    judged(settings, "faults", faults.ceilings(), |ceilings| {
-        let run = crate::faults::run(h.inner(), &faults.with_ceilings(ceilings));
+    judged(settings, "faults", settings.faults.ceilings(), |ceilings| {
+        let faults = settings.faults.clone().with_ceilings(ceilings);
+        let run = crate::faults::run(h.inner(), &settings.clone().with_faults(faults));
         (run.report.seed, run.verdict, run.history)
     })
 }
@@ -1163,9 +1163,9 @@ pub fn crashes(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
     if !Requirement::Durable.met_by(h.capabilities()) {
         return Ok(());
     }
-    let crashes = settings.crashes.clone().seeded(settings.seed);
-    judged(settings, "crashes", crashes.ceilings(), |ceilings| {
-        let run = crate::crashes::run(h.inner(), &crashes.with_ceilings(ceilings));
+    judged(settings, "crashes", settings.crashes.ceilings(), |ceilings| {
+        let crashes = settings.crashes.clone().with_ceilings(ceilings);
+        let run = crate::crashes::run(h.inner(), &settings.clone().with_crashes(crashes));
         (run.report.seed, run.verdict, run.history)
     })
 }

@@ -53,12 +53,13 @@ use reservation_store::{
 
 use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
-use crate::gate::{Ceilings, Gates};
+use crate::gate::Ceilings;
+use crate::harm::{self, Blamed, Harm, Parts, Runner};
 use crate::harness::{Capabilities, Fault, Harness, START, unique_namespace};
 use crate::history::{Call, Event, History, Names, Return, by_key, key_named};
-use crate::record::{Recorder, XorShift, panicked};
-use crate::search::{Undecided, final_states, linearizable, shortest_failing_prefix};
-use crate::show::{panic_message, show_state};
+use crate::record::{XorShift, panicked};
+pub use crate::settings::CrashSettings;
+use crate::show::show_state;
 use crate::verdict::{self, StorageErrors};
 
 /// The check's name, as the suite lists it.
@@ -72,8 +73,6 @@ const LONG: u64 = 1_000_000;
 /// How far the suite sets its clock back after a quiet crash: before the expiry of the first
 /// phase's short reservations, which had expired by the anchor.
 const BACK: u64 = 2 * PHASE;
-/// How long the suite waits for the store to answer again after a crash.
-const RECOVERY: Duration = Duration::from_secs(30);
 /// How long a watch point looks for an unacknowledged write before it crashes anyway.
 const WATCH: Duration = Duration::from_secs(2);
 /// Worker threads of a burst round.
@@ -207,51 +206,24 @@ pub struct CrashPoint {
     pub latest: Instant,
 }
 
-/// How a crash run ([`run`]) goes.
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct CrashSettings {
-    seed: Option<u64>,
-    rounds: usize,
-    ceilings: Ceilings,
-}
-
-impl Default for CrashSettings {
-    /// Four rounds (eight crashes); no seed of their own; the default [`Ceilings`].
-    fn default() -> Self {
-        CrashSettings { seed: None, rounds: 4, ceilings: Ceilings::default() }
+impl CrashPoint {
+    /// The crash `harm` was, with `latest`, the instant of the latest change acknowledged before it.
+    fn of(harm: &Harm, latest: Instant) -> Self {
+        CrashPoint {
+            n: harm.n,
+            kind: CrashKind::of(harm.fault),
+            point: harm.point,
+            began: harm.began,
+            ended: harm.ended,
+            latest,
+        }
     }
 }
 
-impl CrashSettings {
-    /// These settings with the seed `seed` of the crash points. Without one, a run's seed is the
-    /// suite's ([`crate::Settings::seed`]), or a fixed one.
-    pub fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
-        self
-    }
-
-    /// These settings with the seed `seed` when they set none of their own: the suite's one seed
-    /// ([`crate::Settings::seed`]) given to the crash check.
-    pub fn seeded(mut self, seed: Option<u64>) -> Self {
-        self.seed = self.seed.or(seed);
-        self
-    }
-
-    /// These settings with histories recorded within `ceilings` ([`Ceilings`]).
-    pub fn with_ceilings(mut self, ceilings: Ceilings) -> Self {
-        self.ceilings = ceilings;
-        self
-    }
-
-    /// The ceilings the histories are recorded within.
-    pub fn ceilings(&self) -> Ceilings {
-        self.ceilings
-    }
-
-    /// These settings with `rounds` rounds, each a quiet crash and a burst crash (at least 1).
-    pub fn with_rounds(mut self, rounds: usize) -> Self {
-        self.rounds = rounds.max(1);
-        self
+impl CrashKind {
+    /// How a crash by `fault` is caused: a restart through the reopen, or the harness's crash.
+    fn of(fault: Fault) -> Self {
+        if fault == Fault::Restart { CrashKind::Reopen } else { CrashKind::Crash }
     }
 }
 
@@ -278,6 +250,8 @@ pub struct CrashReport {
     pub judge: Duration,
     /// The ceilings the history was recorded within.
     pub ceilings: Ceilings,
+    /// What the run made of each key, by index: the recipe it went through, or its own role.
+    pub labels: Vec<&'static str>,
 }
 
 impl CrashReport {
@@ -331,16 +305,13 @@ fn kinds<H: Harness>(harness: &H, capabilities: Capabilities) -> Vec<CrashKind> 
 
 /// What the run shares with its threads.
 struct Run<'a, H: Harness> {
-    harness: &'a H,
-    recorder: Recorder<'a, H>,
-    clock: &'a ManualClock,
+    runner: Runner<'a, H>,
     kinds: Vec<CrashKind>,
     clock_survives: bool,
-    /// Keys taken so far.
-    next_key: AtomicUsize,
     /// Stamps (call) of the lookups made with the clock set back.
     set_back: Mutex<BTreeMap<u64, Instant>>,
-    crashes: Vec<CrashPoint>,
+    /// The instant of the latest change acknowledged before each crash, in order.
+    latest_before: Vec<Instant>,
     /// The instant of the latest change acknowledged so far.
     latest: AtomicU64,
     /// Lookups made after crashes.
@@ -349,40 +320,37 @@ struct Run<'a, H: Harness> {
 }
 
 /// Records a history on one store of `harness` while crashing it at the points this module
-/// describes, and judges it. Never panics: a harness that panics fails the verdict. A harness
-/// that can neither crash nor restart its store passes without running, with an empty report.
-pub fn run(harness: &dyn DynHarness, settings: &CrashSettings) -> CrashRun {
+/// describes, and judges it, with `settings.crashes` and the run's seed
+/// ([`crate::Settings::seed_or`]). Never panics: a harness that panics fails the verdict. A
+/// harness that can neither crash nor restart its store passes without running, with an empty
+/// report.
+pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> CrashRun {
     let harness = &Erased::new(harness);
-    let seed = settings.seed.unwrap_or(DEFAULT_SEED);
-    let mut report = CrashReport { seed, ceilings: settings.ceilings, ..CrashReport::default() };
-    let clock = ManualClock::new(START);
-    let mut names = names();
+    let seed = settings.seed_or(DEFAULT_SEED);
+    let crashes = &settings.crashes;
+    let mut report = CrashReport { seed, ceilings: crashes.ceilings, ..CrashReport::default() };
+    let parts = Parts::new(names(), ManualClock::new(START), crashes.ceilings);
     let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let capabilities = harness.capabilities();
         let kinds = kinds(harness, capabilities);
-        ((!kinds.is_empty()).then(|| harness.store(clock.clone())), capabilities, kinds)
+        ((!kinds.is_empty()).then(|| harness.store(parts.clock.clone())), capabilities, kinds)
     }));
     let (store, capabilities, kinds) = match opened {
         Ok(opened) => opened,
         Err(p) => {
             let verdict = Err(Failure::panicked(CHECK, &*p));
-            return CrashRun { report, verdict, history: History { names, events: Vec::new() } };
+            return CrashRun { report, verdict, history: History { names: parts.names, events: Vec::new() } };
         }
     };
     let Some(store) = store else {
-        return CrashRun { report, verdict: Ok(()), history: History { names, events: Vec::new() } };
+        return CrashRun { report, verdict: Ok(()), history: History { names: parts.names, events: Vec::new() } };
     };
-    let stamp = AtomicU64::new(0);
-    let gates = Gates::new(settings.ceilings);
     let mut run = Run {
-        harness,
-        recorder: Recorder { harness, names: &names, clock: &clock, stamp: &stamp, gates: &gates },
-        clock: &clock,
+        runner: Runner::new(harness, &parts, capabilities, 0),
         kinds,
         clock_survives: capabilities.durable,
-        next_key: AtomicUsize::new(0),
         set_back: Mutex::new(BTreeMap::new()),
-        crashes: Vec::new(),
+        latest_before: Vec::new(),
         latest: AtomicU64::new(START.as_millis()),
         checked: AtomicUsize::new(0),
         trouble: None,
@@ -391,7 +359,7 @@ pub fn run(harness: &dyn DynHarness, settings: &CrashSettings) -> CrashRun {
     r.next();
     let mut events = Vec::new();
     let mut store = Some(store);
-    for round in 0..settings.rounds.max(1) {
+    for round in 0..crashes.rounds.max(1) {
         for burst in [false, true] {
             let Some(current) = store.take() else { break };
             let kind = run.kind_for(round, burst);
@@ -405,24 +373,31 @@ pub fn run(harness: &dyn DynHarness, settings: &CrashSettings) -> CrashRun {
         }
     }
     let set_back = std::mem::take(&mut *run.set_back.lock().unwrap_or_else(PoisonError::into_inner));
-    let crashes = std::mem::take(&mut run.crashes);
     let trouble = run.trouble.take();
-    let keys = run.next_key.load(Ordering::SeqCst);
+    let harms = run.runner.harms();
+    let labels = run.runner.labels();
     report.keys_checked = run.checked.load(Ordering::SeqCst);
+    report.crashes = harms
+        .iter()
+        .zip(run.latest_before.iter().copied().chain(std::iter::repeat(START)))
+        .map(|(h, latest)| CrashPoint::of(h, latest))
+        .collect();
     drop(run);
-    names.keys.extend((0..keys).map(key_named));
+    let mut names = parts.names;
+    names.keys.extend((0..labels.len()).map(key_named));
     events.sort_by_key(|e| e.called);
     report.ops = events.len();
-    report.keys = keys;
+    report.keys = labels.len();
+    report.labels = labels.clone();
     report.clock_set_back = capabilities.durable;
-    report.crashes = crashes;
     let judged = WallInstant::now();
     let verdict = match trouble {
         Some(f) => Err(f),
-        None => judge(&names, &events, &report.crashes, &set_back),
+        None => judge(&names, &events, &harms, &labels, &set_back),
     };
     report.judge = judged.elapsed();
-    CrashRun { verdict: verdict.map_err(|f| with_report(f, &report)), report, history: History { names, events } }
+    let verdict = verdict.map_err(|f| harm::with_schedule(f, format!("crash run: {report}"), &harms, seed));
+    CrashRun { verdict, report, history: History { names, events } }
 }
 
 /// The names of a crash run: a tenant scope in a namespace of its own, owners alice and bob, holds
@@ -452,18 +427,17 @@ impl<H: Harness> Run<'_, H> {
 
     /// Every key taken so far, with its name.
     fn all_keys(&self) -> Vec<(usize, Key)> {
-        (0..self.next_key.load(Ordering::SeqCst)).map(|k| (k, key_named(k))).collect()
+        (0..self.runner.keys_taken()).map(|k| (k, key_named(k))).collect()
     }
 
-    /// `n` fresh keys, by index.
-    fn fresh(&self, n: usize) -> Vec<usize> {
-        let first = self.next_key.fetch_add(n, Ordering::SeqCst);
-        (first..first + n).collect()
+    /// A fresh key for each recipe, labelled with the recipe's name.
+    fn fresh_recipes(&self) -> Vec<usize> {
+        RECIPES.iter().map(|(name, _)| self.runner.take_keys(1, name).start).collect()
     }
 
     /// Runs `call` on key `key` from `thread`, and notes the instant of an acknowledged change.
     fn op(&self, store: &H::Store, thread: usize, round: usize, key: usize, call: Call) -> Event {
-        let e = self.recorder.run(store, (thread, round), (key, &key_named(key)), call);
+        let e = self.runner.recorder.run(store, (thread, round), (key, &key_named(key)), call);
         if matches!(e.ret, Return::Outcome(_)) && matches!(e.call, Call::Op(_)) {
             self.latest.fetch_max(e.clock_at_return.as_millis(), Ordering::SeqCst);
         }
@@ -480,38 +454,36 @@ impl<H: Harness> Run<'_, H> {
         kind: CrashKind,
         events: &mut Vec<Event>,
     ) -> Option<H::Store> {
-        let keys = self.fresh(RECIPES.len());
-        let round = self.crashes.len();
-        let began;
-        let ended;
-        let point;
+        let keys = self.fresh_recipes();
+        let round = self.latest_before.len();
+        let recorder = &self.runner.recorder;
         let store = if burst && kind == CrashKind::Crash {
-            let (b, p) = self.burst(&store, r, &keys, round, events);
-            began = b;
-            ended = self.recorder.stamp.load(Ordering::SeqCst);
-            point = p;
+            self.burst(&store, r, &keys, round, events);
+            self.latest_before.push(Instant::from_millis(self.latest.load(Ordering::SeqCst)));
             store
         } else {
             for phase in 0..4 {
                 self.phase(&store, r, &keys, phase, round, burst, events);
             }
             // The anchor: an acknowledged change at the latest instant, the last before the crash.
-            let anchor = self.fresh(1)[0];
+            let anchor = self.runner.take_keys(1, "a key of its own, written last before the crash").start;
             events.push(self.op(&store, 0, round, anchor, Step::Reserve(A, 0, LONG).call()));
-            began = self.recorder.stamp.load(Ordering::SeqCst);
-            point = "quiet: right after an acknowledged change, nothing in flight";
+            // Every key as the store holds it before the crash: what the crash is blamed for is
+            // only what changed across it.
+            events.extend(recorder.lookups(&store, 0, &self.all_keys()));
             // The clock is set back before the crash, so that the store's first readings after it
             // are earlier than the anchor: a store whose clock survives a restart must still
             // decide at the anchor's instant (D10 across a restart).
-            let now = self.clock.now();
+            let now = recorder.clock.now();
             if self.clock_survives {
-                self.recorder.set_clock(now.saturating_sub_millis(BACK));
+                recorder.set_clock(now.saturating_sub_millis(BACK));
             }
+            self.latest_before.push(Instant::from_millis(self.latest.load(Ordering::SeqCst)));
             let store = self.crash(store, kind)?;
-            ended = self.recorder.stamp.load(Ordering::SeqCst);
+            let recorder = &self.runner.recorder;
             if self.clock_survives {
                 let all = self.all_keys();
-                let mut seen = self.recorder.lookups(&store, 0, &all);
+                let mut seen = recorder.lookups(&store, 0, &all);
                 self.checked.fetch_add(all.len(), Ordering::SeqCst);
                 for e in &mut seen {
                     e.clock_at_call = now;
@@ -522,18 +494,19 @@ impl<H: Harness> Run<'_, H> {
                     self.set_back.lock().unwrap_or_else(PoisonError::into_inner).insert(e.called, back);
                 }
                 events.extend(seen);
-                self.recorder.set_clock(now);
+                recorder.set_clock(now);
             }
             store
         };
-        let latest = Instant::from_millis(self.latest.load(Ordering::SeqCst));
-        let n = self.crashes.len() + 1;
-        self.crashes.push(CrashPoint { n, kind, point, began, ended, latest });
+        if self.trouble.is_some() {
+            return None;
+        }
         // Every key touched so far, whole, at the suite's clock.
+        let recorder = &self.runner.recorder;
         let all = self.all_keys();
-        events.extend(self.recorder.lookups(&store, 0, &all));
+        events.extend(recorder.lookups(&store, 0, &all));
         self.checked.fetch_add(all.len(), Ordering::SeqCst);
-        self.recorder.advance(PHASE);
+        recorder.advance(PHASE);
         Some(store)
     }
 
@@ -551,7 +524,7 @@ impl<H: Harness> Run<'_, H> {
         events: &mut Vec<Event>,
     ) {
         if phase > 0 {
-            self.recorder.advance(PHASE);
+            self.runner.recorder.advance(PHASE);
         }
         let mut order: Vec<usize> = (0..keys.len()).collect();
         for i in (1..order.len()).rev() {
@@ -600,24 +573,16 @@ impl<H: Harness> Run<'_, H> {
     /// still run: a store that lets its lock go before its record is durable shows the write only
     /// for as long as the record takes to become durable, and a looking thread that the machine
     /// did not run in that moment misses it; the next write gives it another chance. When none
-    /// shows, the crash comes when the last write returns, in the middle of the burst. The stamp
-    /// at which the crash began, and what its point was.
-    fn burst(
-        &mut self,
-        store: &H::Store,
-        r: &mut XorShift,
-        keys: &[usize],
-        round: usize,
-        events: &mut Vec<Event>,
-    ) -> (u64, &'static str) {
+    /// shows, the crash comes when the last write returns, in the middle of the burst.
+    fn burst(&mut self, store: &H::Store, r: &mut XorShift, keys: &[usize], round: usize, events: &mut Vec<Event>) {
         for phase in 0..2 {
             self.phase(store, r, keys, phase, round, true, events);
         }
-        self.recorder.advance(PHASE);
+        self.runner.recorder.advance(PHASE);
         let this = &*self;
         let running = AtomicUsize::new(WORKERS);
         let running = &running;
-        let (began, point, more) = std::thread::scope(|s| {
+        let (out, crashed) = std::thread::scope(|s| {
             // The workers run the third and fourth phases' steps at once, all at this instant.
             let workers: Vec<_> = (0..WORKERS)
                 .map(|w| {
@@ -639,7 +604,7 @@ impl<H: Harness> Run<'_, H> {
             let started = WallInstant::now();
             // Every write's key is taken now, used or not, so that a seed takes the same keys
             // however many writes the timing lets run.
-            for watched in this.fresh(WATCHES) {
+            for watched in this.runner.take_keys(WATCHES, "a write watched in a burst") {
                 let done = Arc::new(AtomicBool::new(false));
                 let returned = Arc::clone(&done);
                 let writer = s.spawn(move || {
@@ -664,8 +629,8 @@ impl<H: Harness> Run<'_, H> {
                     break;
                 }
             }
-            let began = this.recorder.stamp.load(Ordering::SeqCst);
-            let crashed = this.inject_crash(store);
+            let crashed =
+                this.runner.cause(CHECK, Some(store), (Fault::Crash, point), || this.runner.inject(Fault::Crash));
             if let Some(writer) = writing {
                 match writer.join() {
                     Ok(e) => out.push(e),
@@ -678,14 +643,12 @@ impl<H: Harness> Run<'_, H> {
                     Err(p) => out.push(panicked(w + 1, &*p)),
                 }
             }
-            (began, point, (out, crashed))
+            (out, crashed)
         });
-        let (out, crashed) = more;
         events.extend(out);
         if let Err(f) = crashed {
             self.trouble = Some(f);
         }
-        (began, point)
     }
 
     /// Looks key `watched` up until its write returns (`done`), or [`WATCH`] after `started`:
@@ -703,7 +666,7 @@ impl<H: Harness> Run<'_, H> {
     ) -> bool {
         let mut last_empty = false;
         while !done.load(Ordering::SeqCst) && started.elapsed() < WATCH {
-            let e = self.recorder.run(store, (0, round), (watched, &key_named(watched)), Call::Lookup);
+            let e = self.runner.recorder.run(store, (0, round), (watched, &key_named(watched)), Call::Lookup);
             let seen = matches!(e.ret, Return::Lookup(Some(_)));
             if last_empty {
                 out.pop();
@@ -717,109 +680,39 @@ impl<H: Harness> Run<'_, H> {
         false
     }
 
-    /// Causes the harness's crash and waits until the store answers again.
-    fn inject_crash(&self, store: &H::Store) -> Result<(), Failure> {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.harness.inject(Fault::Crash))) {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                return Err(Failure::without_rule(
-                    CHECK,
-                    format!("the harness could not cause a crash: {}", reservation_store::error_chain(&e)),
-                ));
-            }
-            Err(p) => {
-                return Err(Failure::without_rule(
-                    CHECK,
-                    format!("the harness's inject(Crash) panicked: {}", panic_message(&*p)),
-                ));
-            }
-        }
-        let began = WallInstant::now();
-        let probe = Key::new("probe").expect("a valid key");
-        let mut last = String::new();
-        while began.elapsed() < RECOVERY {
-            // An adapter that died or broke the protocol will not answer: no use waiting.
-            if let Some(why) = self.harness.broken() {
-                return Err(Failure::protocol(CHECK, why));
-            }
-            let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let scope = &self.recorder.names.scope;
-                self.harness.block_on(reservation_store::ReservationStore::lookup(store, scope, &probe))
-            }));
-            match answered {
-                Ok(Ok(_)) => return Ok(()),
-                Ok(Err(e)) => last = crate::show::show_error(&e),
-                Err(p) => last = format!("the store panicked: {}", panic_message(&*p)),
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Err(Failure::new(
-            CHECK,
-            Rule::P1,
-            format!("the store did not answer within {RECOVERY:.0?} of a crash; its last answer: {last}"),
-        ))
-    }
-
     /// Crashes `store` quietly by `kind`: the store to go on with, or `None` (the trouble noted).
     fn crash(&mut self, store: H::Store, kind: CrashKind) -> Option<H::Store> {
-        match kind {
-            CrashKind::Crash => match self.inject_crash(&store) {
-                Ok(()) => Some(store),
-                Err(f) => {
-                    self.trouble = Some(f);
-                    None
-                }
-            },
-            CrashKind::Reopen => {
-                let reopened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    self.harness.reopen(store, self.clock.clone())
-                }));
-                match reopened {
-                    Ok(Some(store)) => Some(store),
-                    Ok(None) => {
-                        self.trouble = Some(Failure::new(
-                            CHECK,
-                            Rule::P1,
-                            "the harness declares the durable capability, but its reopen gave no store",
-                        ));
-                        None
-                    }
-                    Err(p) => {
-                        self.trouble = Some(Failure::panicked(CHECK, &*p));
-                        None
-                    }
-                }
+        const QUIET: &str = "quiet: right after an acknowledged change, nothing in flight";
+        let runner = &self.runner;
+        let crashed = match kind {
+            CrashKind::Crash => {
+                runner.cause(CHECK, Some(&store), (Fault::Crash, QUIET), || runner.inject(Fault::Crash)).map(|()| store)
             }
-        }
+            CrashKind::Reopen => runner.restart(CHECK, store, QUIET),
+        };
+        crashed.map_err(|f| self.trouble = Some(f)).ok()
     }
 }
 
 /// Judges a crash run's history (ordered by call): key by key, linearizable with faults tolerated.
-/// A key that fails after a crash, whose operations before the crash are linearizable, lost or
-/// changed what the crash should have kept: P1, or D10 when only a lookup with the clock set back
-/// shows it.
+/// A key that fails after a crash, whose operations before it are explained and whose operations
+/// after it are explained from some state the crash could have left, lost or changed what the
+/// crash should have kept: P1, or D10 when only a lookup with the clock set back shows it
+/// ([`harm::blame`]).
 fn judge(
     names: &Names,
     events: &[Event],
-    crashes: &[CrashPoint],
+    harms: &[Harm],
+    labels: &[&'static str],
     set_back: &BTreeMap<u64, Instant>,
 ) -> Result<(), Failure> {
     verdict::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
     for (key, ops) in by_key(events) {
-        let undecided = |u: Undecided| verdict::undecided(CHECK, Undecided { key, ..u });
-        // The shortest prefix by call that no order explains; its last operation went wrong.
-        let Some((len, _)) = shortest_failing_prefix(names, &ops).map_err(undecided)? else { continue };
-        let wrong = ops[len - 1];
-        let crash = crashes.iter().rev().find(|c| c.ended <= wrong.called);
-        let Some(crash) = crash else {
-            return Err(verdict::report(CHECK, names, key, &ops));
-        };
-        let before: Vec<&Event> = ops.iter().copied().filter(|e| e.called < crash.began).collect();
-        if linearizable(names, &before).map_err(undecided)?.verdict.is_err() {
-            return Err(verdict::report(CHECK, names, key, &ops));
-        }
-        let allowed = final_states(names, &before).map_err(undecided)?;
-        return Err(crash_failure(names, key, &ops[..len], &allowed, crash, set_back.get(&wrong.called).copied()));
+        harm::blame(CHECK, names, (key, &ops), harms, set_back, |b| {
+            let wrong = b.ops[b.ops.len() - 1];
+            let label = labels.get(key).copied().unwrap_or("a key of its own");
+            crash_failure(names, b, label, set_back.get(&wrong.called).copied())
+        })?;
     }
     Ok(())
 }
@@ -841,17 +734,12 @@ fn differing(shown: Option<&StoredReservation>, allowed: Option<&StoredReservati
     }
 }
 
-/// The failure of key `key`, whose operations `ops` (ending with the one that went wrong) no
-/// order explains once `crash` has happened, while those before it are explained, leaving the
-/// key in one of the states `allowed`.
-fn crash_failure(
-    names: &Names,
-    key: usize,
-    ops: &[&Event],
-    allowed: &[Option<StoredReservation>],
-    crash: &CrashPoint,
-    set_back: Option<Instant>,
-) -> Failure {
+/// The failure of the key `b.key` (`label`: what the run made of it), whose operations `b.ops`
+/// (ending with the one that went wrong) no order explains once the crash `b.harm` has happened,
+/// while those before it are explained, leaving the key in one of the states `b.allowed`;
+/// `set_back` is the instant the suite's clock was set back to when the wrong lookup ran.
+fn crash_failure(names: &Names, b: &Blamed<'_>, label: &str, set_back: Option<Instant>) -> Failure {
+    let (key, ops, allowed, crash) = (b.key, b.ops, &b.allowed, b.harm);
     let wrong = ops[ops.len() - 1];
     let at = wrong.clock_at_return;
     let shown_at = |now: Instant| {
@@ -883,7 +771,7 @@ fn crash_failure(
         (Some(back), Some(shown)) => shown_at(back).contains(shown) && !expected.contains(shown),
         _ => false,
     };
-    let recipe = key_recipe(key);
+    let recipe = format!(" ({label})");
     let last_ack = ops
         .iter()
         .filter(|e| e.called < crash.began)
@@ -896,12 +784,15 @@ fn crash_failure(
             "k{key}{recipe}: after crash {} ({}), the suite's clock set back to {back}, {what}, as at {back}; the \
              store must decide at {at}, the latest instant at which it acknowledged a change before the crash, where \
              the key shows {allowed_text}: the store's clock went back across the crash",
-            crash.n, crash.kind
+            crash.n,
+            kind_of(crash)
         ),
         _ => format!(
             "k{key}{recipe}: after crash {} ({}, {}), {what} at {at}; what the store acknowledged before the crash \
              allows only {allowed_text}: {field}",
-            crash.n, crash.kind, crash.point
+            crash.n,
+            kind_of(crash),
+            crash.point
         ),
     };
     let mut f = Failure::new(CHECK, rule, problem);
@@ -911,7 +802,11 @@ fn crash_failure(
     }
     f.context.push(format!(
         "crash {}: {} at stamps {} .. {} ({})",
-        crash.n, crash.kind, crash.began, crash.ended, crash.point
+        crash.n,
+        kind_of(crash),
+        crash.began,
+        crash.ended,
+        crash.point
     ));
     f.context.push(format!("scope s0 = {}; the clock started at {START}", names.scope));
     // The key's operations around the crash: a few before it, then up to the one that went wrong.
@@ -923,38 +818,18 @@ fn crash_failure(
     }
     for (i, e) in ops.iter().enumerate().skip(from) {
         if i == first_after {
-            lines.push_str(&format!("\n      --- crash {}: {} ---", crash.n, crash.kind));
+            lines.push_str(&format!("\n      --- crash {}: {} ---", crash.n, kind_of(crash)));
         }
         lines.push_str(&format!("\n      {}", names.show(e)));
     }
     if first_after == ops.len() {
-        lines.push_str(&format!("\n      --- crash {}: {} ---", crash.n, crash.kind));
+        lines.push_str(&format!("\n      --- crash {}: {} ---", crash.n, kind_of(crash)));
     }
     f.transcript.push(format!("k{key}:{lines}"));
     f
 }
 
-/// ` (the recipe's name)` of key `key`, or nothing for an anchor or a watched key.
-fn key_recipe(key: usize) -> String {
-    // Keys come in rounds of the recipes, each followed by one key of its own (the anchor, or
-    // the watched write of a burst).
-    let per_round = RECIPES.len() + 1;
-    match key % per_round {
-        i if i < RECIPES.len() => format!(" ({})", RECIPES[i].0),
-        _ => " (a key of its own, written last before the crash)".to_owned(),
-    }
-}
-
-/// `failure`, with the run's figures and the command that replays it.
-fn with_report(mut failure: Failure, report: &CrashReport) -> Failure {
-    failure.context.push(format!("crash run: {report}"));
-    for c in &report.crashes {
-        failure.context.push(format!("crash {}: {}, {}", c.n, c.kind, c.point));
-    }
-    failure.replay = Some(format!(
-        "RESERVATION_CONFORMANCE_SEED={seed} cargo test p1_crashes   (or the test that ran this check)\n\
-         reservation conform … --seed {seed}   (through the driver: the command that ran, with this seed)",
-        seed = report.seed
-    ));
-    failure
+/// How `harm`, a crash of the run, was caused.
+fn kind_of(harm: &Harm) -> CrashKind {
+    CrashKind::of(harm.fault)
 }

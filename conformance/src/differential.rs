@@ -189,7 +189,7 @@ const MIN_BATCH: u32 = 200;
 /// from a seed of its own (the first thread's is the run's seed), and a failure's replay line
 /// gives that thread's seed and share, to replay on one thread.
 pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats, Failure> {
-    let seed = settings.seed.unwrap_or_else(draw_seed);
+    let seed = settings.seed_or_else(draw_seed);
     let threads = settings.differential_threads.max(1);
     let stop = AtomicBool::new(false);
     let started = WallInstant::now();

@@ -45,138 +45,29 @@ mod nemesis;
 mod simulated;
 
 use std::fmt;
-use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant as WallInstant};
 
 use reservation_store::ManualClock;
 
 use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
-use crate::gate::{Ceilings, Gates};
+use crate::gate::Ceilings;
+use crate::harm::{self, Harm, Parts, RECOVERY, Runner};
 use crate::harness::{Harness, START};
 use crate::history::{History, KEYS, Names, Return, key_named};
-use crate::record::Recorder;
 
 pub use crate::harness::{Fault, not_offered};
+pub use crate::settings::FaultSettings;
+use judge::judge;
 pub use judge::lost_confirmations;
-use judge::{judge, with_faults};
 use nemesis::World;
 pub use simulated::{Simulated, SimulatedStore};
 
 /// The check's name, as the suite lists it.
 const CHECK: &str = "faults";
 
-/// How long the nemesis waits for the store to answer again after a fault.
-const RECOVERY: Duration = Duration::from_secs(30);
 /// The default seed of a fault run, when its settings give none.
 const DEFAULT_SEED: u64 = 0x5eed_fa17_0000_0001;
-
-/// How a fault run ([`run`]) goes: which faults, for how long, how often, and from which seed.
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct FaultSettings {
-    /// `None`: every fault offered.
-    faults: Option<Vec<Fault>>,
-    duration: Duration,
-    seed: Option<u64>,
-    max_faults: usize,
-    gap: Duration,
-    ops: usize,
-    ledger_keys: usize,
-    ceilings: Ceilings,
-}
-
-impl Default for FaultSettings {
-    /// Every fault offered, for 2 seconds, a fault every 200 ms or so and at most 8; 4,000
-    /// contended operations and 400 ledger keys at most, spread over the run.
-    fn default() -> Self {
-        FaultSettings {
-            faults: None,
-            duration: Duration::from_secs(2),
-            seed: None,
-            max_faults: 8,
-            gap: Duration::from_millis(200),
-            ops: 4_000,
-            ledger_keys: 400,
-            ceilings: Ceilings::default(),
-        }
-    }
-}
-
-impl FaultSettings {
-    /// These settings with only `faults` fired, among those offered.
-    pub fn with_faults(mut self, faults: &[Fault]) -> Self {
-        self.faults = Some(faults.to_vec());
-        self
-    }
-
-    /// These settings with a run of `duration` (wall time).
-    pub fn with_duration(mut self, duration: Duration) -> Self {
-        self.duration = duration;
-        self
-    }
-
-    /// These settings with the seed `seed`, of the schedule and of the workload. Without one, a
-    /// run's seed is the suite's ([`crate::Settings::seed`]: `RESERVATION_CONFORMANCE_SEED`,
-    /// `reservation conform --seed`), which every randomized check shares, or a fixed one.
-    pub fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
-        self
-    }
-
-    /// These settings with the seed `seed` when they set none of their own: the suite's one seed
-    /// ([`crate::Settings::seed`]) given to the fault check.
-    pub fn seeded(mut self, seed: Option<u64>) -> Self {
-        self.seed = self.seed.or(seed);
-        self
-    }
-
-    /// These settings with at most `n` faults fired in one run.
-    pub fn with_max_faults(mut self, n: usize) -> Self {
-        self.max_faults = n;
-        self
-    }
-
-    /// These settings with faults `gap` apart on average (each gap drawn between half and one
-    /// and a half of it).
-    pub fn with_gap(mut self, gap: Duration) -> Self {
-        self.gap = gap;
-        self
-    }
-
-    /// These settings with at most `ops` operations of the contended workers, over all of them,
-    /// spread over the run (0: no contended workers).
-    pub fn with_ops(mut self, ops: usize) -> Self {
-        self.ops = ops;
-        self
-    }
-
-    /// These settings with at most `keys` ledger keys, spread over the run (0: no ledger).
-    pub fn with_ledger_keys(mut self, keys: usize) -> Self {
-        self.ledger_keys = keys;
-        self
-    }
-
-    /// These settings with histories recorded within `ceilings` ([`Ceilings`]).
-    pub fn with_ceilings(mut self, ceilings: Ceilings) -> Self {
-        self.ceilings = ceilings;
-        self
-    }
-
-    /// The ceilings the histories are recorded within.
-    pub fn ceilings(&self) -> Ceilings {
-        self.ceilings
-    }
-
-    /// The seed: these settings', or a fixed one.
-    fn seed(&self) -> u64 {
-        self.seed.unwrap_or(DEFAULT_SEED)
-    }
-
-    /// Whether these settings let `fault` fire.
-    fn lets(&self, fault: Fault) -> bool {
-        self.faults.as_ref().is_none_or(|faults| faults.contains(&fault))
-    }
-}
 
 /// A fault the nemesis fired.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -190,6 +81,12 @@ pub struct Fired {
     /// How long after it ended the store answered a lookup again; `None` if it did not within
     /// 30 seconds.
     pub recovered_after: Option<Duration>,
+}
+
+impl From<&Harm> for Fired {
+    fn from(harm: &Harm) -> Self {
+        Fired { fault: harm.fault, at: harm.at, took: harm.took, recovered_after: harm.recovered_after }
+    }
 }
 
 impl fmt::Display for Fired {
@@ -279,41 +176,36 @@ pub struct FaultRun {
     pub history: History,
 }
 
-/// A fault fired, with the stamp of the history's counter when it had ended.
-struct Shot {
-    fired: Fired,
-    stamp: u64,
-}
-
 /// Records a history on one store of `harness` while faults fire on a seeded schedule, and judges
-/// it (see the module's documentation). Never panics: a harness that panics fails the verdict.
-pub fn run(harness: &dyn DynHarness, settings: &FaultSettings) -> FaultRun {
+/// it (see the module's documentation), with `settings.faults` and the run's seed
+/// ([`crate::Settings::seed_or`]). Never panics: a harness that panics fails the verdict.
+pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> FaultRun {
     let harness = &Erased::new(harness);
-    let seed = settings.seed();
-    let mut report = FaultReport { seed, ceilings: settings.ceilings, ..FaultReport::default() };
-    let clock = ManualClock::new(START);
-    let mut names = Names::new();
+    let seed = settings.seed_or(DEFAULT_SEED);
+    let faults = &settings.faults;
+    let mut report = FaultReport { seed, ceilings: faults.ceilings, ..FaultReport::default() };
+    let parts = Parts::new(Names::new(), ManualClock::new(START), faults.ceilings);
     let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        (harness.store(clock.clone()), harness.capabilities())
+        (harness.store(parts.clock.clone()), harness.capabilities())
     }));
     let (store, capabilities) = match opened {
         Ok(opened) => opened,
         Err(p) => {
             let verdict = Err(Failure::panicked(CHECK, &*p));
-            return FaultRun { report, verdict, history: History { names, events: Vec::new() } };
+            return FaultRun { report, verdict, history: History { names: parts.names, events: Vec::new() } };
         }
     };
-    let stamp = AtomicU64::new(0);
-    let ceilings = settings.ceilings;
-    let gates = Gates::new(ceilings);
-    let recorder = Recorder { harness, names: &names, clock: &clock, stamp: &stamp, gates: &gates };
-    let world = World::new(harness, settings, seed, capabilities, recorder);
+    let runner = Runner::new(harness, &parts, capabilities, KEYS);
+    let world = World::new(runner, faults, seed);
     let (mut events, nemesis) = world.record(store);
+    let runner = world.into_runner();
+    let harms = runner.harms();
+    let ledger_count = runner.keys_taken();
+    drop(runner);
     report.confirmations_checked = nemesis.checked;
-    report.fired = nemesis.shots.iter().map(|s| s.fired).collect();
+    report.fired = harms.iter().map(Fired::from).collect();
     events.sort_by_key(|e| e.called);
-    let ledger_count = world.ledger_count();
-    drop(world);
+    let mut names = parts.names;
     names.keys.extend((KEYS..KEYS + ledger_count).map(key_named));
     report.ops = events.len();
     report.determinate =
@@ -321,7 +213,11 @@ pub fn run(harness: &dyn DynHarness, settings: &FaultSettings) -> FaultRun {
     report.indeterminate =
         events.iter().filter(|e| matches!(e.ret, Return::Storage { indeterminate: true, .. })).count();
     let judged = WallInstant::now();
-    let verdict = judge(&names, &events, &nemesis.shots, &mut report).and(nemesis.trouble.map_or(Ok(()), Err));
+    let verdict = match nemesis.trouble {
+        Some(trouble) => Err(trouble),
+        None => judge(&names, &events, &harms, &mut report),
+    };
     report.judge = judged.elapsed();
-    FaultRun { verdict: verdict.map_err(|f| with_faults(f, &report)), report, history: History { names, events } }
+    let verdict = verdict.map_err(|f| harm::with_schedule(f, format!("fault run: {report}"), &harms, seed));
+    FaultRun { verdict, report, history: History { names, events } }
 }

@@ -70,17 +70,20 @@ pub struct Load {
 }
 
 /// Runs each of the linearizability, fault and crash checks (the crash check on a durable harness
-/// only) whose test name `wanted` accepts, `load.runs` times on `harness` with `settings`,
-/// `load.at_once` runs at a time (the checks one after another), while `load.busy` threads spin;
-/// run `i` takes the seed of `settings` (or 1) plus `i`. Each check's figures, in that order.
+/// only) whose test name `wanted` accepts, `load.runs` times with `settings`, `load.at_once` runs
+/// at a time (the checks one after another), while `load.busy` threads spin; run `i` takes the
+/// seed of `settings` (or 1) plus `i`. The `k`th of the runs at a time runs on the harness
+/// `harnesses[k % harnesses.len()]`: one harness for all, or one each for a store whose stores
+/// may not share a harness while they run (one whose sweep by one store's clock deletes another's
+/// rows). Each check's figures, in that order; none without a harness.
 pub fn measure(
-    harness: &dyn DynHarness,
+    harnesses: &[&dyn DynHarness],
     settings: &Settings,
     load: Load,
     wanted: impl Fn(&str) -> bool,
 ) -> Vec<JudgeTimes> {
-    let harness = &Erased::new(harness);
-    let durable = harness.capabilities().durable;
+    let Some(first) = harnesses.first() else { return Vec::new() };
+    let durable = Erased::new(*first).capabilities().durable;
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         for _ in 0..load.busy {
@@ -94,21 +97,24 @@ pub fn measure(
             .iter()
             .filter(|check| durable || **check != "crashes")
             .filter(|check| wanted(crate::failure::check_name(check).unwrap_or(check)))
-            .map(|check| one_check(harness, settings, check, load))
+            .map(|check| one_check(harnesses, settings, check, load))
             .collect();
         stop.store(true, Ordering::Relaxed);
         figures
     })
 }
 
-/// `check`'s figures over `load.runs` runs, `load.at_once` at a time.
-fn one_check<H: Harness>(harness: &H, settings: &Settings, check: &'static str, load: Load) -> JudgeTimes {
+/// `check`'s figures over `load.runs` runs, `load.at_once` at a time, the `k`th on the harness
+/// `harnesses[k % harnesses.len()]`.
+fn one_check(harnesses: &[&dyn DynHarness], settings: &Settings, check: &'static str, load: Load) -> JudgeTimes {
     let next = AtomicUsize::new(0);
     let figures = Mutex::new(JudgeTimes { check, times: Vec::new(), failed: Vec::new() });
     let base = settings.seed.unwrap_or(1);
     std::thread::scope(|s| {
-        for _ in 0..load.at_once.max(1) {
-            s.spawn(|| {
+        for k in 0..load.at_once.max(1) {
+            let harness = Erased::new(harnesses[k % harnesses.len()]);
+            let (next, figures) = (&next, &figures);
+            s.spawn(move || {
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     if i >= load.runs {
@@ -116,7 +122,7 @@ fn one_check<H: Harness>(harness: &H, settings: &Settings, check: &'static str, 
                     }
                     let seed = base.wrapping_add(i as u64);
                     let settings = settings.clone().with_seed(seed);
-                    let (took, verdict) = run(harness, &settings, check);
+                    let (took, verdict) = run(&harness, &settings, check);
                     let mut figures = figures.lock().unwrap_or_else(PoisonError::into_inner);
                     figures.times.push(took);
                     if let Err(f) = verdict {
@@ -138,11 +144,11 @@ fn run<H: Harness>(harness: &H, settings: &Settings, check: &str) -> (Duration, 
             Err(f) => (Duration::ZERO, Err(f)),
         },
         "faults" => {
-            let run = crate::faults::run(harness, &settings.faults.clone().seeded(settings.seed));
+            let run = crate::faults::run(harness, settings);
             (run.report.judge, run.verdict)
         }
         _ => {
-            let run = crate::crashes::run(harness, &settings.crashes.clone().seeded(settings.seed));
+            let run = crate::crashes::run(harness, settings);
             (run.report.judge, run.verdict)
         }
     }

@@ -249,6 +249,7 @@ mod expected;
 mod failure;
 pub mod faults;
 mod gate;
+mod harm;
 mod harness;
 pub mod histories;
 mod history;

@@ -86,7 +86,7 @@ fn sequential_or(harness: &dyn DynHarness, ops: usize, seed: u64, failure: Failu
 /// Records histories on `harness` with `settings` and decides each: up to
 /// [`crate::Settings::history_dir`] of them, within [`crate::Settings::concurrency_budget`].
 pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats, Failure> {
-    let seed = settings.seed.unwrap_or(0x5eed_1234_abcd_0001);
+    let run_seed = settings.seed_or(0x5eed_1234_abcd_0001);
     let dir = settings.history_dir_or_default();
     let ceilings = histories::effective(&dir, CHECK, settings.ceilings);
     let mut stats = Stats {
@@ -105,7 +105,7 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats
             break;
         }
         let started = WallInstant::now();
-        let seed = seed.wrapping_add(attempt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let seed = run_seed.wrapping_add(attempt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         let (names, events) = record_with(harness, settings.threads, settings.concurrent_ops, seed, ceilings);
         stats.record += started.elapsed();
         let started = WallInstant::now();
@@ -117,9 +117,17 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats
             Ok(nodes) => stats.nodes += nodes,
             Err(failure) if failure.undecided.is_some() => {
                 let history = History { names, events };
-                return Err(crate::verdict::with_undecided(failure, &dir, (CHECK, seed), ceilings, &history));
+                let mut failure = crate::verdict::with_undecided(failure, &dir, (CHECK, seed), ceilings, &history);
+                let written = failure.replay.take().unwrap_or_default();
+                failure.replay =
+                    Some(format!("{}\n{written}", crate::settings::replay(&failure.check.clone(), run_seed)));
+                return Err(failure);
             }
-            Err(failure) => return Err(sequential_or(harness, settings.concurrent_ops, seed, failure)),
+            Err(failure) => {
+                let mut failure = sequential_or(harness, settings.concurrent_ops, seed, failure);
+                failure.replay = Some(crate::settings::replay(&failure.check.clone(), run_seed));
+                return Err(failure);
+            }
         }
         stats.ops += events.len();
     }

@@ -450,10 +450,9 @@ impl<'a> Key<'a> {
         }
     }
 
-    /// The configuration before the first operation: the key free.
-    fn start(&mut self) -> Frontier {
-        let free = self.states.id(None);
-        HashMap::from([((free, Instant::ZERO), None)])
+    /// The configurations before the first operation: the key in one of `states`.
+    fn start(&mut self, states: &[Option<StoredReservation>]) -> Frontier {
+        states.iter().map(|s| ((self.states.id(s.clone()), Instant::ZERO), None)).collect()
     }
 
     /// Searches `ops[range]` from every configuration of `from`: every configuration it ends in
@@ -516,7 +515,12 @@ impl<'a> Key<'a> {
     /// configuration places whole, that segment's index, the configurations before it and the
     /// rule of its deepest operation that could not be placed (`Err`).
     fn frontier(&mut self, upto: usize) -> Result<Result<Frontier, Failed>, Undecided> {
-        let mut frontier = self.start();
+        let free = self.start(&[None]);
+        self.frontier_from(free, upto)
+    }
+
+    /// [`Key::frontier`] from the configurations `frontier`.
+    fn frontier_from(&mut self, mut frontier: Frontier, upto: usize) -> Result<Result<Frontier, Failed>, Undecided> {
         for s in 0..upto {
             let searched = self.search(self.segments[s].clone(), &frontier, true)?;
             if searched.ends.is_empty() {
@@ -549,9 +553,20 @@ pub struct Decided {
 /// Whether the operations `ops` of one key (ordered by call) are linearizable, or
 /// [`Undecided`] when a segment's budget ran out first.
 pub fn linearizable(names: &Names, ops: &[&Event]) -> Result<Decided, Undecided> {
+    linearizable_from(names, ops, &[None])
+}
+
+/// Whether the operations `ops` of one key (ordered by call) are linearizable from one of the
+/// states `starts` (the key free: `None`), or [`Undecided`].
+pub fn linearizable_from(
+    names: &Names,
+    ops: &[&Event],
+    starts: &[Option<StoredReservation>],
+) -> Result<Decided, Undecided> {
     let mut key = Key::new(names, ops);
     let last = key.segments.len().saturating_sub(1);
-    let verdict = match key.frontier(last)? {
+    let first = key.start(starts);
+    let verdict = match key.frontier_from(first, last)? {
         Err(failed) => Err(failed.stuck),
         // The last segment needs one order only.
         Ok(frontier) => match key.segments.get(last).cloned() {

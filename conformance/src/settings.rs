@@ -1,8 +1,9 @@
 //! How much the randomized checks do, and from which seed: the run's [`Settings`].
 
-use crate::crashes::CrashSettings;
-use crate::faults::FaultSettings;
+use std::time::Duration;
+
 use crate::gate::Ceilings;
+use crate::harness::Fault;
 
 /// How much the randomized checks do, and from which seed: given to the run ([`crate::run_all`],
 /// the [`tests!`](crate::tests) macro, each function of [`crate::checks`]), never asked of the
@@ -20,8 +21,14 @@ pub struct Settings {
     /// The one seed of every randomized check: the differential check's scripts, the
     /// linearizability check's histories, the fault check's schedule and workload, and the crash
     /// check's crash points. `None` draws one for the differential check (printed on failure) and
-    /// gives the others fixed ones.
+    /// gives the others fixed ones. `RESERVATION_CONFORMANCE_SEED`, when set, wins over it at
+    /// every entry point ([`Settings::seed_or`]) unless [`Settings::seed_from_env`] is off, so
+    /// that a failure's replay line replays the run whatever function ran it.
     pub seed: Option<u64>,
+    /// Whether `RESERVATION_CONFORMANCE_SEED` wins over [`Settings::seed`]: on by default; a
+    /// program that reads the variable itself with flags of its own (the `reservation` command
+    /// line) turns it off.
+    pub seed_from_env: bool,
     /// The differential check's regression file: the seed of every failing script is appended
     /// to it, and the scripts of its seeds run first on every later run (on top of `cases`). A
     /// relative path is taken from the working directory, which `cargo test` sets to the root of
@@ -63,6 +70,7 @@ impl Default for Settings {
             cases: 4_000,
             max_ops: 48,
             seed: None,
+            seed_from_env: true,
             regressions: Some(Settings::REGRESSIONS),
             differential_threads: 1,
             threads: 6,
@@ -76,6 +84,23 @@ impl Default for Settings {
         }
     }
 }
+
+impl From<FaultSettings> for Settings {
+    /// The default settings with the fault check's run `faults`.
+    fn from(faults: FaultSettings) -> Self {
+        Settings::default().with_faults(faults)
+    }
+}
+
+impl From<CrashSettings> for Settings {
+    /// The default settings with the crash check's run `crashes`.
+    fn from(crashes: CrashSettings) -> Self {
+        Settings::default().with_crashes(crashes)
+    }
+}
+
+/// The environment variable of the one seed.
+pub const SEED: &str = "RESERVATION_CONFORMANCE_SEED";
 
 impl Settings {
     /// The default regression file, relative to the crate root: commit it, so that every run
@@ -109,6 +134,30 @@ impl Settings {
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
+    }
+
+    /// These settings with `RESERVATION_CONFORMANCE_SEED` ignored ([`Settings::seed_from_env`]).
+    pub fn without_env_seed(mut self) -> Self {
+        self.seed_from_env = false;
+        self
+    }
+
+    /// The seed a randomized check runs with: `RESERVATION_CONFORMANCE_SEED` when set (and
+    /// [`Settings::seed_from_env`]), else [`Settings::seed`], else `default`.
+    pub fn seed_or(&self, default: u64) -> u64 {
+        self.seed_or_else(|| default)
+    }
+
+    /// [`Settings::seed_or`], with a default drawn by `draw` only when needed.
+    pub fn seed_or_else(&self, draw: impl FnOnce() -> u64) -> u64 {
+        self.env_seed().or(self.seed).unwrap_or_else(draw)
+    }
+
+    /// The seed `RESERVATION_CONFORMANCE_SEED` gives, when it is set, parses and these settings
+    /// obey it: the one place the suite reads it.
+    fn env_seed(&self) -> Option<u64> {
+        let var = std::env::var(SEED).ok()?;
+        self.seed_from_env.then(|| var.trim().parse().ok()).flatten()
     }
 
     /// These settings with linearizability histories of `ops` operations on `threads` threads,
@@ -162,12 +211,141 @@ impl Settings {
         if let Some(cases) = var("RESERVATION_CONFORMANCE_CASES").and_then(|v| v.parse().ok()) {
             self.cases = cases;
         }
-        if let Some(seed) = var("RESERVATION_CONFORMANCE_SEED").and_then(|v| v.parse().ok()) {
+        if let Some(seed) = self.env_seed() {
             self.seed = Some(seed);
         }
         if let Some(threads) = var("RESERVATION_CONFORMANCE_THREADS").and_then(|v| v.parse().ok()) {
             self = self.with_differential_threads(threads);
         }
+        self
+    }
+}
+
+/// The replay lines of a failure of the check whose test is `test`, run from seed `seed`: the
+/// suite's one seed, through `cargo test` (any test that runs the check obeys it) and through the
+/// driver. The one place they are written.
+pub(crate) fn replay(test: &str, seed: u64) -> String {
+    format!(
+        "{SEED}={seed} cargo test {test}   (or the test that ran this check)\n\
+         reservation conform … --seed {seed}   (through the driver: the command that ran, with this seed)"
+    )
+}
+
+/// How a fault run ([`crate::faults::run`]) goes: which faults, for how long, how often. Its seed is the run's
+/// ([`crate::Settings::seed`]).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FaultSettings {
+    /// `None`: every fault offered.
+    pub(crate) faults: Option<Vec<Fault>>,
+    pub(crate) duration: Duration,
+    pub(crate) max_faults: usize,
+    pub(crate) gap: Duration,
+    pub(crate) ops: usize,
+    pub(crate) ledger_keys: usize,
+    pub(crate) ceilings: Ceilings,
+}
+
+impl Default for FaultSettings {
+    /// Every fault offered, for 2 seconds, a fault every 200 ms or so and at most 8; 4,000
+    /// contended operations and 400 ledger keys at most, spread over the run.
+    fn default() -> Self {
+        FaultSettings {
+            faults: None,
+            duration: Duration::from_secs(2),
+            max_faults: 8,
+            gap: Duration::from_millis(200),
+            ops: 4_000,
+            ledger_keys: 400,
+            ceilings: Ceilings::default(),
+        }
+    }
+}
+
+impl FaultSettings {
+    /// These settings with only `faults` fired, among those offered.
+    pub fn with_faults(mut self, faults: &[Fault]) -> Self {
+        self.faults = Some(faults.to_vec());
+        self
+    }
+
+    /// These settings with a run of `duration` (wall time).
+    pub fn with_duration(mut self, duration: Duration) -> Self {
+        self.duration = duration;
+        self
+    }
+
+    /// These settings with at most `n` faults fired in one run.
+    pub fn with_max_faults(mut self, n: usize) -> Self {
+        self.max_faults = n;
+        self
+    }
+
+    /// These settings with faults `gap` apart on average (each gap drawn between half and one
+    /// and a half of it).
+    pub fn with_gap(mut self, gap: Duration) -> Self {
+        self.gap = gap;
+        self
+    }
+
+    /// These settings with at most `ops` operations of the contended workers, over all of them,
+    /// spread over the run (0: no contended workers).
+    pub fn with_ops(mut self, ops: usize) -> Self {
+        self.ops = ops;
+        self
+    }
+
+    /// These settings with at most `keys` ledger keys, spread over the run (0: no ledger).
+    pub fn with_ledger_keys(mut self, keys: usize) -> Self {
+        self.ledger_keys = keys;
+        self
+    }
+
+    /// These settings with histories recorded within `ceilings` ([`Ceilings`]).
+    pub fn with_ceilings(mut self, ceilings: Ceilings) -> Self {
+        self.ceilings = ceilings;
+        self
+    }
+
+    /// The ceilings the histories are recorded within.
+    pub fn ceilings(&self) -> Ceilings {
+        self.ceilings
+    }
+
+    /// Whether these settings let `fault` fire.
+    pub(crate) fn lets(&self, fault: Fault) -> bool {
+        self.faults.as_ref().is_none_or(|faults| faults.contains(&fault))
+    }
+}
+
+/// How a crash run ([`crate::crashes::run`]) goes. Its seed is the run's ([`crate::Settings::seed`]).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct CrashSettings {
+    pub(crate) rounds: usize,
+    pub(crate) ceilings: Ceilings,
+}
+
+impl Default for CrashSettings {
+    /// Four rounds (eight crashes); the default [`Ceilings`].
+    fn default() -> Self {
+        CrashSettings { rounds: 4, ceilings: Ceilings::default() }
+    }
+}
+
+impl CrashSettings {
+    /// These settings with histories recorded within `ceilings` ([`Ceilings`]).
+    pub fn with_ceilings(mut self, ceilings: Ceilings) -> Self {
+        self.ceilings = ceilings;
+        self
+    }
+
+    /// The ceilings the histories are recorded within.
+    pub fn ceilings(&self) -> Ceilings {
+        self.ceilings
+    }
+
+    /// These settings with `rounds` rounds, each a quiet crash and a burst crash (at least 1).
+    pub fn with_rounds(mut self, rounds: usize) -> Self {
+        self.rounds = rounds.max(1);
         self
     }
 }

@@ -8,10 +8,11 @@ use reservation_store::rules::Rule;
 use reservation_store::spec::{self, Reservation};
 use reservation_store::{AggregateRef, HoldId, Instant, Operation, StoredReservation, Version};
 
-use super::{CHECK, FaultReport, Shot};
+use super::{CHECK, FaultReport};
 use crate::failure::Failure;
+use crate::harm::{Blamed, Harm, blame};
 use crate::history::{Call, Event, KEYS, Names, Return, by_key};
-use crate::search::{Undecided, linearizable, shortest_failing_prefix};
+use crate::search::{Undecided, linearizable};
 use crate::verdict::{self, StorageErrors};
 
 /// Whether `ops`, one key's operations, are linearizable; [`Undecided`] when the budget ran out.
@@ -133,7 +134,7 @@ pub fn lost_confirmations(names: &Names, events: &[Event], losses: &[u64]) -> Re
 
 /// Judges a fault run's history (ordered by call), filling the report's counts of lost
 /// confirmations and of keys with two owners.
-pub(super) fn judge(names: &Names, events: &[Event], shots: &[Shot], report: &mut FaultReport) -> Result<(), Failure> {
+pub(super) fn judge(names: &Names, events: &[Event], harms: &[Harm], report: &mut FaultReport) -> Result<(), Failure> {
     verdict::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
     let undecided = |u| verdict::undecided(CHECK, u);
     let keys = by_key(events);
@@ -144,7 +145,9 @@ pub(super) fn judge(names: &Names, events: &[Event], shots: &[Shot], report: &mu
         }
     }
     let ledger = |key: &usize| *key >= KEYS;
-    let losses: Vec<u64> = shots.iter().filter(|s| s.fired.fault.may_lose_writes()).map(|s| s.stamp).collect();
+    // A write acknowledged while a harm that may lose writes was under way may be lost by it too:
+    // the stamps at which those harms had ended.
+    let losses: Vec<u64> = harms.iter().filter(|h| h.may_lose_writes()).map(|h| h.ended).collect();
     let mut lost: Vec<usize> = Vec::new();
     for key in failing.iter().copied().filter(ledger) {
         if lost_key(names, key, &keys[&key], &losses).map_err(undecided)? {
@@ -156,47 +159,37 @@ pub(super) fn judge(names: &Names, events: &[Event], shots: &[Shot], report: &mu
     report.lost = lost.len();
     report.two_owners = two.len();
     if !lost.is_empty() || !two.is_empty() {
-        return Err(p1_failure(names, &keys, shots, &lost, &two));
+        return Err(p1_failure(names, &keys, harms, &lost, &two));
     }
     match failing.first() {
-        Some(key) => Err(after_loss(names, *key, &keys[key], shots)
-            .map_err(undecided)?
-            .unwrap_or_else(|| verdict::report(CHECK, names, *key, &keys[key]))),
+        Some(key) => blame(CHECK, names, (*key, &keys[key]), harms, &Default::default(), |b| after_harm(names, b)),
         None => Ok(()),
     }
 }
 
-/// The failure of key `key`, whose history `ops` is not linearizable, when what went wrong came
-/// after a fault that may lose writes (a crash, a failover, a restart) and everything called
-/// before that fault is linearizable: the fault lost or changed what the store had acknowledged
-/// (P1), not a race (H1). `None` otherwise.
-fn after_loss(names: &Names, key: usize, ops: &[&Event], shots: &[Shot]) -> Result<Option<Failure>, Undecided> {
-    let Some((len, _)) = shortest_failing_prefix(names, ops).map_err(|u| Undecided { key, ..u })? else {
-        return Ok(None);
-    };
-    let wrong = ops[len - 1];
-    let Some((n, shot)) =
-        shots.iter().enumerate().rfind(|(_, s)| s.fired.fault.may_lose_writes() && s.stamp <= wrong.called)
-    else {
-        return Ok(None);
-    };
-    let before: Vec<&Event> = ops.iter().copied().filter(|e| e.called < shot.stamp).collect();
-    if !decided(names, key, &before)? {
-        return Ok(None);
-    }
-    let mut f = verdict::report(CHECK, names, key, &ops[..len]);
+/// The failure of a key whose history went wrong after a harm that may lose writes, while what
+/// came before it is explained by the specification: the harm lost or changed a state the store
+/// acknowledged (P1).
+fn after_harm(names: &Names, b: &Blamed<'_>) -> Failure {
+    let wrong = b.ops[b.ops.len() - 1];
+    let mut f = verdict::report(CHECK, names, b.key, b.ops);
     f.rule = Some(Rule::P1);
     f.check_rule = Some(Rule::P1);
     f.property = None;
     f.step_rule = None;
+    let left = match &b.left {
+        Some(state) => format!(", as if it had left the key {}", crate::show::show_state(state.as_ref())),
+        None => String::new(),
+    };
     f.problem = format!(
-        "k{key}: after fault {} ({}), {}; what the store had answered before it is explained by the specification, \
-         so the fault lost or changed a state the store acknowledged",
-        n + 1,
-        shot.fired,
+        "k{}: after harm {} ({}), {}; what the store had answered before it is explained by the specification, \
+         so the harm lost or changed a state the store acknowledged{left}",
+        b.key,
+        b.harm.n,
+        b.harm.fault,
         names.show(wrong)
     );
-    Ok(Some(f))
+    f
 }
 
 /// Most keys whose operations a P1 failure shows.
@@ -207,7 +200,7 @@ const SHOWN_KEYS: usize = 4;
 fn p1_failure(
     names: &Names,
     keys: &std::collections::BTreeMap<usize, Vec<&Event>>,
-    shots: &[Shot],
+    harms: &[Harm],
     lost: &[usize],
     two: &[usize],
 ) -> Failure {
@@ -234,9 +227,9 @@ fn p1_failure(
     for key in named.iter().take(SHOWN_KEYS * 2) {
         let ops = &keys[*key];
         let Some(ack) = ops.iter().find(|e| acknowledged_confirmation(names, e)) else { continue };
-        let after = match shots.iter().position(|s| s.stamp > ack.returned && s.fired.fault.may_lose_writes()) {
-            Some(i) => format!("after fault {} ({})", i + 1, shots[i].fired),
-            None => "with no fault after it".to_owned(),
+        let after = match harms.iter().find(|h| h.ended > ack.returned && h.may_lose_writes()) {
+            Some(h) => format!("after harm {h}"),
+            None => "with no harm after it".to_owned(),
         };
         let what = if lost.contains(*key) { "lost" } else { "then told to another owner" };
         f.context.push(format!("k{key}: the confirmation acknowledged at stamp {} was {what} {after}", ack.returned));
@@ -249,19 +242,4 @@ fn p1_failure(
         f.transcript.push(format!("k{key}:{}", lines.concat()));
     }
     f
-}
-
-/// `failure`, with the faults fired, the run's figures, and the command that replays it.
-pub(super) fn with_faults(mut failure: Failure, report: &FaultReport) -> Failure {
-    failure.context.push(format!("fault run: {report}"));
-    for (i, fired) in report.fired.iter().enumerate() {
-        failure.context.push(format!("fault {}: {fired}", i + 1));
-    }
-    failure.replay = Some(format!(
-        "RESERVATION_CONFORMANCE_SEED={seed} cargo test {}   (or the test that ran this fault check)\n\
-         reservation conform … --seed {seed}   (through the driver: the command that ran, with this seed)",
-        failure.check,
-        seed = report.seed
-    ));
-    failure
 }

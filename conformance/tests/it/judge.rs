@@ -128,7 +128,7 @@ fn recorded_histories_keep_their_ceilings_and_ungated_ones_do_not() {
 #[test]
 fn the_fault_check_records_within_its_ceilings() {
     let ceilings = Ceilings::default();
-    let settings = FaultSettings::default().with_duration(Duration::from_millis(800)).with_seed(3);
+    let settings = Settings::from(FaultSettings::default().with_duration(Duration::from_millis(800))).with_seed(3);
     let run = fault_run(&Simulated::new(Unsure { pause: Duration::from_micros(200), every: 7 }), &settings);
     assert!(run.verdict.is_ok(), "{:?}", run.verdict);
     assert_eq!(run.report.ceilings, ceilings);

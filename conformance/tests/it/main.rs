@@ -7,6 +7,7 @@ mod driver_bounds;
 mod driver_versions;
 mod faults;
 mod fuzz_corpus;
+mod harms;
 mod judge;
 mod linearizability;
 mod memory;

@@ -53,7 +53,7 @@ reservation_conformance::tests!(my_server_store, MyServerHarness::new(), durable
 #[test]
 fn crashes_and_cut_connections_fire_and_lose_nothing() {
     let settings = FaultSettings::default().with_duration(Duration::from_secs(2)).with_gap(Duration::from_millis(50));
-    let run = faults::run(&MyServerHarness::new(), &settings);
+    let run = faults::run(&MyServerHarness::new(), &settings.into());
     println!("{}", run.report);
     if let Err(failure) = run.verdict {
         panic!("{failure}");
@@ -85,7 +85,7 @@ fn the_readme_quotes_the_faults_snippet_exactly() {
 fn p1_the_crash_check_passes_on_a_crashing_server() {
     use reservation_conformance::crashes::{CrashKind, CrashSettings, run};
     let started = std::time::Instant::now();
-    let run = run(&MyServerHarness::new(), &CrashSettings::default());
+    let run = run(&MyServerHarness::new(), &CrashSettings::default().into());
     eprintln!("implementer example, crash check: {} in {:.2?}", run.report, started.elapsed());
     if let Err(failure) = run.verdict {
         panic!("{failure}");

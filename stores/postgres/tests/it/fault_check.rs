@@ -165,7 +165,7 @@ fn fault_run(h: &PostgresHarness, what: &str, fault: Fault, max: usize) -> Fault
         .with_gap(Duration::from_millis(1_200))
         .with_ops(6_000)
         .with_ledger_keys(1_200);
-    let run = faults::run(h, &settings);
+    let run = faults::run(h, &settings.into());
     eprintln!("PostgreSQL, {what}: {}", run.report);
     for fired in &run.report.fired {
         eprintln!("  {fired}");
@@ -210,7 +210,7 @@ fn crash_run(options: PostgresOptions, what: &str) -> Option<reservation_conform
     use reservation_conformance::crashes::{CrashSettings, run};
     let h = service(SERVICE, PostgresHarness::on_cluster(Replication::None, options))?;
     let started = Instant::now();
-    let run = run(&h, &CrashSettings::default());
+    let run = run(&h, &CrashSettings::default().into());
     eprintln!("PostgreSQL, crash check, {what}: {} in {:.2?}", run.report, started.elapsed());
     Some(run)
 }

@@ -278,7 +278,7 @@ fn the_store_waits_after_each_committed_exec_only_when_asked() {
 fn fault_run(h: &RedisHarness, label: &str, fault: Fault, most: usize) -> reservation_conformance::faults::FaultRun {
     let settings = FaultSettings::default().with_faults(&[fault]).with_max_faults(most);
     let started = WallInstant::now();
-    let run = run(h, &settings);
+    let run = run(h, &settings.into());
     eprintln!("redis, {label}: {} in {:.2?}", run.report, started.elapsed());
     for fired in &run.report.fired {
         eprintln!("  {fired}");
@@ -303,7 +303,7 @@ fn checked_some(report: &FaultReport) {
 fn crash_run(h: &RedisHarness, what: &str) -> reservation_conformance::crashes::CrashRun {
     use reservation_conformance::crashes::{CrashSettings, run};
     let started = std::time::Instant::now();
-    let run = run(h, &CrashSettings::default());
+    let run = run(h, &CrashSettings::default().into());
     eprintln!("redis, crash check, {what}: {} in {:.2?}", run.report, started.elapsed());
     run
 }

@@ -12,7 +12,7 @@ fn restarts_cuts_pauses_and_clock_jumps_lose_nothing() {
     let harness = Simulated::new(SqliteHarness::new().expect("a scratch database"));
     let settings = FaultSettings::default().with_duration(Duration::from_secs(3)).with_gap(Duration::from_millis(150));
     let started = Instant::now();
-    let run = faults::run(&harness, &settings);
+    let run = faults::run(&harness, &settings.into());
     eprintln!("SQLite: {} in {:.2?}", run.report, started.elapsed());
     if let Err(failure) = run.verdict {
         panic!("{failure}");
@@ -31,7 +31,7 @@ fn restarts_cuts_pauses_and_clock_jumps_lose_nothing() {
 fn p1_the_crash_check_passes_through_restarts_of_the_file() {
     use reservation_conformance::crashes::{CrashKind, CrashSettings, run};
     let started = Instant::now();
-    let run = run(&SqliteHarness::new().expect("a scratch database"), &CrashSettings::default());
+    let run = run(&SqliteHarness::new().expect("a scratch database"), &CrashSettings::default().into());
     eprintln!("SQLite, crash check, restarts of the file: {} in {:.2?}", run.report, started.elapsed());
     if let Err(failure) = run.verdict {
         panic!("{failure}");
