@@ -39,27 +39,31 @@
 //! it), naming the key, the field, the acknowledged operation whose effect is missing or changed,
 //! and the crash; the operations listed are those of that key around the crash.
 
+mod explain;
+mod recipes;
+
+use explain::crash_failure;
+pub use recipes::RECIPE_NAMES;
+use recipes::{A, B, RECIPES, Step};
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant as WallInstant};
 
-use reservation_store::rules::Rule;
 use reservation_store::{
-    AggregateId, AggregateRef, AggregateType, Clock, HoldId, Instant, Key, ManualClock, Operation, ReleaseVersion,
-    ReservationScope, StoredReservation, Tenant, Ttl, Version, spec,
+    AggregateId, AggregateRef, AggregateType, Clock, HoldId, Instant, Key, ManualClock, ReservationScope, Tenant,
 };
 
 use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
 use crate::gate::Ceilings;
-use crate::harm::{self, Blamed, Harm, Parts, Runner};
+use crate::harm::{self, Harm, Parts, Runner};
 use crate::harness::{Capabilities, Fault, Harness, START, unique_namespace};
 use crate::history::{Call, Event, History, Names, Return, by_key, key_named};
 use crate::record::{XorShift, panicked};
 pub use crate::settings::CrashSettings;
-use crate::show::show_state;
 use crate::verdict::{self, StorageErrors};
 
 /// The check's name, as the suite lists it.
@@ -79,95 +83,6 @@ const WATCH: Duration = Duration::from_secs(2);
 const WORKERS: usize = 3;
 /// The most writes a burst round's watch point makes, one after another, before it crashes.
 const WATCHES: usize = 16;
-/// Owners, by index: alice and bob.
-const A: u8 = 0;
-const B: u8 = 1;
-
-/// One step of a recipe: an operation, with its time to live or version as numbers.
-#[derive(Clone, Copy, Debug)]
-enum Step {
-    Reserve(u8, u8, u64),
-    Confirm(u8, u64),
-    Release(u8, Option<u64>),
-    Abandon(u8, u8),
-}
-
-impl Step {
-    fn call(self) -> Call {
-        let ttl = |ms| Ttl::from_millis(ms).expect("the recipes' times to live are not zero");
-        Call::Op(match self {
-            Step::Reserve(owner, hold, ms) => Operation::Reserve { owner, hold, ttl: ttl(ms) },
-            Step::Confirm(owner, v) => Operation::Confirm { owner, version: Version::from_u64(v) },
-            Step::Release(owner, v) => Operation::Release {
-                owner,
-                version: v.map_or(ReleaseVersion::Any, |v| ReleaseVersion::At(Version::from_u64(v))),
-            },
-            Step::Abandon(owner, hold) => Operation::Abandon { owner, hold },
-        })
-    }
-}
-
-/// A recipe: what it drives a key to, and its steps, each with the phase (0 to 3) it runs in.
-type Recipe = (&'static str, &'static [(u8, Step)]);
-
-/// The recipes every round drives a fresh key through, one key each: together they leave rows in
-/// every state a row can hold, each made by the operations recovery bugs get wrong.
-pub const RECIPE_NAMES: [&str; 14] = {
-    let mut names = [""; 14];
-    let mut i = 0;
-    while i < RECIPES.len() {
-        names[i] = RECIPES[i].0;
-        i += 1;
-    }
-    names
-};
-
-const RECIPES: [Recipe; 14] = [
-    (
-        "pending with three holds, its expiry moved by two joins",
-        &[(0, Step::Reserve(A, 0, 25)), (1, Step::Reserve(A, 1, 30)), (2, Step::Reserve(A, 2, 30))],
-    ),
-    ("pending, expired", &[(0, Step::Reserve(A, 0, SHORT))]),
-    ("expired, then taken afresh by another owner", &[(0, Step::Reserve(A, 0, SHORT)), (2, Step::Reserve(B, 1, LONG))]),
-    ("expired, then confirmed by another owner", &[(0, Step::Reserve(B, 0, SHORT)), (2, Step::Confirm(A, 1))]),
-    ("confirmed, then raised", &[(0, Step::Confirm(A, 1)), (1, Step::Confirm(A, 3))]),
-    (
-        "confirmed over its pending, then confirmed lower (AlreadyConfirmed)",
-        &[(0, Step::Reserve(A, 0, LONG)), (1, Step::Confirm(A, 3)), (2, Step::Confirm(A, 2))],
-    ),
-    ("confirmed, then released", &[(0, Step::Confirm(A, 1)), (1, Step::Release(A, Some(1)))]),
-    (
-        "confirmed, raised, then an older fact's release (Kept)",
-        &[(0, Step::Confirm(A, 1)), (1, Step::Confirm(A, 3)), (2, Step::Release(A, Some(2)))],
-    ),
-    (
-        "released with ANY, then confirmed again lower",
-        &[(0, Step::Confirm(A, 2)), (1, Step::Release(A, None)), (2, Step::Confirm(A, 1))],
-    ),
-    (
-        "one hold of two abandoned",
-        &[(0, Step::Reserve(A, 0, LONG)), (1, Step::Reserve(A, 1, LONG)), (2, Step::Abandon(A, 0))],
-    ),
-    ("the last hold abandoned", &[(0, Step::Reserve(A, 0, LONG)), (1, Step::Abandon(A, 0))]),
-    (
-        "pending with two holds, released",
-        &[(0, Step::Reserve(A, 0, LONG)), (1, Step::Reserve(A, 1, LONG)), (2, Step::Release(A, Some(1)))],
-    ),
-    (
-        "confirmed, then conflicts that change nothing",
-        &[
-            (0, Step::Confirm(A, 2)),
-            (1, Step::Reserve(B, 0, LONG)),
-            (2, Step::Confirm(B, 5)),
-            (3, Step::Release(B, None)),
-        ],
-    ),
-    (
-        "pending, joined, then confirmed",
-        &[(0, Step::Reserve(A, 0, LONG)), (1, Step::Reserve(A, 1, LONG)), (3, Step::Confirm(A, 1))],
-    ),
-];
-
 /// How a crash was caused.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum CrashKind {
@@ -715,121 +630,4 @@ fn judge(
         })?;
     }
     Ok(())
-}
-
-/// The fields in which `shown` differs from `allowed`, both as lookups show them.
-fn differing(shown: Option<&StoredReservation>, allowed: Option<&StoredReservation>) -> &'static str {
-    use reservation_store::spec::Reservation as R;
-    match (shown, allowed) {
-        (None, Some(_)) => "the reservation is gone: the key is free",
-        (Some(_), None) => "a reservation is there where the key must be free (or expired)",
-        (Some(R::Pending(_)), Some(R::Confirmed(_))) => "the confirmation is gone: the key is pending",
-        (Some(R::Confirmed(_)), Some(R::Pending(_))) => "the key is confirmed where it must be pending",
-        (Some(R::Pending(s)), Some(R::Pending(a))) if s.owner() != a.owner() => "the owner changed",
-        (Some(R::Pending(s)), Some(R::Pending(a))) if s.holds() != a.holds() => "the holds changed",
-        (Some(R::Pending(_)), Some(R::Pending(_))) => "the expiry changed",
-        (Some(R::Confirmed(s)), Some(R::Confirmed(a))) if s.owner != a.owner => "the owner changed",
-        (Some(R::Confirmed(_)), Some(R::Confirmed(_))) => "the version changed",
-        (None, None) => "nothing differs",
-    }
-}
-
-/// The failure of the key `b.key` (`label`: what the run made of it), whose operations `b.ops`
-/// (ending with the one that went wrong) no order explains once the crash `b.harm` has happened,
-/// while those before it are explained, leaving the key in one of the states `b.allowed`;
-/// `set_back` is the instant the suite's clock was set back to when the wrong lookup ran.
-fn crash_failure(names: &Names, b: &Blamed<'_>, label: &str, set_back: Option<Instant>) -> Failure {
-    let (key, ops, allowed, crash) = (b.key, b.ops, &b.allowed, b.harm);
-    let wrong = ops[ops.len() - 1];
-    let at = wrong.clock_at_return;
-    let shown_at = |now: Instant| {
-        let mut v: Vec<Option<StoredReservation>> = Vec::new();
-        for s in allowed {
-            let seen = spec::lookup(s.as_ref(), now).cloned();
-            if !v.contains(&seen) {
-                v.push(seen);
-            }
-        }
-        v
-    };
-    let expected = shown_at(at);
-    let allowed_text = expected.iter().map(|s| show_state(s.as_ref())).collect::<Vec<_>>().join(", or ");
-    let shown = match &wrong.ret {
-        Return::Lookup(shown) => Some(shown.clone()),
-        _ => None,
-    };
-    let (what, field) = match &shown {
-        Some(shown) => (
-            format!("a lookup shows {}", show_state(shown.as_ref())),
-            expected.first().map_or("", |a| differing(shown.as_ref(), a.as_ref())),
-        ),
-        None => (format!("the store answered {}", names.show(wrong)), "an operation's outcome differs"),
-    };
-    // With the clock set back: the clock's fault when the store shows what it would have shown
-    // at the earlier instant.
-    let clock_went_back = match (set_back, &shown) {
-        (Some(back), Some(shown)) => shown_at(back).contains(shown) && !expected.contains(shown),
-        _ => false,
-    };
-    let recipe = format!(" ({label})");
-    let last_ack = ops
-        .iter()
-        .filter(|e| e.called < crash.began)
-        .rev()
-        .find(|e| matches!(e.call, Call::Op(_)) && matches!(e.ret, Return::Outcome(_)))
-        .map(|e| names.show(e));
-    let rule = if clock_went_back { Rule::D10 } else { Rule::P1 };
-    let problem = match set_back {
-        Some(back) if clock_went_back => format!(
-            "k{key}{recipe}: after crash {} ({}), the suite's clock set back to {back}, {what}, as at {back}; the \
-             store must decide at {at}, the latest instant at which it acknowledged a change before the crash, where \
-             the key shows {allowed_text}: the store's clock went back across the crash",
-            crash.n,
-            kind_of(crash)
-        ),
-        _ => format!(
-            "k{key}{recipe}: after crash {} ({}, {}), {what} at {at}; what the store acknowledged before the crash \
-             allows only {allowed_text}: {field}",
-            crash.n,
-            kind_of(crash),
-            crash.point
-        ),
-    };
-    let mut f = Failure::new(CHECK, rule, problem);
-    f.check_rule = Some(Rule::P1);
-    if let Some(ack) = last_ack {
-        f.context.push(format!("the last change of k{key} acknowledged before the crash: {ack}"));
-    }
-    f.context.push(format!(
-        "crash {}: {} at stamps {} .. {} ({})",
-        crash.n,
-        kind_of(crash),
-        crash.began,
-        crash.ended,
-        crash.point
-    ));
-    f.context.push(format!("scope s0 = {}; the clock started at {START}", names.scope));
-    // The key's operations around the crash: a few before it, then up to the one that went wrong.
-    let first_after = ops.iter().position(|e| e.called >= crash.began).unwrap_or(ops.len());
-    let from = first_after.saturating_sub(6);
-    let mut lines = String::new();
-    if from > 0 {
-        lines.push_str(&format!("\n      ({from} earlier operations of k{key} not shown)"));
-    }
-    for (i, e) in ops.iter().enumerate().skip(from) {
-        if i == first_after {
-            lines.push_str(&format!("\n      --- crash {}: {} ---", crash.n, kind_of(crash)));
-        }
-        lines.push_str(&format!("\n      {}", names.show(e)));
-    }
-    if first_after == ops.len() {
-        lines.push_str(&format!("\n      --- crash {}: {} ---", crash.n, kind_of(crash)));
-    }
-    f.transcript.push(format!("k{key}:{lines}"));
-    f
-}
-
-/// How `harm`, a crash of the run, was caused.
-fn kind_of(harm: &Harm) -> CrashKind {
-    CrashKind::of(harm.fault)
 }
