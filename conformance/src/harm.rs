@@ -114,6 +114,28 @@ pub(crate) struct Runner<'a, H: Harness> {
 /// The harness's answer to being asked to cause a harm.
 pub(crate) type Caused = Result<(), String>;
 
+/// Why the store did not answer again after a harm.
+pub(crate) enum Silence {
+    /// The adapter behind the driver broke its protocol (it exited, for one): no use waiting.
+    Broken(String),
+    /// No answer within [`RECOVERY`]; the store's last answer.
+    Last(String),
+}
+
+impl Silence {
+    /// The failure of check `check` whose store fell silent after `what`.
+    fn failure(self, check: &str, what: &str) -> Failure {
+        match self {
+            Silence::Broken(why) => Failure::protocol(check, why),
+            Silence::Last(last) => Failure::new(
+                check,
+                Rule::P1,
+                format!("the store did not answer within {RECOVERY:.0?} after {what}; its last answer: {last}"),
+            ),
+        }
+    }
+}
+
 impl<'a, H: Harness> Runner<'a, H> {
     /// The runner of a run on `harness` over `parts`; keys it hands out start at `first_key`.
     pub(crate) fn new(harness: &'a H, parts: &'a Parts, capabilities: Capabilities, first_key: usize) -> Self {
@@ -172,8 +194,8 @@ impl<'a, H: Harness> Runner<'a, H> {
     }
 
     /// Looks up a key of no history until the store answers, for at most [`RECOVERY`]: how long
-    /// that took, or what the store last said.
-    pub(crate) fn answer(&self, store: &H::Store) -> Result<Duration, String> {
+    /// that took, or why it did not.
+    pub(crate) fn answer(&self, store: &H::Store) -> Result<Duration, Silence> {
         let began = WallInstant::now();
         let probe = Key::new("probe").expect("a valid key");
         let scope = &self.recorder.names.scope;
@@ -181,7 +203,7 @@ impl<'a, H: Harness> Runner<'a, H> {
         while began.elapsed() < RECOVERY {
             // An adapter that died or broke the protocol will not answer: no use waiting.
             if let Some(why) = self.harness.broken() {
-                return Err(why);
+                return Err(Silence::Broken(why));
             }
             let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 self.harness.block_on(store.lookup(scope, &probe))
@@ -193,7 +215,7 @@ impl<'a, H: Harness> Runner<'a, H> {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        Err(last)
+        Err(Silence::Last(last))
     }
 
     /// Asks the harness for `fault` ([`Harness::inject`]).
@@ -228,13 +250,7 @@ impl<'a, H: Harness> Runner<'a, H> {
         self.note(Harm { n: 0, fault, point, at, took, recovered_after, began, ended: self.stamp() });
         match (caused, answered) {
             (Err(why), _) => Err(Failure::without_rule(check, format!("the fault {fault} could not be caused: {why}"))),
-            (Ok(()), Some(Err(last))) => Err(Failure::new(
-                check,
-                Rule::P1,
-                format!(
-                    "the store did not answer within {RECOVERY:.0?} after the fault {fault}; its last answer: {last}"
-                ),
-            )),
+            (Ok(()), Some(Err(silence))) => Err(silence.failure(check, &format!("the fault {fault}"))),
             (Ok(()), _) => Ok(()),
         }
     }
@@ -281,12 +297,8 @@ impl<'a, H: Harness> Runner<'a, H> {
         match (store, answered) {
             (Some(store), Some(Ok(_))) => Ok(store),
             (_, answered) => {
-                let last = answered.and_then(Result::err).unwrap_or_default();
-                Err(Failure::new(
-                    check,
-                    Rule::P1,
-                    format!("the store did not answer within {RECOVERY:.0?} after a restart; its last answer: {last}"),
-                ))
+                let silence = answered.and_then(Result::err).unwrap_or(Silence::Last(String::new()));
+                Err(silence.failure(check, "a restart"))
             }
         }
     }
