@@ -8,8 +8,7 @@ use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
 
 pub use crate::ceiling::Ceiling;
 use crate::config::{Assumptions, ModelConfig};
-use crate::model::{ALWAYS, Coverage, ReservationModel, Scenario, checker_name};
-use crate::trace::trace_text;
+use crate::model::{ALWAYS, Coverage, Reduced, ReservationModel, Scenario, checker_name};
 
 /// How the state space is searched.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -201,6 +200,21 @@ impl CheckReport {
         self.complete && self.failures().is_empty()
     }
 
+    /// The reductions the check searched with, in a few words.
+    fn reductions(&self) -> &'static str {
+        let o = &self.options;
+        match (o.symmetry, o.strategy) {
+            (false, _) => "off",
+            (true, Strategy::Bfs) => "on (in the model: breadth first ignores the checker's)",
+            (true, Strategy::Dfs | Strategy::Auto)
+                if self.config.assumptions == Assumptions::ALL && self.specification =>
+            {
+                "on, with eager steps"
+            }
+            (true, _) => "on",
+        }
+    }
+
     /// The report as text.
     pub fn text(&self) -> String {
         let mut out = String::new();
@@ -209,22 +223,7 @@ impl CheckReport {
         if !self.specification {
             let _ = writeln!(out, "store transition: a substitute for the specification's");
         }
-        let _ = writeln!(
-            out,
-            "strategy: {:?}, threads {}, symmetry {}",
-            o.strategy,
-            o.threads,
-            match (o.symmetry, o.strategy) {
-                (false, _) => "off",
-                (true, Strategy::Bfs) => "on (in the model: breadth first ignores the checker's)",
-                (true, Strategy::Dfs | Strategy::Auto)
-                    if self.config.assumptions == Assumptions::ALL && self.specification =>
-                {
-                    "on, with eager steps"
-                }
-                (true, _) => "on",
-            }
-        );
+        let _ = writeln!(out, "strategy: {:?}, threads {}, symmetry {}", o.strategy, o.threads, self.reductions());
         let _ = writeln!(out, "unique states: {}", self.unique_states);
         let _ = writeln!(out, "total states: {}", self.total_states);
         let _ = writeln!(out, "depth: {}", self.max_depth);
@@ -395,15 +394,14 @@ fn check_with(model: &ReservationModel, options: CheckOptions) -> CheckReport {
     let config = model.config;
     // Breadth first ignores the checker's symmetry reduction: reduce inside the model instead.
     let bfs_reduced = options.symmetry && options.strategy == Strategy::Bfs;
-    let model = if bfs_reduced { model.renewed().quotient() } else { model.renewed() };
-    let model = if options.symmetry { model.skipping_symmetric_actions() } else { model };
+    let search = Reduced::new(model);
+    let search = if bfs_reduced { search.quotient() } else { search };
+    let search = if options.symmetry { search.skipping_symmetric_actions() } else { search };
     let depth_first = matches!(options.strategy, Strategy::Dfs | Strategy::Auto);
-    let model = if options.symmetry && depth_first { model.taking_eager_steps() } else { model };
-    // The checker looks every property up by name at every state: it knows them by short names.
-    let model = model.naming_properties_briefly();
-    // Depth first, the model leaves out successors it handed the checker a moment ago.
-    let model = if depth_first { model.skipping_recent_repeats() } else { model };
-    let mut builder = model.checker().threads(options.threads.max(1));
+    let search = if options.symmetry && depth_first { search.taking_eager_steps() } else { search };
+    // Depth first, the search leaves out successors it handed the checker a moment ago.
+    let search = if depth_first { search.skipping_recent_repeats() } else { search };
+    let mut builder = search.checker().threads(options.threads.max(1));
     if options.symmetry && options.strategy != Strategy::Bfs {
         builder = builder.symmetry();
     }
@@ -431,7 +429,7 @@ fn check_with(model: &ReservationModel, options: CheckOptions) -> CheckReport {
     }
 }
 
-fn finish<C: Checker<ReservationModel>>(
+fn finish<C: Checker<Reduced>>(
     checker: C,
     config: ModelConfig,
     options: CheckOptions,
@@ -439,23 +437,7 @@ fn finish<C: Checker<ReservationModel>>(
     (start, cpu_at_start): (Instant, Option<f64>),
 ) -> CheckReport {
     if let Some(every) = options.progress {
-        let mut last = Instant::now();
-        let mut last_states = 0usize;
-        while !checker.is_done() {
-            std::thread::sleep(Duration::from_millis(50));
-            if last.elapsed() >= every {
-                let states = checker.unique_state_count();
-                let rate = (states.saturating_sub(last_states)) as f64 / last.elapsed().as_secs_f64();
-                eprintln!(
-                    "progress: {states} unique states, {} total, {rate:.0} states/s, depth {}, {:.0} s",
-                    checker.state_count().saturating_add(checker.model().repeats_so_far()),
-                    checker.max_depth(),
-                    start.elapsed().as_secs_f64()
-                );
-                last = Instant::now();
-                last_states = states;
-            }
-        }
+        print_progress(&checker, every, start);
     }
     let checker = checker.join();
     let elapsed = start.elapsed();
@@ -463,7 +445,8 @@ fn finish<C: Checker<ReservationModel>>(
     // again before the paths are replayed.
     let repeats = usize::try_from(checker.model().end_search()).unwrap_or(usize::MAX);
     let cpu_seconds = crate::ceiling::cpu_seconds().zip(cpu_at_start).map(|(end, start)| end - start);
-    let model = checker.model();
+    let search = checker.model();
+    let model = search.protocol();
     let discoveries = checker.discoveries();
     let failed = match options.target {
         Some(name) => discoveries.contains_key(checker_name(name)),
@@ -483,13 +466,13 @@ fn finish<C: Checker<ReservationModel>>(
         .into_iter()
         .map(|name| {
             let path = discoveries.get(checker_name(name));
-            let actions = path.and_then(|path| model.concrete_path(&path.clone().into_actions()));
+            let actions = path.and_then(|path| search.concrete_path(&path.clone().into_actions()));
             Verdict {
                 name,
                 fails: path.is_some(),
                 steps: actions.as_ref().map(Vec::len),
                 path: actions.as_deref().map(|a| records(model, &start_state, a)).unwrap_or_default(),
-                trace: actions.map(|a| trace_text(model, &start_state, &a)),
+                trace: actions.map(|a| model.trace_text(&start_state, &a)),
             }
         })
         .collect();
@@ -517,6 +500,28 @@ fn finish<C: Checker<ReservationModel>>(
         cpu_seconds,
         peak_memory,
         ceiling,
+    }
+}
+
+/// Prints a progress line to stderr every `every` until the search of `checker`, started at
+/// `start`, is done.
+fn print_progress<C: Checker<Reduced>>(checker: &C, every: Duration, start: Instant) {
+    let mut last = Instant::now();
+    let mut last_states = 0usize;
+    while !checker.is_done() {
+        std::thread::sleep(Duration::from_millis(50));
+        if last.elapsed() >= every {
+            let states = checker.unique_state_count();
+            let rate = (states.saturating_sub(last_states)) as f64 / last.elapsed().as_secs_f64();
+            eprintln!(
+                "progress: {states} unique states, {} total, {rate:.0} states/s, depth {}, {:.0} s",
+                checker.state_count().saturating_add(checker.model().repeats_so_far()),
+                checker.max_depth(),
+                start.elapsed().as_secs_f64()
+            );
+            last = Instant::now();
+            last_states = states;
+        }
     }
 }
 

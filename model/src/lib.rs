@@ -72,7 +72,6 @@ use model::PROPERTIES;
 use reservation_store::rules::RuleSet;
 use state::State;
 use stateright::Model;
-use trace::trace_text;
 
 /// What a [`walk`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,7 +133,7 @@ pub fn walk(config: &ModelConfig, choices: &[u8]) -> Result<WalkReport, Violatio
             rules.insert(r.rule);
         }
         if let Some(property) = PROPERTIES.into_iter().find(|p| !(p.holds)(&model, &state)).map(|p| p.name) {
-            return Err(Violation { property, trace: trace_text(&model, &start, &taken) });
+            return Err(Violation { property, trace: model.trace_text(&start, &taken) });
         }
     }
     Ok(WalkReport { steps: taken.len(), rules, coverage: model.coverage(), last: state })

@@ -228,6 +228,47 @@ enum StoreTransition {
     Substitute(Transition),
 }
 
+/// Where a search may leave out actions that the protocol enables, decided before they are
+/// computed ([`ReservationModel::actions_leaving_out`]): the model itself leaves out none (every
+/// method's default), a search reduced as docs/model.md argues ([`Reduced`]) decides each.
+pub(crate) trait LeaveOut {
+    /// Whether it leaves out the tick in `s`.
+    fn tick(&self, _s: &State) -> bool {
+        false
+    }
+
+    /// The keys (a bit each) whose reserves it leaves out in `s`.
+    fn reserves(&self, _s: &State) -> u8 {
+        0
+    }
+
+    /// Whether it leaves out the actions of owner `o` in `s`.
+    fn owner(&self, _s: &State, _o: u8) -> bool {
+        false
+    }
+
+    /// Whether it leaves out the actions of attempt `a` of owner `o` in `s`.
+    fn attempt(&self, _s: &State, _o: u8, _a: u8) -> bool {
+        false
+    }
+
+    /// Whether it leaves out the crash of reserved attempt `a` of owner `o` in `s`.
+    fn crash_reserved(&self, _s: &State, _o: u8, _a: u8) -> bool {
+        false
+    }
+
+    /// Whether it leaves out the crash of appended attempt `a` of owner `o` in `s`, whose
+    /// confirm is enabled when `confirm`.
+    fn crash_appended(&self, _s: &State, _o: u8, _a: u8, _confirm: bool) -> bool {
+        false
+    }
+
+    /// Whether it leaves out every deletion.
+    fn deletions(&self) -> bool {
+        false
+    }
+}
+
 /// The reservation protocol's model of one configuration, with the store transition it calls:
 /// built by [`ReservationModel::new`] (and [`ReservationModel::with_transition`]), checked by
 /// [`crate::check::check_model`]. Its states and actions are its own, and not public.
@@ -242,12 +283,6 @@ pub struct ReservationModel {
     transition: StoreTransition,
     reached: Arc<AtomicU64>,
     failed: Arc<AtomicU8>,
-    quotient: bool,
-    brief_names: bool,
-    recent: Option<Arc<Recent>>,
-    skip_symmetric: bool,
-    eager: bool,
-    eager_inline: bool,
 }
 
 impl ReservationModel {
@@ -258,12 +293,6 @@ impl ReservationModel {
             transition: StoreTransition::Specification,
             reached: Arc::new(AtomicU64::new(0)),
             failed: Arc::new(AtomicU8::new(0)),
-            quotient: false,
-            brief_names: false,
-            recent: None,
-            skip_symmetric: false,
-            eager: false,
-            eager_inline: false,
         }
     }
 
@@ -281,128 +310,10 @@ impl ReservationModel {
         matches!(self.transition, StoreTransition::Specification)
     }
 
-    /// The same model (configuration and store transition), unreduced, with nothing reached and
-    /// no property failed yet: each search starts from one, since clones share what was reached.
+    /// The same model (configuration and store transition), with nothing reached and no property
+    /// failed yet: each search starts from one, since clones share what was reached.
     pub(crate) fn renewed(&self) -> Self {
         ReservationModel { transition: self.transition, ..ReservationModel::new(self.config) }
-    }
-
-    /// This model, for a search reduced by symmetry, without the actions of an owner (or attempt)
-    /// that another owner (attempt of the same owner) with a lower index mirrors exactly: same
-    /// fields and same part in the store; nor the reserves of a key that a lower key mirrors (same
-    /// reservation, named by no log or attempt unless the lower is alike). Swapping the two maps
-    /// the state onto itself, so each
-    /// skipped action leads to a state equivalent to the one its mirror's action leads to: the
-    /// representatives reached, the coverage and every verdict are unchanged, and the checker
-    /// looks up fewer duplicates. A search without symmetry must keep every action. It also skips
-    /// the crash of a reserved attempt whose hold is in no reservation, which leads to the very
-    /// state its abandon leads to, and the crash of an appended attempt that leads to the very
-    /// state its confirm leads to.
-    pub(crate) fn skipping_symmetric_actions(mut self) -> Self {
-        self.skip_symmetric = true;
-        self
-    }
-
-    /// This model, for a depth-first search reduced by eager steps: in a state where an attempt
-    /// or a subscription has a step that changes nothing in the store, that every other step
-    /// commutes with, and that no property can see go one way or the other (an appended attempt
-    /// whose confirm the subscription already made, a subscription catching up on a confirm the
-    /// attempt already made), that step is the only one explored ([`ReservationModel::eager_step`];
-    /// the argument is in docs/model.md). It also leaves out the crash of an appended attempt and
-    /// the deletion of an owner, whose states a twin the search reaches anyway simulates (the
-    /// attempt left appended, the owner that gave its key up without deleting itself). Only when
-    /// every assumption holds and the store transition is the specification's: the arguments use
-    /// H2, H5, H7 and H8, and the specification's rules.
-    pub(crate) fn taking_eager_steps(mut self) -> Self {
-        self.eager = self.config.assumptions == crate::config::Assumptions::ALL && self.transition_is_spec();
-        self.eager_inline = self.eager;
-        self
-    }
-
-    /// This model, reduced by eager steps as [`ReservationModel::taking_eager_steps`] reduces it,
-    /// but with each eager step a step of its own rather than taken inside the step that enabled
-    /// it: the tests compare the two.
-    #[cfg(test)]
-    pub(crate) fn taking_eager_steps_one_by_one(mut self) -> Self {
-        self = self.taking_eager_steps();
-        self.eager_inline = false;
-        self
-    }
-
-    /// `n`, a successor, after the eager steps enabled in it, in turn, until none is: a search
-    /// reduced by eager steps would explore only the one eager step in each of these states, so
-    /// it takes them inside the step that led to the first (docs/model.md argues that no
-    /// property fails in such a state unless it fails in the state its eager steps lead to).
-    /// The step properties the first step broke are kept: the eager steps break none.
-    fn after_eager_steps(&self, mut n: State) -> State {
-        while let Some(eager) = self.eager_step(&n) {
-            let Some((next, _)) = self.step(&n, eager) else { break };
-            n = State { flags: n.flags | next.flags, ..next };
-        }
-        n
-    }
-
-    /// This model, whose always-properties the checker knows by their [`CHECKER_NAMES`] rather
-    /// than by their sentences ([`ALWAYS`]): for the checks, which translate the names back. The
-    /// Explorer shows the sentences.
-    pub(crate) fn naming_properties_briefly(mut self) -> Self {
-        self.brief_names = true;
-        self
-    }
-
-    /// This model, for one depth-first search: `next_state` gives no successor for a state this
-    /// thread handed the checker before in the search ([`Recent`]; the checker would find it in
-    /// its visited set), and counts it. [`ReservationModel::end_search`] switches this off.
-    pub(crate) fn skipping_recent_repeats(mut self) -> Self {
-        self.recent = Some(Recent::new());
-        self
-    }
-
-    /// Ends the search of [`ReservationModel::skipping_recent_repeats`], once its threads have
-    /// ended: `next_state` is the model's again (path reconstruction replays it). Returns the
-    /// successors left out as repeats, which the checker did not count as generated.
-    pub(crate) fn end_search(&self) -> u64 {
-        self.recent.as_ref().map_or(0, |r| r.finish())
-    }
-
-    /// The repeats of [`ReservationModel::skipping_recent_repeats`] counted so far in the search
-    /// (the threads add theirs in batches): for progress lines.
-    pub(crate) fn repeats_so_far(&self) -> usize {
-        self.recent.as_ref().map_or(0, |r| usize::try_from(r.so_far()).unwrap_or(usize::MAX))
-    }
-
-    /// This model, whose steps lead to representatives (symmetry reduction inside the model):
-    /// breadth-first search, which ignores the checker's symmetry reduction, then explores the
-    /// reduced state space and finds shortest counterexamples fast. Its paths name permuted
-    /// owners, attempts and keys: [`ReservationModel::concrete_path`] maps them back.
-    pub(crate) fn quotient(mut self) -> Self {
-        self.quotient = true;
-        self
-    }
-
-    /// The actions, from the initial state, of a path of this model that leads through states
-    /// equivalent to the ones `actions` leads through: `actions` itself for a plain model, its
-    /// concrete counterpart (same length) for a quotient model.
-    pub(crate) fn concrete_path(&self, actions: &[Action]) -> Option<Vec<Action>> {
-        if !self.quotient {
-            return Some(actions.to_vec());
-        }
-        let mut reduced = self.initial_state();
-        let mut concrete = self.initial_state();
-        let mut out = Vec::with_capacity(actions.len());
-        let mut enabled = Vec::new();
-        for &a in actions {
-            let target = self.next_state(&reduced, a)?;
-            enabled.clear();
-            self.actions(&concrete, &mut enabled);
-            let (b, next) = enabled.iter().find_map(|&b| {
-                self.step(&concrete, b).filter(|(n, _)| n.representative() == target).map(|(n, _)| (b, n))
-            })?;
-            out.push(b);
-            concrete = next;
-            reduced = target;
-        }
-        Some(out)
     }
 
     /// The rules and scenarios that the transitions computed so far reached.
@@ -416,15 +327,18 @@ impl ReservationModel {
         }
     }
 
-    fn owners(&self) -> u8 {
+    /// The configuration's owners, within the model's limit.
+    pub(crate) fn owners(&self) -> u8 {
         self.config.owners.min(MAX_OWNERS as u8)
     }
 
-    fn attempts(&self) -> u8 {
+    /// The configuration's attempts per owner, within the model's limit.
+    pub(crate) fn attempts(&self) -> u8 {
         self.config.attempts.min(MAX_ATTEMPTS as u8)
     }
 
-    fn keys(&self) -> u8 {
+    /// The configuration's keys, within the model's limit.
+    pub(crate) fn keys(&self) -> u8 {
         self.config.keys.min(MAX_KEYS as u8)
     }
 
@@ -433,7 +347,7 @@ impl ReservationModel {
     }
 
     /// Whether a give-up that is not a deletion releases with `ANY_VERSION` (H7 dropped).
-    fn any_for_give_ups(&self) -> bool {
+    pub(crate) fn any_for_give_ups(&self) -> bool {
         !self.holds(Assumption::H7)
     }
 
@@ -469,7 +383,7 @@ impl ReservationModel {
 
     /// The store transition of `op` at store time `now` from `before`: the specification's
     /// [`spec::apply`], or the substitute of [`ReservationModel::with_transition`].
-    fn transition(&self, before: Slot, now: u8, op: Op) -> Option<(Slot, Outcome, Rule)> {
+    pub(crate) fn transition(&self, before: Slot, now: u8, op: Op) -> Option<(Slot, Outcome, Rule)> {
         let current = before.to_reservation();
         let now = instant(now);
         let Step { next, outcome, rule } = match self.transition {
@@ -522,7 +436,7 @@ impl ReservationModel {
 
     /// H5: whether a release of `owner`'s fact `fact` on `key` must wait, because a newer attempt
     /// of the owner is between reserve and confirm on that key.
-    fn release_blocked(&self, s: &State, owner: u8, key: u8, fact: u8) -> bool {
+    pub(crate) fn release_blocked(&self, s: &State, owner: u8, key: u8, fact: u8) -> bool {
         if !self.holds(Assumption::H5) {
             return false;
         }
@@ -558,6 +472,12 @@ impl ReservationModel {
             && o.attempts.iter().any(|a| matches!(a.phase, Phase::Reserved | Phase::Appended | Phase::CrashedAfter))
     }
 
+    /// Whether the store's clock may tick in `s`: it has not reached the horizon, and H2 does
+    /// not hold it back.
+    fn tick_enabled(&self, s: &State) -> bool {
+        s.now < self.config.horizon && !self.tick_blocked(s)
+    }
+
     /// H2: whether the store's clock must not tick, because a fact appended under a pending
     /// reservation that expires at the next tick is still unconfirmed.
     fn tick_blocked(&self, s: &State) -> bool {
@@ -578,20 +498,6 @@ impl ReservationModel {
         })
     }
 
-    /// Whether nothing in `s` depends on the store clock: no pending reservation is live and no
-    /// reserved attempt can still append. Every guard and every rule compares instants with
-    /// each other, so the state one tick later (no field but the clock changes) behaves as this
-    /// one does with every instant a tick later and one tick less to the horizon: a search
-    /// reduced by eager steps does not tick here, as everything after the tick happens, a tick
-    /// earlier, without it.
-    pub(crate) fn timeless(&self, s: &State) -> bool {
-        s.store.iter().take(usize::from(self.keys())).all(|slot| slot.tag != PENDING || !slot.is_live(s.now))
-            && s.owners
-                .iter()
-                .take(usize::from(self.owners()))
-                .all(|o| o.attempts.iter().all(|a| a.phase != Phase::Reserved || a.deadline == 0))
-    }
-
     /// Whether an attempt may append at store time `now`, judging by a node clock that may lag by
     /// the skew, less its margin (the skew under H3, none without).
     fn clock_allows_append(&self, now: u8, deadline: u8) -> bool {
@@ -601,21 +507,54 @@ impl ReservationModel {
     }
 
     /// The node clock reading that the append of the trace uses: the store's less the skew.
-    pub(crate) fn node_clock(&self, now: u8) -> i32 {
+    fn node_clock(&self, now: u8) -> i32 {
         i32::from(now) - i32::from(self.config.skew)
     }
 
-    /// The keys (a bit each) that a lower key mirrors: swapping the two maps `s` onto itself, so
-    /// a reserve of the higher leads to a state equivalent to the one a reserve of the lower
-    /// leads to. Only a search reduced by symmetry skips them.
-    fn mirrored_keys(&self, s: &State) -> u8 {
-        if !self.skip_symmetric {
-            return 0;
-        }
-        (1..self.keys()).filter(|&k| (0..k).any(|j| keys_mirror(s, j, k))).fold(0, |m, k| m | 1 << k)
+    /// The step from `s` by `action`: the next state, and the step's lines in a trace
+    /// ([`crate::trace::step_text`]).
+    pub(crate) fn step_text(&self, s: &State, action: Action) -> Option<(State, String)> {
+        let (n, reports) = self.step(s, action)?;
+        let lines = crate::trace::step_text(s, action, &n, reports, self.node_clock(s.now))?;
+        Some((n, lines))
     }
 
-    fn attempt_actions(&self, s: &State, o: u8, a: u8, mirrored_keys: u8, out: &mut Vec<Action>) {
+    /// The numbered trace of `actions` from `start` ([`crate::trace::trace_text`]).
+    pub(crate) fn trace_text(&self, start: &State, actions: &[Action]) -> String {
+        crate::trace::trace_text(start, actions, |s, action| self.step_text(s, action))
+    }
+
+    /// The actions the protocol enables in `s`, less those `leave` leaves out.
+    pub(crate) fn actions_leaving_out(&self, s: &State, leave: &impl LeaveOut, out: &mut Vec<Action>) {
+        if self.tick_enabled(s) && !leave.tick(s) {
+            out.push(Action::Tick);
+        }
+        let reserves_left_out = leave.reserves(s);
+        for o in 0..self.owners() {
+            if leave.owner(s, o) {
+                continue;
+            }
+            for a in 0..self.attempts() {
+                if !leave.attempt(s, o, a) {
+                    self.attempt_actions(s, (o, a), reserves_left_out, leave, out);
+                }
+            }
+            self.give_up_actions(s, o, leave, out);
+            self.subscription_actions(s, o, out);
+        }
+    }
+
+    /// The actions of attempt `a` of owner `o` that the protocol enables in `s`, less those
+    /// `leave` leaves out: its reserves of the keys `reserves_left_out` (a bit each), and its
+    /// crash.
+    fn attempt_actions(
+        &self,
+        s: &State,
+        (o, a): (u8, u8),
+        reserves_left_out: u8,
+        leave: &impl LeaveOut,
+        out: &mut Vec<Action>,
+    ) {
         let Some(owner) = s.owners.get(usize::from(o)) else { return };
         let Some(at) = owner.attempts.get(usize::from(a)) else { return };
         match at.phase {
@@ -624,7 +563,7 @@ impl ReservationModel {
                     return;
                 }
                 for key in 0..self.keys() {
-                    if mirrored_keys & (1 << key) == 0 && !self.reserve_blocked(o, owner, key) {
+                    if reserves_left_out & (1 << key) == 0 && !self.reserve_blocked(o, owner, key) {
                         out.push(Action::Reserve { owner: o, attempt: a, key });
                     }
                 }
@@ -636,40 +575,16 @@ impl ReservationModel {
                 }
                 out.push(Action::Retry { owner: o, attempt: a });
                 out.push(Action::Abandon { owner: o, attempt: a });
-                // An attempt whose hold is in no reservation (it expired and was taken, or the key
-                // was already confirmed) ends the same way whether it abandons or crashes: the
-                // abandon changes nothing in the store and the crashed attempt is at once done.
-                // The checker need not generate the same state twice.
-                let held = s.store.iter().any(|slot| slot.has_hold(hold_bit(o, a)));
-                if held || !self.skip_symmetric {
+                if !leave.crash_reserved(s, o, a) {
                     out.push(Action::Crash { owner: o, attempt: a });
                 }
             }
             Phase::Appended => {
-                let in_time = !self.holds(Assumption::H2)
-                    || s.store.get(usize::from(at.key)).is_some_and(|slot| {
-                        let mine = slot.has_hold(hold_bit(o, a));
-                        slot.owner == o && (slot.tag == CONFIRMED || (mine && slot.is_live(s.now)))
-                    });
+                let in_time = self.confirm_in_time(s, o, a, at.key);
                 if in_time {
                     out.push(Action::Confirm { owner: o, attempt: a });
                 }
-                // A search reduced by eager steps never crashes an appended attempt: the attempt
-                // left appended, never confirming, does everything the crashed one does
-                // (docs/model.md), so nothing below is computed there.
-                if self.eager {
-                    return;
-                }
-                // Once the subscription has applied its fact, a crashed attempt is at once done:
-                // if its confirm would change nothing in the store, both reach the same state.
-                let same_as_confirm = self.skip_symmetric
-                    && in_time
-                    && owner.cursor >= at.version
-                    && s.store.get(usize::from(at.key)).is_some_and(|&slot| {
-                        self.transition(slot, s.now, Operation::Confirm { owner: o, version: version(at.version) })
-                            .is_some_and(|(after, ..)| after == slot)
-                    });
-                if !same_as_confirm {
+                if !leave.crash_appended(s, o, a, in_time) {
                     out.push(Action::Crash { owner: o, attempt: a });
                 }
             }
@@ -677,6 +592,34 @@ impl ReservationModel {
         }
     }
 
+    /// H2: whether appended attempt `a` of owner `o` may confirm `key`: the store holds it
+    /// confirmed for the owner, or pending for it under the attempt's live hold (always, without
+    /// H2).
+    fn confirm_in_time(&self, s: &State, o: u8, a: u8, key: u8) -> bool {
+        !self.holds(Assumption::H2)
+            || s.store.get(usize::from(key)).is_some_and(|slot| {
+                let mine = slot.has_hold(hold_bit(o, a));
+                slot.owner == o && (slot.tag == CONFIRMED || (mine && slot.is_live(s.now)))
+            })
+    }
+
+    /// The give-ups of owner `o` that the protocol enables in `s`: a fact that gives its key up,
+    /// and a deletion, unless `leave` leaves deletions out.
+    fn give_up_actions(&self, s: &State, o: u8, leave: &impl LeaveOut, out: &mut Vec<Action>) {
+        if let Some(owner) = s.owners.get(usize::from(o))
+            && owner.latest_key().is_some()
+            && owner.log_len < self.attempts()
+        {
+            // A give-up is one fact more than the attempts: the log holds attempts + 1 facts, so
+            // that an owner can take a key, give it up and take it again.
+            out.push(Action::GiveUp { owner: o, delete: false });
+            if !leave.deletions() {
+                out.push(Action::GiveUp { owner: o, delete: true });
+            }
+        }
+    }
+
+    /// The actions of owner `o`'s subscription that the protocol enables in `s`.
     fn subscription_actions(&self, s: &State, o: u8, out: &mut Vec<Action>) {
         let Some(owner) = s.owners.get(usize::from(o)) else { return };
         let any = self.any_for_give_ups();
@@ -713,23 +656,7 @@ impl ReservationModel {
         let ttl = self.config.ttl;
         let mut reports: Reports = [None, None];
         match action {
-            Action::Tick => {
-                n.now = n.now.checked_add(1)?;
-                // Forget what can no longer matter, so that equivalent states are one state: the
-                // deadline of an attempt too late to append, the expiry of an expired reservation.
-                for o in n.owners.iter_mut() {
-                    for at in o.attempts.iter_mut() {
-                        if at.phase == Phase::Reserved && !self.clock_allows_append(n.now, at.deadline) {
-                            at.deadline = 0;
-                        }
-                    }
-                }
-                for slot in n.store.iter_mut() {
-                    if slot.tag == PENDING && !slot.is_live(n.now) {
-                        slot.at = 0;
-                    }
-                }
-            }
+            Action::Tick => self.tick(&mut n)?,
             Action::Reserve { owner, attempt: a, key } => {
                 let r = self.store_op(&mut n, key, self.reserve_op(owner, a)?, None)?;
                 *attempt_mut(&mut n, owner, a)? = if r.outcome == Outcome::Conflict {
@@ -786,70 +713,28 @@ impl ReservationModel {
             }
             Action::Replay { owner, fact, op } => reports[0] = Some(self.subscription_op(&mut n, owner, fact, op)?),
         }
-        // A crashed attempt matters only until the subscription confirms its fact (crashed after
-        // appending) or while its hold is in the store (crashed before): then it is done.
-        let store = n.store;
-        for (i, o) in n.owners.iter_mut().enumerate() {
-            let cursor = o.cursor;
-            for (a, at) in o.attempts.iter_mut().enumerate() {
-                let done = match at.phase {
-                    Phase::CrashedAfter => cursor >= at.version,
-                    Phase::CrashedBefore => !store.iter().any(|slot| slot.has_hold(hold_bit(i as u8, a as u8))),
-                    _ => false,
-                };
-                if done {
-                    *at = Attempt { phase: Phase::Done, ..Attempt::default() };
-                }
-            }
-        }
+        retire_crashed(&mut n);
         Some((n, reports))
     }
 
-    /// A step to take alone in `s`, for a search reduced by eager steps: the first, by owner and
-    /// attempt, of
-    ///
-    /// - the confirm of an appended attempt whose key the store holds confirmed for its owner at
-    ///   its fact's version or a later one: the confirm changes nothing in the store (rule C7),
-    ///   and the attempt's crash leads to the same state (it is at once done, once the
-    ///   subscription has applied its fact) or to one that can do less (until then);
-    /// - the subscription's apply of a fact each of whose operations changes nothing, and will
-    ///   change nothing for as long as the fact waits: the confirm of a key the store holds
-    ///   confirmed for the owner at the fact's version or a later one (C7), the release, at the
-    ///   fact's version, of a key held confirmed for the owner at a later one (L5).
-    ///
-    /// Either step only moves the attempt or the subscription on; the store, the clock and the
-    /// logs are unchanged.
-    pub(crate) fn eager_step(&self, s: &State) -> Option<Action> {
-        for o in 0..self.owners() {
-            let owner = s.owners.get(usize::from(o))?;
-            let kept = |key: u8, at_least: u8| {
-                s.store
-                    .get(usize::from(key))
-                    .is_some_and(|slot| slot.tag == CONFIRMED && slot.owner == o && slot.at >= at_least)
-            };
-            for a in 0..self.attempts() {
-                let at = owner.attempts.get(usize::from(a))?;
-                if at.phase == Phase::Appended && kept(at.key, at.version) {
-                    return Some(Action::Confirm { owner: o, attempt: a });
+    /// The store's clock ticks in `n`, which forgets what can no longer matter, so that
+    /// equivalent states are one state: the deadline of an attempt too late to append, the expiry
+    /// of an expired reservation. `None` past the clock's last instant.
+    fn tick(&self, n: &mut State) -> Option<()> {
+        n.now = n.now.checked_add(1)?;
+        for o in n.owners.iter_mut() {
+            for at in o.attempts.iter_mut() {
+                if at.phase == Phase::Reserved && !self.clock_allows_append(n.now, at.deadline) {
+                    at.deadline = 0;
                 }
-            }
-            if owner.caught_up() {
-                continue;
-            }
-            let fact = owner.cursor;
-            let no_op = |op: u8| match fact_op(o, owner, fact, op, self.any_for_give_ups()) {
-                None => op == 1,
-                Some((key, Operation::Confirm { .. })) => kept(key, fact + 1),
-                Some((key, Operation::Release { version: ReleaseVersion::At(_), .. })) => {
-                    kept(key, fact + 2) && !self.release_blocked(s, o, key, fact + 1)
-                }
-                Some(_) => false,
-            };
-            if no_op(0) && no_op(1) {
-                return Some(Action::Apply { owner: o });
             }
         }
-        None
+        for slot in n.store.iter_mut() {
+            if slot.tag == PENDING && !slot.is_live(n.now) {
+                slot.at = 0;
+            }
+        }
+        Some(())
     }
 
     fn subscription_op(&self, n: &mut State, owner: u8, fact: u8, op: u8) -> Option<OpReport> {
@@ -867,6 +752,26 @@ impl ReservationModel {
     }
 }
 
+/// Makes done, in `n`, each crashed attempt that no longer matters: a crashed attempt matters only
+/// until the subscription confirms its fact (crashed after appending) or while its hold is in the
+/// store (crashed before).
+fn retire_crashed(n: &mut State) {
+    let store = n.store;
+    for (i, o) in n.owners.iter_mut().enumerate() {
+        let cursor = o.cursor;
+        for (a, at) in o.attempts.iter_mut().enumerate() {
+            let done = match at.phase {
+                Phase::CrashedAfter => cursor >= at.version,
+                Phase::CrashedBefore => !store.iter().any(|slot| slot.has_hold(hold_bit(i as u8, a as u8))),
+                _ => false,
+            };
+            if done {
+                *at = Attempt { phase: Phase::Done, ..Attempt::default() };
+            }
+        }
+    }
+}
+
 /// Appends a fact holding `held` to `owner`'s log; every attempt of the owner still reserved has
 /// now read a stale stream version and can no longer append (its deadline becomes 0). Returns the
 /// fact's version.
@@ -880,43 +785,6 @@ fn append(s: &mut State, owner: u8, held: u8) -> Option<u8> {
         }
     }
     Some(o.log_len)
-}
-
-/// Whether `n`, the successor of `s` by `action`, is `s` with an idle attempt done and nothing
-/// else changed: a reserve that met a conflict and left the store as it was. An idle attempt can
-/// do whatever a done one can (nothing) and more, and no guard, property or other step reads
-/// whether an attempt whose hold is in no reservation is idle or done, so every path from `n` is,
-/// with the attempt idle throughout, a path from `s` through states that break the same
-/// properties, by steps that decide by the same rules: a search reduced by symmetry does not
-/// generate `n` (docs/model.md). The reserve's rule is recorded all the same.
-pub(crate) fn only_spent(s: &State, n: &State, action: Action) -> bool {
-    let Action::Reserve { owner, attempt: a, .. } = action else { return false };
-    let mut spent = *s;
-    match attempt_mut(&mut spent, owner, a) {
-        Some(at) if at.phase == Phase::Idle => *at = Attempt { phase: Phase::Done, ..Attempt::default() },
-        _ => return false,
-    }
-    spent.flags = 0;
-    *n == spent
-}
-
-/// Whether swapping owners `p` and `o` maps `s` onto itself: equal fields, neither owns a
-/// reservation, and each pending reservation has the same holds of both.
-fn owners_mirror(s: &State, p: u8, o: u8) -> bool {
-    let (Some(a), Some(b)) = (s.owners.get(usize::from(p)), s.owners.get(usize::from(o))) else { return false };
-    a == b
-        && s.store.iter().all(|slot| {
-            let owned = slot.tag != FREE && (slot.owner == p || slot.owner == o);
-            !owned && (0..MAX_ATTEMPTS as u8).all(|x| slot.has_hold(hold_bit(p, x)) == slot.has_hold(hold_bit(o, x)))
-        })
-}
-
-/// Whether swapping attempts `b` and `a` of `owner` maps `s` onto itself: equal fields, and each
-/// reservation holds both or neither.
-fn attempts_mirror(s: &State, owner: u8, b: u8, a: u8) -> bool {
-    let (Some(x), Some(y)) = (attempt(s, owner, b), attempt(s, owner, a)) else { return false };
-    let (bit_b, bit_a) = (hold_bit(owner, b), hold_bit(owner, a));
-    x == y && s.store.iter().all(|slot| slot.has_hold(bit_b) == slot.has_hold(bit_a))
 }
 
 /// Whether `slot` is `owner`'s confirmed reservation of a later fact than version `v`: the
@@ -1068,15 +936,35 @@ fn no_leak(m: &ReservationModel, s: &State) -> bool {
 fn first_failure(m: &ReservationModel, holds: bool, property: u8) -> bool {
     holds || m.failed.fetch_or(1 << property, Ordering::Relaxed) & (1 << property) != 0
 }
-/// Property `I` of [`PROPERTIES`], as the checker calls it (stateright takes function pointers,
-/// so the index is a const parameter).
-fn checked<const I: usize>(m: &ReservationModel, s: &State) -> bool {
+/// Property `I` of [`PROPERTIES`], as the checker calls it on `M`, the model or a search of it
+/// (stateright takes function pointers, so the index is a const parameter).
+fn checked<M: AsRef<ReservationModel>, const I: usize>(m: &M, s: &State) -> bool {
+    let m = m.as_ref();
     PROPERTIES.get(I).is_none_or(|p| first_failure(m, (p.holds)(m, s), I as u8))
 }
 
 /// [`checked`] for every property, in table order: a table of another length does not compile.
-const CHECKED: [fn(&ReservationModel, &State) -> bool; PROPERTIES.len()] =
-    [checked::<0>, checked::<1>, checked::<2>, checked::<3>, checked::<4>, checked::<5>, checked::<6>, checked::<7>];
+fn checked_all<M: AsRef<ReservationModel>>() -> [fn(&M, &State) -> bool; PROPERTIES.len()] {
+    [
+        checked::<M, 0>,
+        checked::<M, 1>,
+        checked::<M, 2>,
+        checked::<M, 3>,
+        checked::<M, 4>,
+        checked::<M, 5>,
+        checked::<M, 6>,
+        checked::<M, 7>,
+    ]
+}
+
+/// The model itself leaves out no action.
+impl LeaveOut for ReservationModel {}
+
+impl AsRef<ReservationModel> for ReservationModel {
+    fn as_ref(&self) -> &ReservationModel {
+        self
+    }
+}
 
 impl Model for ReservationModel {
     type State = State;
@@ -1087,41 +975,7 @@ impl Model for ReservationModel {
     }
 
     fn actions(&self, s: &State, out: &mut Vec<Action>) {
-        if self.eager
-            && let Some(step) = self.eager_step(s)
-        {
-            out.push(step);
-            return;
-        }
-        if s.now < self.config.horizon && !self.tick_blocked(s) && !(self.eager && self.timeless(s)) {
-            out.push(Action::Tick);
-        }
-        let mirrored_keys = self.mirrored_keys(s);
-        for o in 0..self.owners() {
-            if self.skip_symmetric && (0..o).any(|p| owners_mirror(s, p, o)) {
-                continue;
-            }
-            for a in 0..self.attempts() {
-                if self.skip_symmetric && (0..a).any(|b| attempts_mirror(s, o, b, a)) {
-                    continue;
-                }
-                self.attempt_actions(s, o, a, mirrored_keys, out);
-            }
-            if let Some(owner) = s.owners.get(usize::from(o))
-                && owner.latest_key().is_some()
-                && owner.log_len < self.attempts()
-            {
-                // A give-up is one fact more than the attempts: the log holds attempts + 1 facts, so
-                // that an owner can take a key, give it up and take it again.
-                out.push(Action::GiveUp { owner: o, delete: false });
-                // A search reduced by eager steps leaves deletions out: the owner that gave its key
-                // up without deleting itself does everything the deleted one does (docs/model.md).
-                if !self.eager {
-                    out.push(Action::GiveUp { owner: o, delete: true });
-                }
-            }
-            self.subscription_actions(s, o, out);
-        }
+        self.actions_leaving_out(s, self, out);
     }
 
     fn next_state(&self, s: &State, action: Action) -> Option<State> {
@@ -1129,6 +983,333 @@ impl Model for ReservationModel {
         // leads back to this state: skip it, so the checker does not hash and look it up again.
         // Its rule is recorded all the same.
         let (n, _) = self.step(s, action)?;
+        (n != *s).then_some(n)
+    }
+
+    fn format_action(&self, action: &Action) -> String {
+        crate::trace::action_text(action)
+    }
+
+    /// What the step did, as traces print it: each store operation with its outcome and rule id.
+    fn format_step(&self, last_state: &State, action: Action) -> Option<String> {
+        self.step_text(last_state, action).map(|(_, lines)| lines)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        ALWAYS.into_iter().zip(checked_all()).map(|(name, f)| Property::always(name, f)).collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The search's reductions.
+
+/// The protocol's model as a check searches it: the same states, actions and properties, less
+/// what the reductions of docs/model.md leave out, each turned on by the check that uses it. The
+/// checker knows its always-properties by their [`CHECKER_NAMES`] rather than by their sentences
+/// ([`ALWAYS`]): the checks translate the names back. The Explorer, which shows the sentences,
+/// serves the model itself.
+#[derive(Clone, Debug)]
+pub(crate) struct Reduced {
+    /// The protocol's model.
+    model: ReservationModel,
+    /// Whether steps lead to representatives ([`Reduced::quotient`]).
+    quotient: bool,
+    /// The successors handed to the checker a moment ago ([`Reduced::skipping_recent_repeats`]).
+    recent: Option<Arc<Recent>>,
+    /// Whether mirrored actions are left out ([`Reduced::skipping_symmetric_actions`]).
+    skip_symmetric: bool,
+    /// Whether eager steps are taken ([`Reduced::taking_eager_steps`]).
+    eager: bool,
+    /// Whether they are taken inside the step that enables them.
+    eager_inline: bool,
+}
+
+impl AsRef<ReservationModel> for Reduced {
+    fn as_ref(&self) -> &ReservationModel {
+        &self.model
+    }
+}
+
+impl Reduced {
+    /// The search of `model` (its configuration and store transition), from a model with
+    /// nothing reached and no property failed yet ([`ReservationModel::renewed`]), unreduced.
+    pub(crate) fn new(model: &ReservationModel) -> Self {
+        Reduced {
+            model: model.renewed(),
+            quotient: false,
+            recent: None,
+            skip_symmetric: false,
+            eager: false,
+            eager_inline: false,
+        }
+    }
+
+    /// The protocol's model it searches.
+    pub(crate) fn protocol(&self) -> &ReservationModel {
+        &self.model
+    }
+
+    /// This search, reduced by symmetry: without the actions of an owner (or attempt) that
+    /// another owner (attempt of the same owner) with a lower index mirrors exactly: same fields
+    /// and same part in the store; nor the reserves of a key that a lower key mirrors (same
+    /// reservation, named by no log or attempt unless the lower is alike). Swapping the two maps
+    /// the state onto itself, so each skipped action leads to a state equivalent to the one its
+    /// mirror's action leads to: the representatives reached, the coverage and every verdict are
+    /// unchanged, and the checker looks up fewer duplicates. A search without symmetry must keep
+    /// every action. It also skips the crash of a reserved attempt whose hold is in no
+    /// reservation, which leads to the very state its abandon leads to, and the crash of an
+    /// appended attempt that leads to the very state its confirm leads to.
+    pub(crate) fn skipping_symmetric_actions(mut self) -> Self {
+        self.skip_symmetric = true;
+        self
+    }
+
+    /// This search, depth first, reduced by eager steps: in a state where an attempt or a
+    /// subscription has a step that changes nothing in the store, that every other step commutes
+    /// with, and that no property can see go one way or the other (an appended attempt whose
+    /// confirm the subscription already made, a subscription catching up on a confirm the attempt
+    /// already made), that step is the only one explored ([`Reduced::eager_step`]; the argument
+    /// is in docs/model.md). It also leaves out the crash of an appended attempt and the deletion
+    /// of an owner, whose states a twin the search reaches anyway simulates (the attempt left
+    /// appended, the owner that gave its key up without deleting itself). Only when every
+    /// assumption holds and the store transition is the specification's: the arguments use H2,
+    /// H5, H7 and H8, and the specification's rules.
+    pub(crate) fn taking_eager_steps(mut self) -> Self {
+        self.eager =
+            self.model.config.assumptions == crate::config::Assumptions::ALL && self.model.transition_is_spec();
+        self.eager_inline = self.eager;
+        self
+    }
+
+    /// This search, reduced by eager steps as [`Reduced::taking_eager_steps`] reduces it, but
+    /// with each eager step a step of its own rather than taken inside the step that enabled it:
+    /// the tests compare the two.
+    #[cfg(test)]
+    pub(crate) fn taking_eager_steps_one_by_one(mut self) -> Self {
+        self = self.taking_eager_steps();
+        self.eager_inline = false;
+        self
+    }
+
+    /// Whether this search takes eager steps.
+    #[cfg(test)]
+    pub(crate) fn takes_eager_steps(&self) -> bool {
+        self.eager
+    }
+
+    /// `n`, a successor, after the eager steps enabled in it, in turn, until none is: a search
+    /// reduced by eager steps would explore only the one eager step in each of these states, so
+    /// it takes them inside the step that led to the first (docs/model.md argues that no
+    /// property fails in such a state unless it fails in the state its eager steps lead to).
+    /// The step properties the first step broke are kept: the eager steps break none.
+    pub(crate) fn after_eager_steps(&self, mut n: State) -> State {
+        while let Some(eager) = self.eager_step(&n) {
+            let Some((next, _)) = self.model.step(&n, eager) else { break };
+            n = State { flags: n.flags | next.flags, ..next };
+        }
+        n
+    }
+
+    /// This search, depth first: `next_state` gives no successor for a state this thread handed
+    /// the checker before in the search ([`Recent`]; the checker would find it in its visited
+    /// set), and counts it. [`Reduced::end_search`] switches this off.
+    pub(crate) fn skipping_recent_repeats(mut self) -> Self {
+        self.recent = Some(Recent::new());
+        self
+    }
+
+    /// Ends the search of [`Reduced::skipping_recent_repeats`], once its threads have ended:
+    /// `next_state` is the model's again (path reconstruction replays it). Returns the successors
+    /// left out as repeats, which the checker did not count as generated.
+    pub(crate) fn end_search(&self) -> u64 {
+        self.recent.as_ref().map_or(0, |r| r.finish())
+    }
+
+    /// The repeats of [`Reduced::skipping_recent_repeats`] counted so far in the search (the
+    /// threads add theirs in batches): for progress lines.
+    pub(crate) fn repeats_so_far(&self) -> usize {
+        self.recent.as_ref().map_or(0, |r| usize::try_from(r.so_far()).unwrap_or(usize::MAX))
+    }
+
+    /// This search, whose steps lead to representatives (symmetry reduction inside the model):
+    /// breadth-first search, which ignores the checker's symmetry reduction, then explores the
+    /// reduced state space and finds shortest counterexamples fast. Its paths name permuted
+    /// owners, attempts and keys: [`Reduced::concrete_path`] maps them back.
+    pub(crate) fn quotient(mut self) -> Self {
+        self.quotient = true;
+        self
+    }
+
+    /// The actions, from the initial state, of a path of this search that leads through states
+    /// equivalent to the ones `actions` leads through: `actions` itself for a search without
+    /// [`Reduced::quotient`], its concrete counterpart (same length) for one with it.
+    pub(crate) fn concrete_path(&self, actions: &[Action]) -> Option<Vec<Action>> {
+        if !self.quotient {
+            return Some(actions.to_vec());
+        }
+        let mut reduced = self.model.initial_state();
+        let mut concrete = self.model.initial_state();
+        let mut out = Vec::with_capacity(actions.len());
+        let mut enabled = Vec::new();
+        for &a in actions {
+            let target = self.next_state(&reduced, a)?;
+            enabled.clear();
+            self.actions(&concrete, &mut enabled);
+            let (b, next) = enabled.iter().find_map(|&b| {
+                self.model.step(&concrete, b).filter(|(n, _)| n.representative() == target).map(|(n, _)| (b, n))
+            })?;
+            out.push(b);
+            concrete = next;
+            reduced = target;
+        }
+        Some(out)
+    }
+
+    /// Whether nothing in `s` depends on the store clock: no pending reservation is live and no
+    /// reserved attempt can still append. Every guard and every rule compares instants with
+    /// each other, so the state one tick later (no field but the clock changes) behaves as this
+    /// one does with every instant a tick later and one tick less to the horizon: a search
+    /// reduced by eager steps does not tick here, as everything after the tick happens, a tick
+    /// earlier, without it.
+    pub(crate) fn timeless(&self, s: &State) -> bool {
+        s.store.iter().take(usize::from(self.model.keys())).all(|slot| slot.tag != PENDING || !slot.is_live(s.now))
+            && s.owners
+                .iter()
+                .take(usize::from(self.model.owners()))
+                .all(|o| o.attempts.iter().all(|a| a.phase != Phase::Reserved || a.deadline == 0))
+    }
+
+    /// A step to take alone in `s`, for a search reduced by eager steps: the first, by owner and
+    /// attempt, of
+    ///
+    /// - the confirm of an appended attempt whose key the store holds confirmed for its owner at
+    ///   its fact's version or a later one: the confirm changes nothing in the store (rule C7),
+    ///   and the attempt's crash leads to the same state (it is at once done, once the
+    ///   subscription has applied its fact) or to one that can do less (until then);
+    /// - the subscription's apply of a fact each of whose operations changes nothing, and will
+    ///   change nothing for as long as the fact waits: the confirm of a key the store holds
+    ///   confirmed for the owner at the fact's version or a later one (C7), the release, at the
+    ///   fact's version, of a key held confirmed for the owner at a later one (L5).
+    ///
+    /// Either step only moves the attempt or the subscription on; the store, the clock and the
+    /// logs are unchanged.
+    pub(crate) fn eager_step(&self, s: &State) -> Option<Action> {
+        for o in 0..self.model.owners() {
+            let owner = s.owners.get(usize::from(o))?;
+            let kept = |key: u8, at_least: u8| {
+                s.store
+                    .get(usize::from(key))
+                    .is_some_and(|slot| slot.tag == CONFIRMED && slot.owner == o && slot.at >= at_least)
+            };
+            for a in 0..self.model.attempts() {
+                let at = owner.attempts.get(usize::from(a))?;
+                if at.phase == Phase::Appended && kept(at.key, at.version) {
+                    return Some(Action::Confirm { owner: o, attempt: a });
+                }
+            }
+            if owner.caught_up() {
+                continue;
+            }
+            let fact = owner.cursor;
+            let no_op = |op: u8| match fact_op(o, owner, fact, op, self.model.any_for_give_ups()) {
+                None => op == 1,
+                Some((key, Operation::Confirm { .. })) => kept(key, fact + 1),
+                Some((key, Operation::Release { version: ReleaseVersion::At(_), .. })) => {
+                    kept(key, fact + 2) && !self.model.release_blocked(s, o, key, fact + 1)
+                }
+                Some(_) => false,
+            };
+            if no_op(0) && no_op(1) {
+                return Some(Action::Apply { owner: o });
+            }
+        }
+        None
+    }
+}
+
+/// What a reduced search leaves out: the reductions of docs/model.md that drop an action.
+impl LeaveOut for Reduced {
+    /// Reduced by eager steps, the tick where nothing depends on the clock ([`Reduced::timeless`]).
+    fn tick(&self, s: &State) -> bool {
+        self.eager && self.timeless(s)
+    }
+
+    /// Reduced by symmetry, the reserves of the keys that a lower key mirrors: swapping the two
+    /// maps `s` onto itself, so a reserve of the higher leads to a state equivalent to the one a
+    /// reserve of the lower leads to.
+    fn reserves(&self, s: &State) -> u8 {
+        if !self.skip_symmetric {
+            return 0;
+        }
+        (1..self.model.keys()).filter(|&k| (0..k).any(|j| keys_mirror(s, j, k))).fold(0, |m, k| m | 1 << k)
+    }
+
+    /// Reduced by symmetry, the actions of an owner that a lower owner mirrors.
+    fn owner(&self, s: &State, o: u8) -> bool {
+        self.skip_symmetric && (0..o).any(|p| owners_mirror(s, p, o))
+    }
+
+    /// Reduced by symmetry, the actions of an attempt that a lower attempt of its owner mirrors.
+    fn attempt(&self, s: &State, o: u8, a: u8) -> bool {
+        self.skip_symmetric && (0..a).any(|b| attempts_mirror(s, o, b, a))
+    }
+
+    /// Reduced by symmetry, the crash of an attempt whose hold is in no reservation (it expired
+    /// and was taken, or the key was already confirmed): it ends the same way whether it abandons
+    /// or crashes, as the abandon changes nothing in the store and the crashed attempt is at once
+    /// done. The checker need not generate the same state twice.
+    fn crash_reserved(&self, s: &State, o: u8, a: u8) -> bool {
+        self.skip_symmetric && !s.store.iter().any(|slot| slot.has_hold(hold_bit(o, a)))
+    }
+
+    /// Reduced by eager steps, every crash of an appended attempt: the attempt left appended,
+    /// never confirming, does everything the crashed one does (docs/model.md). Reduced by
+    /// symmetry alone, the crash once the subscription has applied the attempt's fact, when its
+    /// confirm would change nothing in the store: the crashed attempt is then at once done, and
+    /// both reach the same state.
+    fn crash_appended(&self, s: &State, o: u8, a: u8, confirm: bool) -> bool {
+        if self.eager {
+            return true;
+        }
+        let (Some(owner), Some(at)) = (s.owners.get(usize::from(o)), attempt(s, o, a)) else { return false };
+        self.skip_symmetric
+            && confirm
+            && owner.cursor >= at.version
+            && s.store.get(usize::from(at.key)).is_some_and(|&slot| {
+                let confirm = Operation::Confirm { owner: o, version: version(at.version) };
+                self.model.transition(slot, s.now, confirm).is_some_and(|(after, ..)| after == slot)
+            })
+    }
+
+    /// Reduced by eager steps, every deletion: the owner that gave its key up without deleting
+    /// itself does everything the deleted one does (docs/model.md).
+    fn deletions(&self) -> bool {
+        self.eager
+    }
+}
+
+impl Model for Reduced {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        self.model.init_states()
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        if self.eager
+            && let Some(step) = self.eager_step(s)
+        {
+            out.push(step);
+            return;
+        }
+        self.model.actions_leaving_out(s, self, out);
+    }
+
+    fn next_state(&self, s: &State, action: Action) -> Option<State> {
+        // A step that changes nothing leads back to this state, as in the model's own
+        // `next_state`; a reserve that only spends an attempt, nearly so.
+        let (n, _) = self.model.step(s, action)?;
         if self.skip_symmetric && only_spent(s, &n, action) {
             return None;
         }
@@ -1141,18 +1322,53 @@ impl Model for ReservationModel {
     }
 
     fn format_action(&self, action: &Action) -> String {
-        crate::trace::action_text(action)
+        self.model.format_action(action)
     }
 
-    /// What the step did, as traces print it: each store operation with its outcome and rule id.
     fn format_step(&self, last_state: &State, action: Action) -> Option<String> {
-        crate::trace::step_text(self, last_state, action).map(|(_, line)| line)
+        self.model.format_step(last_state, action)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        let names = if self.brief_names { CHECKER_NAMES } else { ALWAYS };
-        names.into_iter().zip(CHECKED).map(|(name, f)| Property::always(name, f)).collect()
+        CHECKER_NAMES.into_iter().zip(checked_all()).map(|(name, f)| Property::always(name, f)).collect()
     }
+}
+
+/// Whether `n`, the successor of `s` by `action`, is `s` with an idle attempt done and nothing
+/// else changed: a reserve that met a conflict and left the store as it was. An idle attempt can
+/// do whatever a done one can (nothing) and more, and no guard, property or other step reads
+/// whether an attempt whose hold is in no reservation is idle or done, so every path from `n` is,
+/// with the attempt idle throughout, a path from `s` through states that break the same
+/// properties, by steps that decide by the same rules: a search reduced by symmetry does not
+/// generate `n` (docs/model.md). The reserve's rule is recorded all the same.
+pub(crate) fn only_spent(s: &State, n: &State, action: Action) -> bool {
+    let Action::Reserve { owner, attempt: a, .. } = action else { return false };
+    let mut spent = *s;
+    match attempt_mut(&mut spent, owner, a) {
+        Some(at) if at.phase == Phase::Idle => *at = Attempt { phase: Phase::Done, ..Attempt::default() },
+        _ => return false,
+    }
+    spent.flags = 0;
+    *n == spent
+}
+
+/// Whether swapping owners `p` and `o` maps `s` onto itself: equal fields, neither owns a
+/// reservation, and each pending reservation has the same holds of both.
+fn owners_mirror(s: &State, p: u8, o: u8) -> bool {
+    let (Some(a), Some(b)) = (s.owners.get(usize::from(p)), s.owners.get(usize::from(o))) else { return false };
+    a == b
+        && s.store.iter().all(|slot| {
+            let owned = slot.tag != FREE && (slot.owner == p || slot.owner == o);
+            !owned && (0..MAX_ATTEMPTS as u8).all(|x| slot.has_hold(hold_bit(p, x)) == slot.has_hold(hold_bit(o, x)))
+        })
+}
+
+/// Whether swapping attempts `b` and `a` of `owner` maps `s` onto itself: equal fields, and each
+/// reservation holds both or neither.
+fn attempts_mirror(s: &State, owner: u8, b: u8, a: u8) -> bool {
+    let (Some(x), Some(y)) = (attempt(s, owner, b), attempt(s, owner, a)) else { return false };
+    let (bit_b, bit_a) = (hold_bit(owner, b), hold_bit(owner, a));
+    x == y && s.store.iter().all(|slot| slot.has_hold(bit_b) == slot.has_hold(bit_a))
 }
 
 #[cfg(test)]
@@ -1164,13 +1380,13 @@ mod tests {
     use reservation_store::spec::{self, BitHolds, Reservation, Step};
     use reservation_store::{Instant, Outcome};
 
-    use super::{Action, Op, ReservationModel};
+    use super::{Action, Op, Reduced, ReservationModel};
     use crate::ModelConfig;
     use crate::config::{MAX_KEYS, MAX_OWNERS};
     use crate::state::{DELETED, MAX_FACTS, NO_KEY, PENDING, Phase, Slot, State};
 
     /// Every state of `model` reachable from its initial state (no symmetry: states as they are).
-    fn reachable(model: &ReservationModel) -> HashSet<State> {
+    fn reachable(model: &impl Model<State = State, Action = Action>) -> HashSet<State> {
         let mut seen: HashSet<State> = model.init_states().into_iter().collect();
         let mut todo: Vec<State> = seen.iter().copied().collect();
         let mut actions = Vec::new();
@@ -1223,11 +1439,12 @@ mod tests {
     fn eager_steps_change_no_store_clock_or_log_and_hide_none() {
         let config = ModelConfig::small();
         let full = ReservationModel::new(config);
-        let reduced = ReservationModel::new(config).taking_eager_steps_one_by_one();
+        let reduced = Reduced::new(&full).taking_eager_steps_one_by_one();
         // The unreduced search, on a second thread while this one checks the reduced states.
         std::thread::scope(|threads| {
             let all = threads.spawn(full_small_states);
-            let inline = threads.spawn(|| reachable(&ReservationModel::new(config).taking_eager_steps()));
+            let inline =
+                threads.spawn(|| reachable(&Reduced::new(&ReservationModel::new(config)).taking_eager_steps()));
             eager_steps_hide_nothing(&full, &reduced, all, inline);
         });
     }
@@ -1236,7 +1453,7 @@ mod tests {
     /// unreduced search and the one taking eager steps inside a step under way.
     fn eager_steps_hide_nothing(
         full: &ReservationModel,
-        reduced: &ReservationModel,
+        reduced: &Reduced,
         all: std::thread::ScopedJoinHandle<'_, &'static HashSet<State>>,
         inline: std::thread::ScopedJoinHandle<'_, HashSet<State>>,
     ) {
@@ -1366,7 +1583,7 @@ mod tests {
         assert!(crashed > 500 && confirmed_after > 10, "{crashed} {confirmed_after}");
         let (deleted, confirmed) = twins_do_all(&full, all, undeleted);
         assert!(deleted > 500 && confirmed == 0, "{deleted} {confirmed}");
-        let reduced = reachable(&ReservationModel::new(config).taking_eager_steps());
+        let reduced = reachable(&Reduced::new(&full).taking_eager_steps());
         assert!(reduced.iter().all(|s| uncrashed(s) == *s && undeleted(s) == *s));
     }
 
@@ -1376,19 +1593,20 @@ mod tests {
     #[test]
     fn recent_repeats_are_counted_and_change_no_count() {
         use stateright::Checker;
-        let counts = |model: ReservationModel| {
+        let counts = |model: Reduced| {
             let model = model.skipping_symmetric_actions().taking_eager_steps();
             let checker = model.checker().threads(1).symmetry().spawn_dfs().join();
             let repeats = checker.model().end_search();
             (checker.unique_state_count(), checker.state_count() as u64 + repeats, repeats)
         };
-        let plain = counts(ReservationModel::new(ModelConfig::small()));
-        let skipping = counts(ReservationModel::new(ModelConfig::small()).skipping_recent_repeats());
+        let small = ReservationModel::new(ModelConfig::small());
+        let plain = counts(Reduced::new(&small));
+        let skipping = counts(Reduced::new(&small).skipping_recent_repeats());
         assert_eq!((plain.0, plain.1), (skipping.0, skipping.1));
         assert_eq!(plain.2, 0);
         assert!(skipping.2 > skipping.1 / 4, "{skipping:?}");
-        let model = ReservationModel::new(ModelConfig::small()).skipping_recent_repeats();
-        let s = model.initial_state();
+        let model = Reduced::new(&small).skipping_recent_repeats();
+        let s = small.initial_state();
         let a = Action::Reserve { owner: 0, attempt: 0, key: 0 };
         assert!(model.next_state(&s, a).is_some());
         assert!(model.next_state(&s, a).is_none(), "a repeat during the search");
@@ -1407,16 +1625,17 @@ mod tests {
     #[test]
     fn eager_steps_are_off_when_an_assumption_is_dropped_or_the_transition_substituted() {
         let small = ModelConfig::small();
-        assert!(ReservationModel::new(small).taking_eager_steps().eager);
-        assert!(!ReservationModel::new(small).eager);
+        let search = |model: &ReservationModel| Reduced::new(model);
+        assert!(search(&ReservationModel::new(small)).taking_eager_steps().takes_eager_steps());
+        assert!(!search(&ReservationModel::new(small)).takes_eager_steps());
         for a in crate::Assumption::ALL {
-            assert!(!ReservationModel::new(small.dropping(a)).taking_eager_steps().eager, "{a}");
+            assert!(!search(&ReservationModel::new(small.dropping(a))).taking_eager_steps().takes_eager_steps(), "{a}");
         }
         let substituted = ReservationModel::new(small).with_transition(substitute);
         assert!(!substituted.transition_is_spec());
-        assert!(!substituted.clone().taking_eager_steps().eager);
+        assert!(!search(&substituted.clone()).taking_eager_steps().takes_eager_steps());
         assert!(!substituted.renewed().transition_is_spec(), "a renewed model keeps its transition");
-        assert!(!substituted.renewed().taking_eager_steps().eager);
+        assert!(!search(&substituted.renewed()).taking_eager_steps().takes_eager_steps());
     }
 
     /// A reserve that meets a conflict and changes nothing in the store leads, with symmetry on, to
@@ -1425,8 +1644,8 @@ mod tests {
     #[test]
     fn a_reserve_that_only_spends_its_attempt_is_left_out_with_its_rule_recorded() {
         let config = ModelConfig::small();
-        let (plain, reduced) =
-            (ReservationModel::new(config), ReservationModel::new(config).skipping_symmetric_actions());
+        let plain = ReservationModel::new(config);
+        let reduced = Reduced::new(&plain).skipping_symmetric_actions();
         let s = plain.initial_state();
         let taken = Action::Reserve { owner: 0, attempt: 0, key: 0 };
         let held = reduced.next_state(&s, taken).expect("a reserve that takes its key");
@@ -1436,7 +1655,7 @@ mod tests {
         assert!(!super::only_spent(&s, &held, taken));
         assert_eq!(spent.store, held.store);
         assert!(reduced.next_state(&held, conflict).is_none());
-        assert!(reduced.coverage().rules().contains(reservation_store::rules::Rule::R5));
+        assert!(reduced.protocol().coverage().rules().contains(reservation_store::rules::Rule::R5));
         // Only an idle attempt is spent so: `held`'s attempt holds its key, and a successor with
         // it done and nothing else changed is not one to leave out.
         let mut done = held;
@@ -1449,7 +1668,7 @@ mod tests {
     /// the eager steps break none, and the flags of the state they start from are kept.
     #[test]
     fn the_flags_a_step_set_survive_the_eager_steps_taken_inside_it() {
-        let model = ReservationModel::new(ModelConfig::small()).taking_eager_steps_one_by_one();
+        let model = Reduced::new(&ReservationModel::new(ModelConfig::small())).taking_eager_steps_one_by_one();
         let mut todo = model.init_states();
         let mut actions = Vec::new();
         let s = loop {

@@ -6,7 +6,7 @@
 use stateright::Representative;
 
 use crate::config::{MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS};
-use crate::state::{Attempt, FREE, Phase, State, Words};
+use crate::state::{Attempt, FREE, Owner, Phase, Slot, State, Words};
 
 fn has_key(phase: Phase) -> bool {
     matches!(phase, Phase::Reserved | Phase::Appended | Phase::CrashedAfter)
@@ -90,26 +90,7 @@ fn canonical(s: &State, perm: &[u8; MAX_KEYS]) -> State {
             *to = *slot;
         }
     }
-    // For each hold bit, the (renamed) keys whose reservation has it.
-    let mut keys_of = [0u8; 16];
-    for (k, slot) in store.iter().enumerate() {
-        let mut h = slot.holds;
-        while h != 0 {
-            if let Some(x) = keys_of.get_mut(h.trailing_zeros() as usize) {
-                *x |= 1 << k;
-            }
-            h &= h - 1;
-        }
-    }
-    // The keys (renamed) each owner owns.
-    let mut owns = [0u16; MAX_OWNERS];
-    for (k, slot) in store.iter().enumerate() {
-        if slot.tag != FREE
-            && let Some(m) = owns.get_mut(usize::from(slot.owner))
-        {
-            *m |= 1 << k;
-        }
-    }
+    let (keys_of, owns) = parts_in_store(&store);
     let mut owners = s.owners;
     // Where each hold bit goes: owner and attempt renamed.
     let mut new_bit: [u8; HOLDS] = std::array::from_fn(|b| b as u8);
@@ -152,22 +133,7 @@ fn canonical(s: &State, perm: &[u8; MAX_KEYS]) -> State {
         return out;
     }
     if !owners_sorted {
-        let order = order_desc(&keys);
-        for (i, &old) in order.iter().enumerate() {
-            out.owners[i] = owners[old];
-            for a in 0..width {
-                new_bit[old * width + a] = (i * width) as u8 + (new_bit[old * width + a] - (old * width) as u8);
-            }
-        }
-        let mut new_of = [0u8; MAX_OWNERS];
-        for (i, &old) in order.iter().enumerate() {
-            new_of[old] = i as u8;
-        }
-        for slot in out.store.iter_mut() {
-            if slot.tag != FREE {
-                slot.owner = new_of.get(usize::from(slot.owner)).copied().unwrap_or(slot.owner);
-            }
-        }
+        sort_owners(&mut out, &owners, &keys, &mut new_bit);
     }
     for slot in out.store.iter_mut() {
         let mut h = slot.holds;
@@ -180,6 +146,57 @@ fn canonical(s: &State, perm: &[u8; MAX_KEYS]) -> State {
         slot.holds = holds;
     }
     out
+}
+
+/// Each key's part in `store`: for each hold bit, the keys whose reservation has it, and for each
+/// owner, the keys it owns.
+fn parts_in_store(store: &[Slot; MAX_KEYS]) -> ([u8; 16], [u16; MAX_OWNERS]) {
+    let mut keys_of = [0u8; 16];
+    for (k, slot) in store.iter().enumerate() {
+        let mut h = slot.holds;
+        while h != 0 {
+            if let Some(x) = keys_of.get_mut(h.trailing_zeros() as usize) {
+                *x |= 1 << k;
+            }
+            h &= h - 1;
+        }
+    }
+    let mut owns = [0u16; MAX_OWNERS];
+    for (k, slot) in store.iter().enumerate() {
+        if slot.tag != FREE
+            && let Some(m) = owns.get_mut(usize::from(slot.owner))
+        {
+            *m |= 1 << k;
+        }
+    }
+    (keys_of, owns)
+}
+
+/// Puts the `owners` of `out` in descending order of their sort `keys`, renaming the owners of
+/// its reservations, and records in `new_bit` where their hold bits go.
+fn sort_owners(
+    out: &mut State,
+    owners: &[Owner; MAX_OWNERS],
+    keys: &[((u64, u64, u16), u16); MAX_OWNERS],
+    new_bit: &mut [u8; HOLDS],
+) {
+    let width = MAX_ATTEMPTS;
+    let order = order_desc(keys);
+    for (i, &old) in order.iter().enumerate() {
+        out.owners[i] = owners[old];
+        for a in 0..width {
+            new_bit[old * width + a] = (i * width) as u8 + (new_bit[old * width + a] - (old * width) as u8);
+        }
+    }
+    let mut new_of = [0u8; MAX_OWNERS];
+    for (i, &old) in order.iter().enumerate() {
+        new_of[old] = i as u8;
+    }
+    for slot in out.store.iter_mut() {
+        if slot.tag != FREE {
+            slot.owner = new_of.get(usize::from(slot.owner)).copied().unwrap_or(slot.owner);
+        }
+    }
 }
 
 /// What each key is to the state, whoever holds it: invariant under renaming owners and attempts,

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use reservation_store::{Operation, ReleaseVersion};
 
-use crate::model::{Action, OpReport, ReservationModel, attempt};
+use crate::model::{Action, OpReport, Reports, attempt};
 use crate::state::*;
 
 /// One action in a few words, without its outcome (for the Explorer).
@@ -79,9 +79,11 @@ pub fn facts_text(s: &State) -> String {
     parts.join("; ")
 }
 
-/// One step of a trace, from state `s` by `action`, as one or two lines (without the number).
-pub fn step_text(m: &ReservationModel, s: &State, action: Action) -> Option<(State, String)> {
-    let (n, [report, second]) = m.step(s, action)?;
+/// One step of a trace, from state `s` by `action` to state `n`, whose store operations did
+/// `reports`, as one or two lines (without the number); an append is judged by a node clock that
+/// reads `node_clock`.
+pub fn step_text(s: &State, action: Action, n: &State, reports: Reports, node_clock: i32) -> Option<String> {
+    let [report, second] = reports;
     let then = second.map(|r| format!(", then {}", op_text(&r))).unwrap_or_default();
     let what = match (action, report) {
         (Action::Tick, _) => format!("the store clock ticks to t={}", n.now),
@@ -90,7 +92,7 @@ pub fn step_text(m: &ReservationModel, s: &State, action: Action) -> Option<(Sta
             let v = n.owners.get(usize::from(owner))?.log_len;
             format!(
                 "owner {owner} attempt {a}: its node clock reads t={} (store t={}), judges its reservation live until t={}, appends fact v{v} holding {}",
-                m.node_clock(s.now),
+                node_clock,
                 s.now,
                 at.deadline,
                 key_name(at.key)
@@ -129,16 +131,20 @@ pub fn step_text(m: &ReservationModel, s: &State, action: Action) -> Option<(Sta
         }
         (other, None) => action_text(&other),
     };
-    let line = format!("[store t={}] {what}\n       store: {}; facts: {}", s.now, store_text(&n), facts_text(&n));
-    Some((n, line))
+    Some(format!("[store t={}] {what}\n       store: {}; facts: {}", s.now, store_text(n), facts_text(n)))
 }
 
-/// A numbered trace of `actions` from `start`.
-pub fn trace_text(m: &ReservationModel, start: &State, actions: &[Action]) -> String {
+/// A numbered trace of `actions` from `start`: `step` gives each step's next state and its lines
+/// ([`step_text`]), or `None` where the step is not possible.
+pub fn trace_text(
+    start: &State,
+    actions: &[Action],
+    step: impl Fn(&State, Action) -> Option<(State, String)>,
+) -> String {
     let mut out = String::new();
     let mut s = *start;
     for (i, a) in actions.iter().enumerate() {
-        match step_text(m, &s, *a) {
+        match step(&s, *a) {
             Some((n, line)) => {
                 let _ = writeln!(out, "{:>3}. {line}", i + 1);
                 s = n;
