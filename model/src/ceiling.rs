@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use stateright::{Checker, Model, Property, Representative};
 
-use crate::model::CHECKER_NAMES;
+use crate::model::properties::CHECKER_NAMES;
 
 /// Counters of the trivial model.
 const COUNTERS: usize = 4;

@@ -8,7 +8,10 @@ use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
 
 pub use crate::ceiling::Ceiling;
 use crate::config::{Assumptions, ModelConfig};
-use crate::model::{ALWAYS, Coverage, Reduced, ReservationModel, Scenario, checker_name};
+use crate::coverage::{Coverage, Scenario};
+use crate::model::ReservationModel;
+use crate::model::properties::{ALWAYS, checker_name};
+use crate::reduced::Reduced;
 
 /// How the state space is searched.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -526,7 +529,11 @@ fn print_progress<C: Checker<Reduced>>(checker: &C, every: Duration, start: Inst
 }
 
 /// The steps of `actions` from `start`, for machines.
-fn records(model: &ReservationModel, start: &crate::state::State, actions: &[crate::model::Action]) -> Vec<StepRecord> {
+fn records(
+    model: &ReservationModel,
+    start: &crate::state::State,
+    actions: &[crate::action::Action],
+) -> Vec<StepRecord> {
     let mut out = Vec::with_capacity(actions.len());
     let mut s = *start;
     for &action in actions {

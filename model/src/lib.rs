@@ -49,12 +49,15 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod action;
 mod ceiling;
 pub mod check;
 pub mod cli;
 mod config;
+mod coverage;
 mod model;
 mod recent;
+mod reduced;
 mod state;
 pub mod swarm;
 mod symmetry;
@@ -63,12 +66,14 @@ mod trace;
 pub use config::{
     Assumption, Assumptions, ConfigError, MAX_ATTEMPTS, MAX_HORIZON, MAX_KEYS, MAX_OWNERS, MAX_TTL, ModelConfig,
 };
-pub use model::{
-    ALWAYS, Coverage, P_CONFIRMED_MOVES, P_CRASHED_FREE, P_NEVER_ABANDONED, P_NO_LEAK, P_OLD_RELEASE, P_ONE_OWNER,
-    P_OTHERS, P_UNIQUE, ReservationModel, Scenario, Transition,
+pub use coverage::{Coverage, Scenario};
+pub use model::properties::{
+    ALWAYS, P_CONFIRMED_MOVES, P_CRASHED_FREE, P_NEVER_ABANDONED, P_NO_LEAK, P_OLD_RELEASE, P_ONE_OWNER, P_OTHERS,
+    P_UNIQUE,
 };
+pub use model::{ReservationModel, Transition};
 
-use model::PROPERTIES;
+use model::properties::PROPERTIES;
 use reservation_store::rules::RuleSet;
 use state::State;
 use stateright::Model;
@@ -138,3 +143,6 @@ pub fn walk(config: &ModelConfig, choices: &[u8]) -> Result<WalkReport, Violatio
     }
     Ok(WalkReport { steps: taken.len(), rules, coverage: model.coverage(), last: state })
 }
+
+#[cfg(test)]
+mod tests;

@@ -319,3 +319,15 @@ pub const STEP_TOUCHED_OTHER: u8 = 1 << 1;
 pub const STEP_ABANDONED_CONFIRMED: u8 = 1 << 2;
 /// The last step, a release of an older fact, freed or changed a key a later fact confirmed.
 pub const STEP_OLD_RELEASE_FREED: u8 = 1 << 3;
+
+pub(crate) fn version(v: u8) -> Version {
+    Version::from_u64(u64::from(v))
+}
+
+pub(crate) fn attempt(s: &State, owner: u8, a: u8) -> Option<&Attempt> {
+    s.owners.get(usize::from(owner))?.attempts.get(usize::from(a))
+}
+
+pub(crate) fn attempt_mut(s: &mut State, owner: u8, a: u8) -> Option<&mut Attempt> {
+    s.owners.get_mut(usize::from(owner))?.attempts.get_mut(usize::from(a))
+}

@@ -12,7 +12,7 @@ use std::time::Instant;
 use reservation_store::rules::{Rule, RuleSet};
 
 use crate::config::ModelConfig;
-use crate::model::{Coverage, Scenario};
+use crate::coverage::{Coverage, Scenario};
 use crate::{Violation, walk};
 
 /// How a swarm runs.

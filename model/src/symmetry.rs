@@ -6,7 +6,7 @@
 use stateright::Representative;
 
 use crate::config::{MAX_ATTEMPTS, MAX_KEYS, MAX_OWNERS};
-use crate::state::{Attempt, FREE, Owner, Phase, Slot, State, Words};
+use crate::state::{Attempt, FREE, Owner, Phase, Slot, State, Words, attempt, hold_bit};
 
 fn has_key(phase: Phase) -> bool {
     matches!(phase, Phase::Reserved | Phase::Appended | Phase::CrashedAfter)
@@ -44,6 +44,25 @@ pub(crate) fn keys_mirror(s: &State, j: u8, k: u8) -> bool {
     let mut swap: [u8; MAX_KEYS] = std::array::from_fn(|x| x as u8);
     swap.swap(usize::from(j).min(MAX_KEYS - 1), usize::from(k).min(MAX_KEYS - 1));
     permute_keys(s, &swap) == *s
+}
+
+/// Whether swapping owners `p` and `o` maps `s` onto itself: equal fields, neither owns a
+/// reservation, and each pending reservation has the same holds of both.
+pub(crate) fn owners_mirror(s: &State, p: u8, o: u8) -> bool {
+    let (Some(a), Some(b)) = (s.owners.get(usize::from(p)), s.owners.get(usize::from(o))) else { return false };
+    a == b
+        && s.store.iter().all(|slot| {
+            let owned = slot.tag != FREE && (slot.owner == p || slot.owner == o);
+            !owned && (0..MAX_ATTEMPTS as u8).all(|x| slot.has_hold(hold_bit(p, x)) == slot.has_hold(hold_bit(o, x)))
+        })
+}
+
+/// Whether swapping attempts `b` and `a` of `owner` maps `s` onto itself: equal fields, and each
+/// reservation holds both or neither.
+pub(crate) fn attempts_mirror(s: &State, owner: u8, b: u8, a: u8) -> bool {
+    let (Some(x), Some(y)) = (attempt(s, owner, b), attempt(s, owner, a)) else { return false };
+    let (bit_b, bit_a) = (hold_bit(owner, b), hold_bit(owner, a));
+    x == y && s.store.iter().all(|slot| slot.has_hold(bit_b) == slot.has_hold(bit_a))
 }
 
 /// Indices `0..N` sorted descending by `keys` (insertion sort: N is at most 4).
@@ -303,7 +322,8 @@ mod tests {
     use stateright::{Model, Representative};
 
     use crate::ModelConfig;
-    use crate::model::{Action, ReservationModel};
+    use crate::action::Action;
+    use crate::model::ReservationModel;
 
     /// Two walks of the default configuration that differ only in which key each reserve names
     /// (key A in one is key B in the other) reach states with one representative at every step.

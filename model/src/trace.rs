@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use reservation_store::{Operation, ReleaseVersion};
 
-use crate::model::{Action, OpReport, Reports, attempt};
+use crate::action::{Action, OpReport, Reports};
 use crate::state::*;
 
 /// One action in a few words, without its outcome (for the Explorer).
