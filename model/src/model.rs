@@ -217,7 +217,10 @@ impl ReservationModel {
     }
 
     /// The store transition of `op` at store time `now` from `before`: the specification's
-    /// [`spec::apply`], or the substitute of [`ReservationModel::with_transition`].
+    /// [`spec::apply`], or the substitute of [`ReservationModel::with_transition`]. Inlined: a
+    /// check calls it for each store operation (2.2 million at the default configuration), and as
+    /// a call of its own it cost the check about 1 % of its instructions.
+    #[inline]
     pub(crate) fn transition(&self, before: Slot, now: u8, op: Op) -> Option<(Slot, Outcome, Rule)> {
         let current = before.to_reservation();
         let now = instant(now);
