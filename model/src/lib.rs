@@ -37,7 +37,9 @@
 //!
 //! The model's states and actions are not public (its compact state is laid out for the
 //! checker), and a [`ReservationModel`] offers nothing of its own but how it is built: it
-//! implements stateright's `Model` for the checker, and the entry points above are how it is run.
+//! implements stateright's `Model` for the checker (the protocol alone, every step it enables, as
+//! the Explorer serves it; a check searches it with its reductions), and the entry points above
+//! are how it is run.
 //!
 //! ```
 //! use reservation_model::{ModelConfig, walk};

@@ -1,8 +1,10 @@
-//! The protocol as a stateright model: actions, transitions and properties.
+//! The protocol as a stateright model: the actions it enables, its transitions, and (in
+//! [`properties`]) what it checks.
 //!
 //! Every change to the store is one call of a function of `reservation_store::spec`; the model
 //! decides only which operations are enabled (the protocol and its timing assumptions) and
-//! observes what they did (the step properties).
+//! observes what they did (the step properties). It reduces nothing: a check searches it through
+//! [`crate::reduced::Reduced`].
 
 pub(crate) mod properties;
 
