@@ -368,7 +368,12 @@ macro_rules! __requirement {
 /// reservation_conformance::tests!(my_store_conformance, MyHarness::new());
 /// ```
 ///
-/// With a single argument the module is named `reservation_conformance`. A failing test panics
+/// With a single argument the module is named `reservation_conformance`. The module may carry
+/// any name, the tested crate's included: it is made inside a module of the macro's own,
+/// `__conformance`, so that the tests are `__conformance::my_store::r1_…` and so on, and the
+/// caller's module gains no item that an import of the same name (`use my_store::MyStore`) would
+/// collide with. For the same reason, two `tests!` go in two modules of the caller's. A failing
+/// test panics
 /// with the check's [`Failure`]: the rule, its text, and the operations with expected and actual
 /// outcomes. Filter by rule with `cargo test r3_` or by family with `cargo test s1_`.
 ///
@@ -431,14 +436,20 @@ macro_rules! __tests {
 macro_rules! __tests_module {
     ($module:ident, $harness:expr, $durable:ident, $settings:expr ;
         $($name:ident => $check:ident $([$needs:ident])?),* $(,)?) => {
-        #[allow(non_snake_case, reason = "the module is named by the caller, in any case")]
-        mod $module {
-            #[allow(unused_imports, reason = "the harness expression may or may not name items of the caller's module")]
-            use super::*;
-            $(
-                $crate::__check_test!(($harness, $durable, $settings) $name => $check $([$needs])?);
-            )*
-            $crate::__check_test!(@capability $durable, $harness);
+        // The caller's module gets no item named `$module`: a test file that imports from the
+        // crate it tests (`use my_store::MyStore`) may name the module after that crate, and an
+        // item of that name beside the import would make the import ambiguous.
+        #[doc(hidden)]
+        mod __conformance {
+            #[allow(non_snake_case, reason = "the module is named by the caller, in any case")]
+            mod $module {
+                #[allow(unused_imports, reason = "the harness expression may or may not name items of the caller's module")]
+                use super::super::*;
+                $(
+                    $crate::__check_test!(($harness, $durable, $settings) $name => $check $([$needs])?);
+                )*
+                $crate::__check_test!(@capability $durable, $harness);
+            }
         }
     };
 }

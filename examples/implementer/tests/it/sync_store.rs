@@ -12,5 +12,5 @@ impl Harness for MyHarness {
     }
 }
 
-reservation_conformance::tests!(my_store, MyHarness);
+reservation_conformance::tests!(my_crate, MyHarness);
 // end of snippet
