@@ -28,6 +28,16 @@
 //! specification rather than by code of its own, [`spec::apply`] and the reservation states
 //! [`spec::Reservation`], [`spec::Pending`] and [`spec::Confirmed`].
 //!
+//! With the optional feature `serde`, the values a store writes down are `Serialize` and
+//! `Deserialize` in the driver protocol's forms (PROTOCOL.md): names, keys and hold ids as
+//! strings, [`Tenant`] as its id or none ([`SYSTEM_TENANT`]), the scope and the owner as objects
+//! of those, [`Instant`], [`Ttl`] and [`Version`] as numbers (milliseconds; 0 is
+//! [`Version::UNVERSIONED`]), [`ReleaseVersion`] as a number or `"ANY"`, outcomes and operation
+//! kinds by name, an [`Operation`] with its name under `"op"`, and a reservation
+//! ([`StoredReservation`]) with its state under `"state"`. Reading a value validates it as its
+//! constructor does (an empty key, a time to live of 0 and a pending reservation without a hold
+//! are the format's errors), so no value read is one the constructors would refuse.
+//!
 //! Checking a store, or the protocol, needs the modules:
 //!
 //! - [`spec`]: the decisions, one pure function per operation, generic over the owner and the
@@ -65,6 +75,8 @@ mod operation;
 mod reservation;
 #[doc = include_str!("../SPEC.md")]
 pub mod rules;
+#[cfg(feature = "serde")]
+mod serial;
 pub mod spec;
 mod store;
 mod time;

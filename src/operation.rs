@@ -17,7 +17,18 @@ use crate::types::{AggregateRef, HoldId, Key, ReservationScope};
 ///
 /// Generic over the owner `O` and the hold id `H`, so that the stores use
 /// [`AggregateRef`] and [`HoldId`], the model small integers, and scripts indices.
+///
+/// With feature `serde`, written as the driver protocol writes a request's operation: an object
+/// with the operation's name under `"op"` and its arguments by name, as `{"op": "reserve",
+/// "owner": {…}, "hold": "attempt-1", "ttl": 5000}` or `{"op": "release", "owner": {…},
+/// "version": "ANY"}`. Reading one takes a format that says what it holds (as for
+/// [`ReleaseVersion`]).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(tag = "op", rename_all = "lowercase")
+)]
 pub enum Operation<O, H> {
     /// Reserve the key for `owner`'s attempt `hold`, pending for `ttl` (rules R1–R7).
     Reserve {
@@ -52,7 +63,10 @@ pub enum Operation<O, H> {
 }
 
 /// Which of the four operations an [`Operation`] is.
+///
+/// With feature `serde`, written as its [`OperationKind::name`].
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(rename_all = "lowercase"))]
 pub enum OperationKind {
     /// [`Operation::Reserve`].
     Reserve,
@@ -170,7 +184,10 @@ impl<O: fmt::Display, H: fmt::Display> fmt::Display for Operation<O, H> {
 ///
 /// The typed outcomes convert into it with `From`, and back with `TryFrom` (an outcome of
 /// another operation is an [`UnexpectedOutcome`]).
+///
+/// With feature `serde`, written as its [`Outcome::name`], as are the typed outcomes.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Outcome {
     /// reserve: the key was free (or expired) and is now pending for this attempt (R1, R2).
     Taken,
@@ -237,6 +254,7 @@ impl fmt::Display for Outcome {
 
 /// What a reserve did.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum ReserveOutcome {
     /// The key was free (or expired) and is now pending for this attempt (R1, R2).
     Taken,
@@ -250,6 +268,7 @@ pub enum ReserveOutcome {
 
 /// What a confirm did.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum ConfirmOutcome {
     /// The key is now confirmed to the owner at the version (C1–C4, C6).
     Confirmed,
@@ -261,6 +280,7 @@ pub enum ConfirmOutcome {
 
 /// What a release did.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum ReleaseOutcome {
     /// The owner's reservation is gone; the key is free (L2, L4).
     Released,
@@ -272,6 +292,7 @@ pub enum ReleaseOutcome {
 
 /// What an abandon did.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum AbandonOutcome {
     /// That was the last hold; the key is free (A2).
     Abandoned,

@@ -4,7 +4,11 @@ use crate::holds::HoldSet;
 use crate::time::{Instant, Version};
 
 /// A pending reservation: its owner, its holds (never empty) and when it expires.
+///
+/// With feature `serde`, written as `{"owner": …, "holds": […], "expires_at": 1005000}`; reading
+/// one with no hold is the format's error, as [`Pending::new`] refuses it.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Pending<O, HS> {
     pub(crate) owner: O,
     pub(crate) holds: HS,
@@ -45,7 +49,10 @@ impl<O, HS: HoldSet> Pending<O, HS> {
 }
 
 /// A confirmed reservation: its owner and the version of the fact that last confirmed it.
+///
+/// With feature `serde`, written as `{"owner": …, "version": 3}`.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Confirmed<O> {
     /// The owner.
     pub owner: O,
@@ -54,7 +61,22 @@ pub struct Confirmed<O> {
 }
 
 /// The reservation of one (scope, key); a free key has none.
+///
+/// With feature `serde`, written as the driver protocol answers a lookup (rule D11): its state
+/// under `"state"` beside the state's fields, `{"state": "pending", "owner": …, "holds": […],
+/// "expires_at": 1005000}` or `{"state": "confirmed", "owner": …, "version": 3}`. Reading one
+/// takes a format that says what it holds (JSON, CBOR, MessagePack, YAML, TOML), not one that
+/// must be told (bincode, postcard).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(
+        tag = "state",
+        rename_all = "lowercase",
+        bound(deserialize = "O: serde::Deserialize<'de>, HS: HoldSet + serde::Deserialize<'de>")
+    )
+)]
 pub enum Reservation<O, HS> {
     /// Reserved for a short time by one or more attempts of its owner.
     Pending(Pending<O, HS>),

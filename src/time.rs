@@ -8,7 +8,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::error::InvalidArgument;
 
 /// A point on the store's clock, in milliseconds since the clock's epoch.
+///
+/// With feature `serde`, written as the number of milliseconds.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(transparent))]
 pub struct Instant(u64);
 
 impl Instant {
@@ -50,6 +53,9 @@ impl fmt::Display for Instant {
 }
 
 /// A time to live: a whole number of milliseconds, never zero (rule D2).
+///
+/// With feature `serde`, written as the number of milliseconds; reading 0 is the format's error
+/// (rule D2).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct Ttl(std::num::NonZeroU64);
 
@@ -83,7 +89,11 @@ impl TryFrom<Duration> for Ttl {
 
 /// The stream version of an owner's fact. [`Version::UNVERSIONED`] (a key imported without one)
 /// sorts strictly below every stream version, and stream versions start at 1 (rule D3).
+///
+/// With feature `serde`, written as [`Version::as_u64`] gives it: 0 for
+/// [`Version::UNVERSIONED`].
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(transparent))]
 pub struct Version(u64);
 
 impl Version {
@@ -119,6 +129,10 @@ impl fmt::Display for Version {
 
 /// The version a release names: the fact that gave the key up, or [`ReleaseVersion::ANY_VERSION`].
 /// Only a release can say "any version"; a confirm takes a [`Version`] (rule D4).
+///
+/// With feature `serde`, written as the version's number, or the string `"ANY"` for
+/// [`ReleaseVersion::ANY_VERSION`]. Reading one takes a format that says which it holds (JSON,
+/// CBOR, MessagePack, YAML, TOML), not one that must be told (bincode, postcard).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub enum ReleaseVersion {
     /// The version of the fact that gave the key up.

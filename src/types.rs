@@ -29,6 +29,9 @@ fn check(
 macro_rules! name_type {
     ($(#[$doc:meta])* $name:ident, $max:expr, $empty:ident, $long:ident) => {
         $(#[$doc])*
+        ///
+        /// With feature `serde`, written as a string; reading one validates it as [`Self::new`]
+        /// does, and an invalid one is the format's error.
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct $name(Box<str>);
 
@@ -102,6 +105,11 @@ name_type!(
 );
 
 /// A tenant: one tenant's id, or [`SYSTEM_TENANT`] for keys unique across all of a type's tenants.
+///
+/// With feature `serde`, written as an option of its id: in JSON the id's string, or `null` for
+/// [`SYSTEM_TENANT`]. The tenant of a [`ReservationScope`] or an [`AggregateRef`] must be written;
+/// a `Tenant` field of a type of yours that is missing reads, as a missing option does, as
+/// [`SYSTEM_TENANT`] (`#[serde(deserialize_with = "Tenant::deserialize")]` makes it required).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub enum Tenant {
     /// The system tenant: a scope with it spans every tenant of the aggregate type.
@@ -139,11 +147,16 @@ impl fmt::Display for Tenant {
 }
 
 /// Where a key is unique: one aggregate type, one tenant (or [`SYSTEM_TENANT`]) and one namespace.
+///
+/// With feature `serde`, written as `{"aggregate_type": "user", "tenant": "acme", "namespace":
+/// "user-name"}` (`"tenant": null` for [`SYSTEM_TENANT`]; every field required).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ReservationScope {
     /// The aggregate type whose instances hold the keys; two types never conflict.
     pub aggregate_type: AggregateType,
     /// The tenant, or [`SYSTEM_TENANT`] for keys unique across the type's tenants.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "crate::serial::required_tenant"))]
     pub tenant: Tenant,
     /// The namespace within the type and tenant, such as `user-name`.
     pub namespace: Namespace,
@@ -188,11 +201,16 @@ impl fmt::Display for ReservationScope {
 }
 
 /// An owner: one aggregate instance, compared on every field exactly (rule D5).
+///
+/// With feature `serde`, written as `{"aggregate_type": "user", "tenant": "acme", "id":
+/// "alice-id"}` (`"tenant": null` for [`SYSTEM_TENANT`]; every field required).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct AggregateRef {
     /// The aggregate's type; it must be the scope's.
     pub aggregate_type: AggregateType,
     /// The aggregate's tenant.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "crate::serial::required_tenant"))]
     pub tenant: Tenant,
     /// The aggregate's id within its type and tenant.
     pub id: AggregateId,

@@ -5,4 +5,5 @@ mod concurrency;
 mod errors;
 mod memory_store;
 mod operations;
+mod serialization;
 mod spec_rules;
