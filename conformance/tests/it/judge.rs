@@ -206,11 +206,13 @@ fn a_history_beyond_the_ceilings_is_undecided_a_verdict_of_its_own() {
 #[test]
 fn an_undecided_check_writes_its_history_and_its_next_run_records_narrower() {
     let dir = tempfile::tempdir().expect("a directory");
-    // No fault fired: the workload alone, every outcome unknown.
+    // No fault fired: the workload alone, every outcome unknown, each operation sleeping long
+    // enough that the four contended workers overlap however busy the machine is.
     let harness = Unsure { pause: Duration::from_millis(2), every: 1 };
     let faults = FaultSettings::default()
         .with_faults(&[])
-        .with_duration(Duration::from_millis(600))
+        .with_duration(Duration::from_secs(1))
+        .with_ops(40_000)
         .with_ceilings(Ceilings::NONE);
     let settings = Settings::default().with_seed(11).with_faults(faults).with_history_dir(dir.path());
     let failure = checks::faults(&harness, &settings).expect_err("every outcome unknown, no ceilings: undecided");
