@@ -5,6 +5,7 @@ mod adversary;
 mod conformance;
 mod crash;
 mod fault_check;
+mod power_cut;
 mod processes;
 mod store;
 

@@ -1,0 +1,132 @@
+//! File operations through the mount, as a store makes them (`std::fs`), against the same
+//! operations applied to a [`Tree`] directly: the disk the mount served must be the model's, what
+//! a reader sees through the mount must be the model's, and after a cut, what is mounted must be
+//! what the model's cut leaves.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use reservation_disk::{Persistence, Trap, TrapOn};
+
+use crate::tree::{Op, Place, apply_to_tree, op, path, start};
+use crate::{mount, read_all};
+
+/// Applies `op` through the filesystem mounted at `root`; whether it was allowed.
+fn apply_through(root: &Path, op: &Op) -> bool {
+    let at = |p: Place| root.join(path(p).trim_start_matches('/'));
+    let done = match *op {
+        Op::Create(p) => OpenOptions::new().write(true).create_new(true).open(at(p)).map(drop),
+        Op::Write(p, offset, len, byte) => OpenOptions::new()
+            .write(true)
+            .open(at(p))
+            .and_then(|f| f.write_all_at(&vec![byte; len.into()], offset.into())),
+        Op::SetLen(p, len) => OpenOptions::new().write(true).open(at(p)).and_then(|f| f.set_len(len.into())),
+        Op::Rename(a, b) => std::fs::rename(at(a), at(b)),
+        Op::Unlink(p) => std::fs::remove_file(at(p)),
+        Op::Link(a, b) => std::fs::hard_link(at(a), at(b)),
+        Op::SyncFile(p) => File::open(at(p)).and_then(|f| f.sync_all()),
+        Op::SyncDir(d) => {
+            File::open(if d == 0 { root.to_path_buf() } else { root.join("d") }).and_then(|f| f.sync_all())
+        }
+    };
+    done.is_ok()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_mount_serves_the_model_and_cuts_as_it_does(
+        ops in prop::collection::vec(op(), 1..30),
+        seed in any::<u64>(),
+        model in prop::sample::select(Persistence::ALL.to_vec()),
+    ) {
+        let Some((dir, mut disk)) = mount(start()) else { return Ok(()) };
+        let mut model_tree = start();
+        for op in &ops {
+            prop_assert_eq!(apply_through(dir.path(), op), apply_to_tree(&mut model_tree, op), "{:?}", op);
+        }
+        let served = disk.tree().expect("the served tree");
+        prop_assert_eq!(served.files(), model_tree.files());
+        prop_assert_eq!(read_all(dir.path()), model_tree.files());
+        for m in Persistence::ALL {
+            prop_assert_eq!(served.cut(m, seed).0.files(), model_tree.cut(m, seed).0.files(), "{}", m);
+        }
+        let report = disk.cut(model, seed).expect("the mount after the cut");
+        let (expected, taken) = model_tree.cut(model, seed);
+        prop_assert_eq!(read_all(dir.path()), expected.files());
+        prop_assert_eq!(report.taken_back, taken);
+        prop_assert_eq!(report.model, model);
+    }
+}
+
+#[test]
+fn a_cut_disk_fails_every_later_operation_and_the_new_mount_keeps_only_what_was_synced() {
+    let Some((dir, mut disk)) = mount(start()) else { return };
+    let path = dir.path().join("log");
+    let file = OpenOptions::new().create_new(true).write(true).open(&path).unwrap();
+    File::open(dir.path()).unwrap().sync_all().unwrap();
+    file.write_all_at(b"synced", 0).unwrap();
+    file.sync_data().unwrap();
+    file.write_all_at(b" and not", 6).unwrap();
+    let report = disk.cut(Persistence::Data, 1).unwrap();
+    assert_eq!(report.taken_back.len(), 1, "{report}");
+    assert_eq!(report.counts.file_syncs, 1);
+    assert_eq!(report.counts.dir_syncs, 1);
+    let dead = file.write_all_at(b"late", 0).unwrap_err();
+    assert_eq!(dead.raw_os_error(), Some(libc_eio()), "{dead}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"synced");
+}
+
+/// `EIO`, without a dependency for one constant.
+fn libc_eio() -> i32 {
+    5
+}
+
+#[test]
+fn a_trap_holds_the_chosen_sync_until_the_cut_and_the_cut_lands_inside_it() {
+    let Some((dir, mut disk)) = mount(start()) else { return };
+    let root = dir.path().to_path_buf();
+    disk.set_trap(Some(Trap { on: TrapOn::Sync, path: Some("/wal".to_owned()), nth: 3 })).unwrap();
+    let writer = std::thread::spawn(move || {
+        let file = OpenOptions::new().create_new(true).write(true).open(root.join("wal")).unwrap();
+        File::open(&root).unwrap().sync_all().unwrap();
+        let mut acknowledged = 0u64;
+        for i in 0..10u64 {
+            file.write_all_at(&[i as u8; 100], i * 100).unwrap();
+            if file.sync_data().is_err() {
+                return acknowledged;
+            }
+            acknowledged = i + 1;
+        }
+        acknowledged
+    });
+    assert_eq!(disk.held(Duration::from_secs(10)).unwrap().as_deref(), Some("a sync of /wal"));
+    let report = disk.cut(Persistence::Names, 3).unwrap();
+    assert_eq!(writer.join().unwrap(), 2, "the third sync failed, two acknowledged");
+    assert_eq!(report.held.as_deref(), Some("a sync of /wal"));
+    assert_eq!(std::fs::read(dir.path().join("wal")).unwrap().len(), 200, "{report}");
+    assert!(report.to_string().contains("bytes 200-300 of /wal were written and never synced"), "{report}");
+}
+
+#[test]
+fn names_are_durable_only_when_their_directory_is_synced() {
+    let Some((dir, mut disk)) = mount(start()) else { return };
+    let tmp = dir.path().join("snapshot.tmp");
+    std::fs::write(&tmp, b"rows").unwrap();
+    File::open(&tmp).unwrap().sync_all().unwrap();
+    std::fs::rename(&tmp, dir.path().join("snapshot")).unwrap();
+    let report = disk.cut(Persistence::Names, 0).unwrap();
+    assert!(!dir.path().join("snapshot").exists(), "{report}");
+    assert!(report.to_string().contains("snapshot in / was made and never made durable"), "{report}");
+    // The same steps with the directory synced after the rename survive.
+    std::fs::write(&tmp, b"rows").unwrap();
+    File::open(&tmp).unwrap().sync_all().unwrap();
+    std::fs::rename(&tmp, dir.path().join("snapshot")).unwrap();
+    File::open(dir.path()).unwrap().sync_all().unwrap();
+    disk.cut(Persistence::Names, 0).unwrap();
+    assert_eq!(std::fs::read(dir.path().join("snapshot")).unwrap(), b"rows");
+}
