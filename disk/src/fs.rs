@@ -91,6 +91,7 @@ fn errno(e: FsError) -> Errno {
         FsError::IsDir => Errno::EISDIR,
         FsError::NotEmpty => Errno::ENOTEMPTY,
         FsError::Invalid => Errno::EINVAL,
+        FsError::TooBig => Errno::EFBIG,
         FsError::Dead => Errno::EIO,
     }
 }

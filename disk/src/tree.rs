@@ -23,6 +23,10 @@ pub const ROOT: Ino = 1;
 /// The size of a sector: a torn write keeps its bytes up to a multiple of it.
 pub const SECTOR: u64 = 512;
 
+/// The largest file the disk holds (it keeps every file twice in memory): a write or a size
+/// beyond it is refused (`EFBIG`).
+pub const MAX_FILE: u64 = 1 << 30;
+
 /// How much of what was never synced a power cut takes back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Persistence {
@@ -92,6 +96,8 @@ pub enum FsError {
     NotEmpty,
     /// `EINVAL`.
     Invalid,
+    /// `EFBIG`: beyond [`MAX_FILE`].
+    TooBig,
     /// `EIO`: the disk is dead (after a cut).
     Dead,
 }
@@ -317,8 +323,8 @@ impl Tree {
 
     /// Writes `bytes` at `offset` of file `ino` (zeros fill a gap).
     pub fn write(&mut self, ino: Ino, offset: u64, bytes: &[u8]) -> Result<(), FsError> {
-        if offset.checked_add(bytes.len() as u64).is_none_or(|end| usize::try_from(end).is_err()) {
-            return Err(FsError::Invalid);
+        if offset.checked_add(bytes.len() as u64).is_none_or(|end| end > MAX_FILE) {
+            return Err(FsError::TooBig);
         }
         let node = self.file_mut(ino)?;
         write_at(&mut node.data, offset, bytes);
@@ -328,8 +334,8 @@ impl Tree {
 
     /// Sets file `ino`'s size.
     pub fn set_len(&mut self, ino: Ino, len: u64) -> Result<(), FsError> {
-        if usize::try_from(len).is_err() {
-            return Err(FsError::Invalid);
+        if len > MAX_FILE {
+            return Err(FsError::TooBig);
         }
         let node = self.file_mut(ino)?;
         let change = Change::SetLen(len);

@@ -314,3 +314,17 @@ fn a_report_names_the_unsynced_write_and_the_unsynced_name() {
     let (after, _) = tree.cut(Persistence::Data, 7);
     assert_eq!(after.files().get("/snapshot").map(Vec::as_slice), Some(&b"rows"[..]));
 }
+
+#[test]
+fn a_write_or_a_size_beyond_the_largest_file_is_refused_and_changes_nothing() {
+    use reservation_disk::tree::{FsError, MAX_FILE};
+    let mut tree = start();
+    let file = tree.create(ROOT, OsStr::new("f"), Kind::File, 0o644, (0, 0)).unwrap();
+    tree.write(file, 0, b"x").unwrap();
+    let before = tree.files();
+    assert_eq!(tree.write(file, MAX_FILE, b"x"), Err(FsError::TooBig));
+    assert_eq!(tree.write(file, u64::MAX, b"x"), Err(FsError::TooBig));
+    assert_eq!(tree.set_len(file, MAX_FILE + 1), Err(FsError::TooBig));
+    assert_eq!(tree.files(), before);
+    assert_eq!(tree.cut(Persistence::Names, 0).1.len(), 2, "the name and the first write, unsynced, and nothing else");
+}
