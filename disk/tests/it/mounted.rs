@@ -1,7 +1,7 @@
 //! File operations through the mount, as a store makes them (`std::fs`), against the same
 //! operations applied to a [`Tree`] directly: the disk the mount served must be the model's, what
 //! a reader sees through the mount must be the model's, and after a cut, what is mounted must be
-//! what the model's cut leaves.
+//! what the served tree's cut leaves (the model's own, under `process`, `data` and `names`).
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -52,11 +52,15 @@ proptest! {
         let served = disk.tree().expect("the served tree");
         prop_assert_eq!(served.files(), model_tree.files());
         prop_assert_eq!(read_all(dir.path()), model_tree.files());
-        for m in Persistence::ALL {
+        // The models that keep whole writes or none leave what the model's cut leaves. Torn and
+        // reordered cuts choose among the writes the kernel sent, which may split one `write`
+        // (at a page boundary, on a loaded machine): the tree's own tests check those models
+        // against the reference; here the served tree's cut must be the one the mount makes.
+        for m in [Persistence::Process, Persistence::Data, Persistence::Names] {
             prop_assert_eq!(served.cut(m, seed).0.files(), model_tree.cut(m, seed).0.files(), "{}", m);
         }
         let report = disk.cut(model, seed).expect("the mount after the cut");
-        let (expected, taken) = model_tree.cut(model, seed);
+        let (expected, taken) = served.cut(model, seed);
         prop_assert_eq!(read_all(dir.path()), expected.files());
         prop_assert_eq!(report.taken_back, taken);
         prop_assert_eq!(report.model, model);
