@@ -208,14 +208,21 @@ fn an_undecided_check_writes_its_history_and_its_next_run_records_narrower() {
     let dir = tempfile::tempdir().expect("a directory");
     // No fault fired: the workload alone, every outcome unknown, each operation sleeping long
     // enough that the four contended workers overlap however busy the machine is.
+    // A run that a loaded machine leaves too few operations to be beyond the budget (one second
+    // beside four spinning threads once was) is run again, longer.
     let harness = Unsure { pause: Duration::from_millis(2), every: 1 };
-    let faults = FaultSettings::default()
-        .with_faults(&[])
-        .with_duration(Duration::from_secs(1))
-        .with_ops(40_000)
-        .with_ceilings(Ceilings::NONE);
-    let settings = Settings::default().with_seed(11).with_faults(faults).with_history_dir(dir.path());
-    let failure = checks::faults(&harness, &settings).expect_err("every outcome unknown, no ceilings: undecided");
+    let settings_for = |secs| {
+        let faults = FaultSettings::default()
+            .with_faults(&[])
+            .with_duration(Duration::from_secs(secs))
+            .with_ops(40_000)
+            .with_ceilings(Ceilings::NONE);
+        Settings::default().with_seed(11).with_faults(faults).with_history_dir(dir.path())
+    };
+    let (settings, failure) = [1, 3, 9]
+        .into_iter()
+        .find_map(|secs| checks::faults(&harness, &settings_for(secs)).err().map(|f| (settings_for(secs), f)))
+        .expect("every outcome unknown, no ceilings: undecided");
     eprintln!("{failure}");
     let u = failure.undecided.unwrap_or_else(|| panic!("undecided: {failure}"));
     let replay = failure.replay.clone().unwrap_or_default();
