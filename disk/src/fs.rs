@@ -111,10 +111,12 @@ impl Fs {
         on: TrapOn,
         what: &str,
     ) -> Result<MutexGuard<'a, State>, Errno> {
-        let path = state.tree.path(ino);
-        let hit = match &mut state.trap {
+        // A path is a walk of the tree: made only for a trap that names one, and for the report.
+        let State { tree, trap, .. } = &mut *state;
+        let hit = match trap {
             Some((trap, seen))
-                if (trap.on == on || trap.on == TrapOn::Any) && trap.path.as_ref().is_none_or(|p| *p == path) =>
+                if (trap.on == on || trap.on == TrapOn::Any)
+                    && trap.path.as_ref().is_none_or(|p| *p == tree.path(ino)) =>
             {
                 *seen += 1;
                 *seen == trap.nth
@@ -124,6 +126,7 @@ impl Fs {
         if !hit {
             return Ok(state);
         }
+        let path = state.tree.path(ino);
         state.held = Some(format!("{what} of {path}"));
         self.shared.changed.notify_all();
         while !state.dead {
