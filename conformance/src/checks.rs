@@ -1159,15 +1159,37 @@ fn judged(
 /// [`crate::faults::Fault::Crash`] when it offers one, and its reopen), every key's whole state
 /// judged after each crash (P1), and again with the suite's clock set back (D10 across a restart).
 pub fn crashes(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
-    let h = &Erased::new(h);
-    if !Requirement::Durable.met_by(h.capabilities()) {
+    crash_rounds(h, settings, (Requirement::Durable, "crashes"), crate::crashes::run)
+}
+
+/// A check of the crash check's rounds, `run` (its crashes or its power cuts), named `check`, on
+/// a harness that meets `requirement` (passing without running on one that does not), its
+/// history within the ceilings an undecided run narrowed.
+fn crash_rounds(
+    h: &dyn DynHarness,
+    settings: &Settings,
+    (requirement, check): (Requirement, &str),
+    run: fn(&dyn DynHarness, &Settings) -> crate::crashes::CrashRun,
+) -> Result<(), Failure> {
+    if !requirement.met_by(Erased::new(h).capabilities()) {
         return Ok(());
     }
-    judged(settings, "crashes", settings.crashes.ceilings(), |ceilings| {
+    judged(settings, check, settings.crashes.ceilings(), |ceilings| {
         let crashes = settings.crashes.clone().with_ceilings(ceilings);
-        let run = crate::crashes::run(h.inner(), &settings.clone().with_crashes(crashes));
+        let run = run(h, &settings.clone().with_crashes(crashes));
         (run.report.seed, run.verdict, run.history)
     })
+}
+
+/// Durability under power cuts, for a store that declares what it survives
+/// ([`crate::Capabilities::power_cuts`]; [`crate::crashes::power_cuts`] with [`Settings::crashes`]):
+/// the crash check's rounds with the store on a disk that can lose power, each crash a cut under
+/// the declared model or a milder one, quiet cuts right after an acknowledged change and, in
+/// bursts, cuts while the disk holds one of the store's writes or syncs; every key's whole state
+/// judged after each cut (P1, and D10 across it), a failure naming the unsynced effects the cut
+/// took back. Skipped, saying so, where FUSE cannot mount.
+pub fn power_cuts(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
+    crash_rounds(h, settings, (Requirement::PowerCuts, "power_cuts"), crate::crashes::power_cuts)
 }
 
 /// D10, the clock inside the critical section: an operation is held between its reading of the

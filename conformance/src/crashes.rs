@@ -52,6 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant as WallInstant};
 
+use reservation_disk::{CutReport, Disk, Persistence, Trap, TrapOn};
 use reservation_store::{
     AggregateId, AggregateRef, AggregateType, Clock, HoldId, Instant, Key, ManualClock, ReservationScope, Tenant,
 };
@@ -59,7 +60,7 @@ use reservation_store::{
 use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
 use crate::gate::Ceilings;
-use crate::harm::{self, Harm, Parts, Runner};
+use crate::harm::{self, Began, Harm, Parts, Runner};
 use crate::harness::{Capabilities, Fault, Harness, START, unique_namespace};
 use crate::history::{Call, Event, History, Names, Return, by_key, key_named};
 use crate::record::{XorShift, panicked};
@@ -91,6 +92,10 @@ pub enum CrashKind {
     /// [`Harness::reopen`]: the store closed and a new one opened on the same storage. Whether
     /// that reaches the store's storage (its recovery) depends on the harness.
     Reopen,
+    /// A power cut ([`power_cuts`]): the disk under the store lost power, what was never synced
+    /// was taken back under a persistence model, and the store was opened again on what was left
+    /// ([`Harness::store_in`]).
+    Cut,
 }
 
 impl fmt::Display for CrashKind {
@@ -98,6 +103,7 @@ impl fmt::Display for CrashKind {
         f.write_str(match self {
             CrashKind::Crash => "a crash (the harness's Fault::Crash)",
             CrashKind::Reopen => "a restart through the harness's reopen",
+            CrashKind::Cut => "a power cut",
         })
     }
 }
@@ -119,11 +125,15 @@ pub struct CrashPoint {
     /// The instant of the latest change acknowledged before it: what the store must not decide
     /// earlier than afterwards (D10 across a restart).
     pub latest: Instant,
+    /// For a power cut, what it did: its model, its seed, the operation it held, the unsynced
+    /// effects it took back.
+    pub cut: Option<CutReport>,
 }
 
 impl CrashPoint {
-    /// The crash `harm` was, with `latest`, the instant of the latest change acknowledged before it.
-    fn of(harm: &Harm, latest: Instant) -> Self {
+    /// The crash `harm` was, with `latest`, the instant of the latest change acknowledged before
+    /// it, and `cut`, what it did when it was a power cut.
+    fn of(harm: &Harm, latest: Instant, cut: Option<CutReport>) -> Self {
         CrashPoint {
             n: harm.n,
             kind: CrashKind::of(harm.fault),
@@ -131,14 +141,20 @@ impl CrashPoint {
             began: harm.began,
             ended: harm.ended,
             latest,
+            cut,
         }
     }
 }
 
 impl CrashKind {
-    /// How a crash by `fault` is caused: a restart through the reopen, or the harness's crash.
+    /// How a crash by `fault` is caused: a restart through the reopen, a power cut, or the
+    /// harness's crash.
     fn of(fault: Fault) -> Self {
-        if fault == Fault::Restart { CrashKind::Reopen } else { CrashKind::Crash }
+        match fault {
+            Fault::Restart => CrashKind::Reopen,
+            Fault::PowerCut => CrashKind::Cut,
+            _ => CrashKind::Crash,
+        }
     }
 }
 
@@ -174,19 +190,42 @@ impl CrashReport {
     pub fn count(&self, kind: CrashKind) -> usize {
         self.crashes.iter().filter(|c| c.kind == kind).count()
     }
+
+    /// The unsynced effects the power cuts took back, over every cut.
+    pub fn taken_back(&self) -> usize {
+        self.crashes.iter().filter_map(|c| c.cut.as_ref()).map(|c| c.taken_back.len()).sum()
+    }
 }
 
 impl fmt::Display for CrashReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "seed {}: {} operations on {} keys, ", self.seed, self.ops, self.keys)?;
+        let cuts = self.count(CrashKind::Cut);
+        if cuts > 0 {
+            let mut models: Vec<Persistence> =
+                self.crashes.iter().filter_map(|c| c.cut.as_ref()).map(|c| c.model).collect();
+            models.sort();
+            models.dedup();
+            let models: Vec<&str> = models.iter().map(|m| m.name()).collect();
+            let held = self.crashes.iter().filter(|c| c.cut.as_ref().is_some_and(|c| c.held.is_some())).count();
+            write!(
+                f,
+                "{cuts} power cuts (under {}; {held} inside the disk, an operation held), taking back {} unsynced \
+                 effects, ",
+                models.join(", "),
+                self.taken_back()
+            )?;
+        } else {
+            write!(
+                f,
+                "{} crashes through Fault::Crash and {} restarts through reopen, ",
+                self.count(CrashKind::Crash),
+                self.count(CrashKind::Reopen)
+            )?;
+        }
         write!(
             f,
-            "seed {}: {} operations on {} keys, {} crashes through Fault::Crash and {} restarts through reopen, \
-             {} lookups of whole states after them, clock {}",
-            self.seed,
-            self.ops,
-            self.keys,
-            self.count(CrashKind::Crash),
-            self.count(CrashKind::Reopen),
+            "{} lookups of whole states after them, clock {}",
             self.keys_checked,
             if self.clock_set_back { "set back after each quiet crash" } else { "never set back" },
         )
@@ -232,6 +271,28 @@ struct Run<'a, H: Harness> {
     /// Lookups made after crashes.
     checked: AtomicUsize,
     trouble: Option<Failure>,
+    /// The disk of a power-cut run.
+    power: Option<&'a Power>,
+}
+
+/// The disk under a power-cut run's store, and the cuts made.
+struct Power {
+    /// The mount, in a directory of its own.
+    disk: Mutex<Disk>,
+    dir: tempfile::TempDir,
+    /// The models cut under: the declared one and every milder one.
+    models: Vec<Persistence>,
+    /// What each cut did, by the number of its harm.
+    cuts: Mutex<BTreeMap<usize, CutReport>>,
+}
+
+impl Power {
+    /// The model of cut `n` (from 0): the declared model every other cut, a milder one drawn from
+    /// `r` between them.
+    fn model(&self, n: usize, r: &mut XorShift) -> Persistence {
+        let declared = self.models[self.models.len() - 1];
+        if n.is_multiple_of(2) { declared } else { self.models[r.below(self.models.len() as u64) as usize] }
+    }
 }
 
 /// Records a history on one store of `harness` while crashing it at the points this module
@@ -240,35 +301,108 @@ struct Run<'a, H: Harness> {
 /// harness that can neither crash nor restart its store passes without running, with an empty
 /// report.
 pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> CrashRun {
+    run_with(harness, settings, false)
+}
+
+/// The crash check with every crash a power cut: for a harness that declares
+/// [`Capabilities::power_cuts`], the suite mounts a disk that can lose power
+/// ([`reservation_disk::Disk`]) in a directory of its own, opens the store there
+/// ([`Harness::store_in`]), and runs the rounds of [`run`], each crash a cut under the declared
+/// model (every other cut) or a milder one, drawn from the run's seed. A quiet cut comes right
+/// after an acknowledged change; a burst's comes *inside the disk*: a trap holds the k-th write
+/// or sync of the burst (its kind and `k` drawn from the seed) and the disk is cut while the store
+/// waits for it, or, when no operation reaches the trap first, at the burst's watch point. After
+/// each cut the store is dropped and opened again on what the cut left, and every key is judged
+/// as after any crash; a failure names the cut, its model and every unsynced effect it took back
+/// ("bytes 4096-4120 of /log were written and never synced").
+///
+/// Where FUSE cannot mount (no `/dev/fuse`, no right to mount) the check says so on standard
+/// error and passes with an empty report, as a missing server does
+/// ([`crate::services::service`]); under `RESERVATION_REQUIRE_SERVICES=1` it fails instead. A
+/// harness that declares no promise passes without running, with an empty report.
+pub fn power_cuts(harness: &dyn DynHarness, settings: &crate::Settings) -> CrashRun {
+    run_with(harness, settings, true)
+}
+
+/// How many writes or syncs of a burst a trap may count before the one it holds.
+const TRAP_NTH: u64 = 24;
+
+/// The disk of a power-cut run, when `harness` declares a promise and FUSE mounts: `Ok(None)`
+/// when the check does not run.
+fn mount_power<H: Harness>(harness: &H) -> Result<Option<Power>, Failure> {
+    let Some(declared) = harness.capabilities().power_cuts else { return Ok(None) };
+    let dir = tempfile::Builder::new()
+        .prefix("reservation-power-cuts")
+        .tempdir()
+        .map_err(|e| Failure::without_rule(POWER_CHECK, format!("no directory to mount a disk in: {e}")))?;
+    let Some(disk) =
+        crate::services::service("FUSE (a mount of /dev/fuse), for the power-cut check", Disk::mount(dir.path()))
+    else {
+        return Ok(None);
+    };
+    let models = Persistence::ALL.into_iter().filter(|m| *m <= declared).collect();
+    Ok(Some(Power { disk: Mutex::new(disk), dir, models, cuts: Mutex::new(BTreeMap::new()) }))
+}
+
+/// The power-cut check's name, as its failures say.
+const POWER_CHECK: &str = "power_cuts";
+
+fn run_with(harness: &dyn DynHarness, settings: &crate::Settings, cuts: bool) -> CrashRun {
     let harness = &Erased::new(harness);
     let seed = settings.seed_or(DEFAULT_SEED);
     let crashes = &settings.crashes;
+    let check = if cuts { POWER_CHECK } else { CHECK };
     let mut report = CrashReport { seed, ceilings: crashes.ceilings, ..CrashReport::default() };
     let parts = Parts::new(names(), ManualClock::new(START), crashes.ceilings);
+    let empty = |names: Names, verdict| CrashRun {
+        report: report.clone(),
+        verdict,
+        history: History { names, events: Vec::new() },
+    };
+    let power = if cuts {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| mount_power(harness))) {
+            Ok(Ok(Some(power))) => Some(power),
+            Ok(Ok(None)) => return empty(parts.names, Ok(())),
+            Ok(Err(f)) => return empty(parts.names, Err(f)),
+            Err(p) => return empty(parts.names, Err(Failure::panicked(check, &*p))),
+        }
+    } else {
+        None
+    };
     let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let capabilities = harness.capabilities();
-        let kinds = kinds(harness, capabilities);
-        ((!kinds.is_empty()).then(|| harness.store(parts.clock.clone())), capabilities, kinds)
+        let clock = parts.clock.clone();
+        match &power {
+            Some(power) => (Some(harness.store_in(power.dir.path(), clock)), capabilities, vec![CrashKind::Cut]),
+            None => {
+                let kinds = kinds(harness, capabilities);
+                ((!kinds.is_empty()).then(|| Some(harness.store(clock))), capabilities, kinds)
+            }
+        }
     }));
     let (store, capabilities, kinds) = match opened {
         Ok(opened) => opened,
-        Err(p) => {
-            let verdict = Err(Failure::panicked(CHECK, &*p));
-            return CrashRun { report, verdict, history: History { names: parts.names, events: Vec::new() } };
-        }
+        Err(p) => return empty(parts.names, Err(Failure::panicked(check, &*p))),
     };
-    let Some(store) = store else {
-        return CrashRun { report, verdict: Ok(()), history: History { names: parts.names, events: Vec::new() } };
+    let store = match store {
+        None => return empty(parts.names, Ok(())),
+        Some(None) => {
+            let why = "the harness declares a promise to survive power cuts (Capabilities::power_cuts), but its \
+                       store_in gave no store";
+            return empty(parts.names, Err(Failure::without_rule(check, why)));
+        }
+        Some(Some(store)) => store,
     };
     let mut run = Run {
         runner: Runner::new(harness, &parts, capabilities, 0),
         kinds,
-        clock_survives: capabilities.durable,
+        clock_survives: capabilities.durable || power.is_some(),
         set_back: Mutex::new(BTreeMap::new()),
         latest_before: Vec::new(),
         latest: AtomicU64::new(START.as_millis()),
         checked: AtomicUsize::new(0),
         trouble: None,
+        power: power.as_ref(),
     };
     let mut r = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     r.next();
@@ -287,28 +421,35 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> CrashRun {
             break;
         }
     }
+    // The last store closes before its disk is unmounted.
+    drop(store);
     let set_back = std::mem::take(&mut *run.set_back.lock().unwrap_or_else(PoisonError::into_inner));
     let trouble = run.trouble.take();
     let harms = run.runner.harms();
     let labels = run.runner.labels();
     report.keys_checked = run.checked.load(Ordering::SeqCst);
+    let mut cut_reports = power
+        .as_ref()
+        .map(|p| std::mem::take(&mut *p.cuts.lock().unwrap_or_else(PoisonError::into_inner)))
+        .unwrap_or_default();
     report.crashes = harms
         .iter()
         .zip(run.latest_before.iter().copied().chain(std::iter::repeat(START)))
-        .map(|(h, latest)| CrashPoint::of(h, latest))
+        .map(|(h, latest)| CrashPoint::of(h, latest, cut_reports.remove(&h.n)))
         .collect();
     drop(run);
+    drop(power);
     let mut names = parts.names;
     names.keys.extend((0..labels.len()).map(key_named));
     events.sort_by_key(|e| e.called);
     report.ops = events.len();
     report.keys = labels.len();
     report.labels = labels.clone();
-    report.clock_set_back = capabilities.durable;
+    report.clock_set_back = capabilities.durable || cuts;
     let judged = WallInstant::now();
     let verdict = match trouble {
         Some(f) => Err(f),
-        None => judge(&names, &events, &harms, &labels, &set_back),
+        None => judge(check, &names, &events, (&harms, &report.crashes), &labels, &set_back),
     };
     report.judge = judged.elapsed();
     let verdict = verdict.map_err(|f| harm::with_schedule(f, format!("crash run: {report}"), &harms, seed));
@@ -372,10 +513,10 @@ impl<H: Harness> Run<'_, H> {
         let keys = self.fresh_recipes();
         let round = self.latest_before.len();
         let recorder = &self.runner.recorder;
-        let store = if burst && kind == CrashKind::Crash {
-            self.burst(&store, r, &keys, round, events);
+        let store = if burst && kind != CrashKind::Reopen {
+            let store = self.burst(store, r, &keys, round, events, kind);
             self.latest_before.push(Instant::from_millis(self.latest.load(Ordering::SeqCst)));
-            store
+            store?
         } else {
             for phase in 0..4 {
                 self.phase(&store, r, &keys, phase, round, burst, events);
@@ -394,7 +535,7 @@ impl<H: Harness> Run<'_, H> {
                 recorder.set_clock(now.saturating_sub_millis(BACK));
             }
             self.latest_before.push(Instant::from_millis(self.latest.load(Ordering::SeqCst)));
-            let store = self.crash(store, kind)?;
+            let store = self.crash(store, kind, r)?;
             let recorder = &self.runner.recorder;
             if self.clock_survives {
                 let all = self.all_keys();
@@ -489,15 +630,45 @@ impl<H: Harness> Run<'_, H> {
     /// for as long as the record takes to become durable, and a looking thread that the machine
     /// did not run in that moment misses it; the next write gives it another chance. When none
     /// shows, the crash comes when the last write returns, in the middle of the burst.
-    fn burst(&mut self, store: &H::Store, r: &mut XorShift, keys: &[usize], round: usize, events: &mut Vec<Event>) {
+    ///
+    /// A power cut's burst sets a trap first: the k-th write or sync of the burst (drawn from
+    /// `r`) is held, and a thread that waits for it cuts the disk at once; a watch point that sees
+    /// an unacknowledged write first, or the burst's middle, cuts instead. The store is opened
+    /// again once every thread has returned.
+    fn burst(
+        &mut self,
+        owned: H::Store,
+        r: &mut XorShift,
+        keys: &[usize],
+        round: usize,
+        events: &mut Vec<Event>,
+        kind: CrashKind,
+    ) -> Option<H::Store> {
+        let store = &owned;
         for phase in 0..2 {
             self.phase(store, r, keys, phase, round, true, events);
         }
         self.runner.recorder.advance(PHASE);
+        let cut = match self.power {
+            Some(power) if kind == CrashKind::Cut => {
+                let on = [TrapOn::Write, TrapOn::Sync, TrapOn::Any][r.below(3) as usize];
+                let trap = Trap { on, path: None, nth: 1 + r.below(TRAP_NTH) };
+                let model = power.model(self.runner.harms().len(), r);
+                let seed = r.next();
+                if let Err(e) = lock(&power.disk).set_trap(Some(trap)) {
+                    self.trouble =
+                        Some(Failure::without_rule(POWER_CHECK, format!("the disk's trap could not be set: {e}")));
+                    return Some(owned);
+                }
+                Some(CutOnce { power, model, seed, done: Mutex::new(None), over: AtomicBool::new(false) })
+            }
+            _ => None,
+        };
+        let cut = cut.as_ref();
         let this = &*self;
         let running = AtomicUsize::new(WORKERS);
         let running = &running;
-        let (out, crashed) = std::thread::scope(|s| {
+        let (mut out, crashed) = std::thread::scope(|s| {
             // The workers run the third and fourth phases' steps at once, all at this instant.
             let workers: Vec<_> = (0..WORKERS)
                 .map(|w| {
@@ -513,6 +684,8 @@ impl<H: Harness> Run<'_, H> {
                     })
                 })
                 .collect();
+            // A power cut's cutter: it waits for the trap to hold an operation, and cuts then.
+            let cutter = cut.map(|cut| s.spawn(move || cut.when_held(&this.runner)));
             let mut out: Vec<Event> = Vec::new();
             let mut point = "burst: midway, when the watched writes returned";
             let mut writing = None;
@@ -544,8 +717,19 @@ impl<H: Harness> Run<'_, H> {
                     break;
                 }
             }
-            let crashed =
-                this.runner.cause(CHECK, Some(store), (Fault::Crash, point), || this.runner.inject(Fault::Crash));
+            let crashed = match cut {
+                Some(cut) => {
+                    cut.now(&this.runner, point);
+                    Ok(())
+                }
+                None => {
+                    this.runner.cause(CHECK, Some(store), (Fault::Crash, point), || this.runner.inject(Fault::Crash))
+                }
+            };
+            if let Some(cutter) = cutter {
+                // It ends once the cut is made, by it or here.
+                let _ = cutter.join();
+            }
             if let Some(writer) = writing {
                 match writer.join() {
                     Ok(e) => out.push(e),
@@ -560,10 +744,61 @@ impl<H: Harness> Run<'_, H> {
             }
             (out, crashed)
         });
+        if let Some(began) = cut.and_then(|c| lock(&c.done).as_ref().map(|(began, ..)| began.stamp)) {
+            unheard(&mut out, began);
+        }
         events.extend(out);
         if let Err(f) = crashed {
             self.trouble = Some(f);
         }
+        match cut {
+            Some(cut) => self.reopen_after_cut(owned, cut),
+            None => self.trouble.is_none().then_some(owned),
+        }
+    }
+
+    /// Opens the store again after `cut`, made in a burst: the store to go on with, or `None`
+    /// (the trouble noted).
+    fn reopen_after_cut(&mut self, store: H::Store, cut: &CutOnce<'_>) -> Option<H::Store> {
+        let done = lock(&cut.done).take();
+        let Some((began, point, report)) = done else {
+            self.trouble = Some(Failure::without_rule(POWER_CHECK, "the burst ended without a cut"));
+            return None;
+        };
+        let power = cut.power;
+        let report = match report {
+            Ok(report) => report,
+            Err(why) => {
+                self.trouble = Some(Failure::without_rule(POWER_CHECK, why));
+                return None;
+            }
+        };
+        self.reopen_on(store, began, point, power, report)
+    }
+
+    /// Drops `store`, whose disk was cut at `began` (`report`) and is off, brings the power back
+    /// and opens the store again on what the cut left, and notes the harm and the cut: the store to go on with, or `None` (the trouble
+    /// noted).
+    fn reopen_on(
+        &mut self,
+        store: H::Store,
+        began: Began,
+        point: &'static str,
+        power: &Power,
+        report: CutReport,
+    ) -> Option<H::Store> {
+        let harness = self.runner.harness;
+        let clock = self.runner.recorder.clock.clone();
+        let reopened = self.runner.reopen_after(POWER_CHECK, began, (Fault::PowerCut, point), || {
+            drop(store);
+            lock(&power.disk).power_on().map_err(|e| format!("the disk did not come back after the cut: {e}"))?;
+            harness.store_in(power.dir.path(), clock).ok_or_else(|| {
+                "the harness declares a promise to survive power cuts, but its store_in gave no store after a cut"
+                    .to_owned()
+            })
+        });
+        lock(&power.cuts).insert(self.runner.harms().len(), report);
+        reopened.map_err(|f| self.trouble = Some(f)).ok()
     }
 
     /// Looks key `watched` up until its write returns (`done`), or [`WATCH`] after `started`:
@@ -595,15 +830,30 @@ impl<H: Harness> Run<'_, H> {
         false
     }
 
-    /// Crashes `store` quietly by `kind`: the store to go on with, or `None` (the trouble noted).
-    fn crash(&mut self, store: H::Store, kind: CrashKind) -> Option<H::Store> {
+    /// Crashes `store` quietly by `kind` (a power cut's model and seed drawn from `r`): the store
+    /// to go on with, or `None` (the trouble noted).
+    fn crash(&mut self, store: H::Store, kind: CrashKind, r: &mut XorShift) -> Option<H::Store> {
         const QUIET: &str = "quiet: right after an acknowledged change, nothing in flight";
+        if let (CrashKind::Cut, Some(power)) = (kind, self.power) {
+            let model = power.model(self.runner.harms().len(), r);
+            let seed = r.next();
+            let began = self.runner.begin();
+            // Bound first: the disk's lock must be let go before the store is opened again.
+            let off = lock(&power.disk).power_off(model, seed);
+            return match off {
+                Ok(report) => self.reopen_on(store, began, QUIET, power, report),
+                Err(e) => {
+                    self.trouble = Some(Failure::without_rule(POWER_CHECK, format!("the disk could not be cut: {e}")));
+                    None
+                }
+            };
+        }
         let runner = &self.runner;
         let crashed = match kind {
             CrashKind::Crash => {
                 runner.cause(CHECK, Some(&store), (Fault::Crash, QUIET), || runner.inject(Fault::Crash)).map(|()| store)
             }
-            CrashKind::Reopen => runner.restart(CHECK, store, QUIET),
+            CrashKind::Reopen | CrashKind::Cut => runner.restart(CHECK, store, QUIET),
         };
         crashed.map_err(|f| self.trouble = Some(f)).ok()
     }
@@ -614,20 +864,105 @@ impl<H: Harness> Run<'_, H> {
 /// after it are explained from some state the crash could have left, lost or changed what the
 /// crash should have kept: P1, or D10 when only a lookup with the clock set back shows it
 /// ([`harm::blame`]).
+///
+/// A power cut's failure names the cut: its model, the operation it held and every unsynced
+/// effect it took back.
 fn judge(
+    check: &str,
     names: &Names,
     events: &[Event],
-    harms: &[Harm],
+    (harms, crashes): (&[Harm], &[CrashPoint]),
     labels: &[&'static str],
     set_back: &BTreeMap<u64, Instant>,
 ) -> Result<(), Failure> {
-    verdict::precheck(CHECK, names, events, StorageErrors::Tolerated)?;
+    verdict::precheck(check, names, events, StorageErrors::Tolerated)?;
     for (key, ops) in by_key(events) {
-        harm::blame(CHECK, names, (key, &ops), harms, set_back, |b| {
+        harm::blame(check, names, (key, &ops), harms, set_back, |b| {
             let wrong = b.ops[b.ops.len() - 1];
             let label = labels.get(key).copied().unwrap_or("a key of its own");
-            crash_failure(names, b, label, set_back.get(&wrong.called).copied())
+            let mut f = crash_failure(names, b, label, set_back.get(&wrong.called).copied());
+            check.clone_into(&mut f.check);
+            let cut = crashes.iter().find(|c| c.n == b.harm.n).and_then(|c| c.cut.as_ref());
+            if let Some(cut) = cut {
+                f.context.insert(0, format!("crash {} was {cut}", b.harm.n));
+            }
+            f
         })?;
     }
     Ok(())
 }
+
+/// What a power cut that began at stamp `began` leaves of a burst's events `out`: nobody heard an
+/// answer given after the power went off. A lookup that had not returned by then is dropped (an
+/// in-process store may still answer one from its memory, which a machine without power could
+/// not); an operation that had not returned may or may not have taken effect, whatever the store
+/// said, and so has an indeterminate error.
+fn unheard(out: &mut Vec<Event>, began: u64) {
+    out.retain_mut(|e| {
+        if e.returned <= began {
+            return true;
+        }
+        match e.call {
+            Call::Lookup => false,
+            Call::Op(_) => {
+                let message = "the power was cut before its answer was heard".to_owned();
+                e.ret = Return::Storage { message, indeterminate: true };
+                true
+            }
+        }
+    });
+}
+
+/// `m`, locked, poisoned or not.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A cut made: where it began, where the burst was, and what it did (or why it could not be made).
+type Cut = (Began, &'static str, Result<CutReport, String>);
+
+/// A burst's power cut, made once: by the thread that waits for the trap, or at the watch point.
+struct CutOnce<'p> {
+    power: &'p Power,
+    model: Persistence,
+    seed: u64,
+    /// Where it began, where the burst was, and what it did (or why it could not be made).
+    done: Mutex<Option<Cut>>,
+    /// Set once the cut is made: the waiting thread stops.
+    over: AtomicBool,
+}
+
+impl CutOnce<'_> {
+    /// Cuts the disk at `point`, unless it was cut already.
+    fn now<H: Harness>(&self, runner: &Runner<'_, H>, point: &'static str) {
+        let mut done = lock(&self.done);
+        if done.is_some() {
+            return;
+        }
+        let began = runner.begin();
+        // The power stays off until the store is opened again: its threads, finishing what they
+        // were doing, fail on the dead disk. The disk that comes back has no trap.
+        let report = lock(&self.power.disk).power_off(self.model, self.seed);
+        *done = Some((began, point, report.map_err(|e| format!("the disk could not be cut: {e}"))));
+        self.over.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits for the trap to hold an operation and cuts then, until the cut is made elsewhere.
+    fn when_held<H: Harness>(&self, runner: &Runner<'_, H>) {
+        // Short waits, so that the disk is not kept from a cut at the watch point for long.
+        const POLL: Duration = Duration::from_millis(10);
+        let started = WallInstant::now();
+        while !self.over.load(Ordering::SeqCst) && started.elapsed() < WATCH + RECOVERY_MARGIN {
+            let held = lock(&self.power.disk).held(POLL);
+            match held {
+                Ok(Some(_)) => return self.now(runner, "burst: inside the disk, an operation held by the trap"),
+                Ok(None) => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// How long past [`WATCH`] the thread that waits for a trap goes on waiting: the watch point cuts
+/// by then.
+const RECOVERY_MARGIN: Duration = Duration::from_secs(5);

@@ -11,6 +11,7 @@
 //! that runs (a typed method of the store, the harness's lookups, reopen and raw requests).
 
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 
 use reservation_store::{
@@ -33,12 +34,14 @@ impl<H: Harness> DynHarness for H {}
 /// The methods behind [`DynHarness`], in a module of their own so that no one outside can name,
 /// call or implement them.
 mod object {
-    use super::{Capabilities, ErasedStore, Fault, Future, ManualClock, Pin, StorageError};
+    use super::{Capabilities, ErasedStore, Fault, Future, ManualClock, Path, Pin, StorageError};
 
     /// A [`crate::Harness`]'s methods, with its types erased.
     pub trait Object: Sync {
         /// [`crate::Harness::store`].
         fn erased_store(&self, clock: ManualClock) -> ErasedStore<'_>;
+        /// [`crate::Harness::store_in`].
+        fn erased_store_in(&self, dir: &Path, clock: ManualClock) -> Option<ErasedStore<'_>>;
         /// [`crate::Harness::block_on`], for a future that keeps its output itself.
         fn erased_block_on<'f>(&self, future: Pin<Box<dyn Future<Output = ()> + 'f>>);
         /// [`crate::Harness::capabilities`].
@@ -55,6 +58,11 @@ mod object {
 impl<H: Harness> object::Object for H {
     fn erased_store(&self, clock: ManualClock) -> ErasedStore<'_> {
         ErasedStore(Box::new(Bound { harness: self, store: self.store(clock) }))
+    }
+
+    fn erased_store_in(&self, dir: &Path, clock: ManualClock) -> Option<ErasedStore<'_>> {
+        let store = self.store_in(dir, clock)?;
+        Some(ErasedStore(Box::new(Bound { harness: self, store })))
     }
 
     fn erased_block_on<'f>(&self, future: Pin<Box<dyn Future<Output = ()> + 'f>>) {
@@ -114,6 +122,10 @@ impl<'h> Harness for Erased<'h> {
 
     fn reopen(&self, store: ErasedStore<'h>, clock: ManualClock) -> Option<ErasedStore<'h>> {
         store.0.reopen(clock)
+    }
+
+    fn store_in(&self, dir: &Path, clock: ManualClock) -> Option<ErasedStore<'h>> {
+        self.0.erased_store_in(dir, clock)
     }
 
     fn lookups(

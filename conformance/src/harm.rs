@@ -111,6 +111,16 @@ pub(crate) struct Runner<'a, H: Harness> {
     first_key: usize,
 }
 
+/// Where a harm began ([`Runner::begin`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Began {
+    /// From the start of the run.
+    at: Duration,
+    wall: WallInstant,
+    /// The stamp of the history's counter.
+    pub(crate) stamp: u64,
+}
+
 /// The harness's answer to being asked to cause a harm.
 pub(crate) type Caused = Result<(), String>;
 
@@ -255,34 +265,51 @@ impl<'a, H: Harness> Runner<'a, H> {
         }
     }
 
+    /// Where a harm begins: now.
+    pub(crate) fn begin(&self) -> Began {
+        Began { at: self.started.elapsed(), wall: WallInstant::now(), stamp: self.stamp() }
+    }
+
     /// Restarts `store` at `point` through [`Harness::reopen`] on the suite's clock, and waits for
     /// the new store to answer: the harm is recorded either way. The failure of check `check`
     /// when the store could not be reopened (P1: a durable store must come back on its own
     /// storage) or did not answer.
     pub(crate) fn restart(&self, check: &str, store: H::Store, point: &'static str) -> Result<H::Store, Failure> {
-        let at = self.started.elapsed();
-        let began_at = WallInstant::now();
-        let began = self.stamp();
-        let clock = self.recorder.clock.clone();
-        let reopened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.harness.reopen(store, clock)));
-        let took = began_at.elapsed();
+        let began = self.begin();
+        let harness = self.harness;
+        self.reopen_after(check, began, (Fault::Restart, point), || {
+            let clock = self.recorder.clock.clone();
+            match harness.reopen(store, clock) {
+                Some(store) => Ok(store),
+                None => Err("the harness declares the durable capability, but its reopen gave no store".to_owned()),
+            }
+        })
+    }
+
+    /// Ends the harm `fault` that `began` at `point` (a restart, a power cut) by `reopen`, which
+    /// opens the store again, and waits for the new store to answer: the harm is recorded either
+    /// way. The failure of check `check` when `reopen` gave no store (its reason, no rule), panicked
+    /// (P1: a durable store must come back on its own storage) or the store did not answer.
+    pub(crate) fn reopen_after(
+        &self,
+        check: &str,
+        began: Began,
+        (fault, point): (Fault, &'static str),
+        reopen: impl FnOnce() -> Result<H::Store, String>,
+    ) -> Result<H::Store, Failure> {
+        let reopened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(reopen));
+        let took = began.wall.elapsed();
         let (store, problem) = match reopened {
-            Ok(Some(store)) => (Some(store), None),
-            Ok(None) => (
-                None,
-                Some(Failure::without_rule(
-                    check,
-                    "the harness declares the durable capability, but its reopen gave no store",
-                )),
-            ),
+            Ok(Ok(store)) => (Some(store), None),
+            Ok(Err(why)) => (None, Some(Failure::without_rule(check, why))),
             Err(p) => (
                 None,
                 Some(Failure::new(
                     check,
                     Rule::P1,
                     format!(
-                        "the store could not be opened again on its own storage after a restart: the harness's reopen \
-                     panicked: {}",
+                        "the store could not be opened again on its own storage after {}: the harness panicked: {}",
+                        if fault == Fault::PowerCut { "a power cut" } else { "a restart" },
                         panic_message(&*p)
                     ),
                 )),
@@ -290,7 +317,9 @@ impl<'a, H: Harness> Runner<'a, H> {
         };
         let answered = store.as_ref().map(|s| self.answer(s));
         let recovered_after = answered.as_ref().and_then(|a| a.as_ref().ok().copied());
-        self.note(Harm { n: 0, fault: Fault::Restart, point, at, took, recovered_after, began, ended: self.stamp() });
+        let harm =
+            Harm { n: 0, fault, point, at: began.at, took, recovered_after, began: began.stamp, ended: self.stamp() };
+        self.note(harm);
         if let Some(problem) = problem {
             return Err(problem);
         }
@@ -298,7 +327,7 @@ impl<'a, H: Harness> Runner<'a, H> {
             (Some(store), Some(Ok(_))) => Ok(store),
             (_, answered) => {
                 let silence = answered.and_then(Result::err).unwrap_or(Silence::Last(String::new()));
-                Err(silence.failure(check, "a restart"))
+                Err(silence.failure(check, if fault == Fault::PowerCut { "a power cut" } else { "a restart" }))
             }
         }
     }

@@ -1,7 +1,10 @@
 //! What an implementer supplies: a [`Harness`] that builds stores around the suite's clock.
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use reservation_disk::Persistence;
 
 use reservation_store::{
     Instant, Key, ManualClock, MemoryStore, Namespace, ReservationScope, ReservationStore, StorageError, StoreResult,
@@ -50,6 +53,21 @@ pub trait Harness: Sync {
         }
         drop(store);
         Some(self.store(clock))
+    }
+
+    /// A store whose clock is `clock` and whose storage lives under `dir`, for the power-cut check
+    /// ([`crate::crashes::power_cuts`]): the suite mounts a disk that can lose power at `dir` (an
+    /// empty directory of its own), opens the store there, and after each cut drops it and calls
+    /// this again on what the cut left, as a machine that lost power would restart the store. The
+    /// store keeps everything that must survive under `dir` (a server it starts puts its data
+    /// directory there), and the first call finds `dir` empty.
+    ///
+    /// `None`, the default: the store keeps no storage in a directory the suite can mount, and
+    /// the power-cut check is skipped. A harness that declares [`Capabilities::power_cuts`] must
+    /// give a store.
+    fn store_in(&self, dir: &Path, clock: ManualClock) -> Option<Self::Store> {
+        let _ = (dir, clock);
+        None
     }
 
     /// Looks up each of `keys` in `store`, as the suite does after every step, the answers in the
@@ -133,6 +151,10 @@ impl<H: Harness> Harness for &H {
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
         (**self).reopen(store, clock)
+    }
+
+    fn store_in(&self, dir: &Path, clock: ManualClock) -> Option<Self::Store> {
+        (**self).store_in(dir, clock)
     }
 
     fn lookups(
@@ -252,12 +274,28 @@ pub struct Capabilities {
     /// no released one comes back (P1), and the store's clock never goes back across a restart
     /// (D10: it persists the instant of each change, and a reopened store never decides earlier).
     pub durable: bool,
+    /// What the store promises to survive when the machine loses power: `Some(model)` when every
+    /// change it acknowledged survives a power cut under `model` and under every milder model
+    /// (those before it in [`Persistence::ALL`]; `reorder` includes `torn`). The power-cut check
+    /// ([`crate::crashes::power_cuts`]) runs the store on a disk that can lose power, through
+    /// [`Harness::store_in`], and cuts it under those models. `Some(Persistence::Process)`
+    /// promises a process crash only (what SQLite's `synchronous = NORMAL` promises); `None`, the
+    /// default, promises nothing and skips the check. A promise implies `durable`.
+    pub power_cuts: Option<Persistence>,
 }
 
 impl Capabilities {
     /// These capabilities, with `durable` set to `on`.
     pub const fn with_durable(mut self, on: bool) -> Self {
         self.durable = on;
+        self
+    }
+
+    /// These capabilities, durable, with the promise to survive power cuts under `model` and
+    /// every milder model ([`Capabilities::power_cuts`]).
+    pub const fn with_power_cuts(mut self, model: Persistence) -> Self {
+        self.durable = true;
+        self.power_cuts = Some(model);
         self
     }
 }
@@ -272,6 +310,8 @@ pub enum Requirement {
     Nothing,
     /// The store declares [`Capabilities::durable`] (`p1_durable_…`).
     Durable,
+    /// The store declares [`Capabilities::power_cuts`] (`p1_power_cuts_…`).
+    PowerCuts,
 }
 
 impl Requirement {
@@ -280,6 +320,7 @@ impl Requirement {
         match self {
             Requirement::Nothing => true,
             Requirement::Durable => capabilities.durable,
+            Requirement::PowerCuts => capabilities.power_cuts.is_some(),
         }
     }
 
@@ -292,6 +333,9 @@ impl Requirement {
         Some(match self {
             Requirement::Nothing => "",
             Requirement::Durable => "the store does not declare the `durable` capability",
+            Requirement::PowerCuts => {
+                "the store declares no promise to survive power cuts (`Capabilities::power_cuts`)"
+            }
         })
     }
 }
@@ -319,15 +363,27 @@ pub enum Fault {
     Restart,
     /// The suite's own: the store's clock jumps ahead, past every reservation's expiry.
     ClockJump,
+    /// The suite's own, for a harness that declares [`Capabilities::power_cuts`]: the disk under
+    /// the store loses power (every operation on it fails from then on), takes back what was
+    /// never synced under a [`Persistence`] model, and the store is opened again on what is left
+    /// ([`Harness::store_in`]).
+    PowerCut,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 6] =
-        [Fault::CutConnections, Fault::Crash, Fault::Pause, Fault::Failover, Fault::Restart, Fault::ClockJump];
+    pub const ALL: [Fault; 7] = [
+        Fault::CutConnections,
+        Fault::Crash,
+        Fault::Pause,
+        Fault::Failover,
+        Fault::Restart,
+        Fault::ClockJump,
+        Fault::PowerCut,
+    ];
 
     /// The fault's name, as reports print it: `cut-connections`, `crash`, `pause`, `failover`,
-    /// `restart`, `clock-jump`.
+    /// `restart`, `clock-jump`, `power-cut`.
     pub const fn name(self) -> &'static str {
         match self {
             Fault::CutConnections => "cut-connections",
@@ -336,13 +392,14 @@ impl Fault {
             Fault::Failover => "failover",
             Fault::Restart => "restart",
             Fault::ClockJump => "clock-jump",
+            Fault::PowerCut => "power-cut",
         }
     }
 
-    /// Whether the fault may lose writes that were acknowledged: a crash, a failover or a
-    /// restart. The fault check looks up every acknowledged confirmation after each.
+    /// Whether the fault may lose writes that were acknowledged: a crash, a failover, a restart
+    /// or a power cut. The fault check looks up every acknowledged confirmation after each.
     pub const fn may_lose_writes(self) -> bool {
-        matches!(self, Fault::Crash | Fault::Failover | Fault::Restart)
+        matches!(self, Fault::Crash | Fault::Failover | Fault::Restart | Fault::PowerCut)
     }
 
     /// The fault named `name` ([`Fault::name`]), if any.
@@ -352,7 +409,7 @@ impl Fault {
 
     /// Whether the suite causes the fault itself, rather than the harness.
     pub const fn is_the_suites(self) -> bool {
-        matches!(self, Fault::Restart | Fault::ClockJump)
+        matches!(self, Fault::Restart | Fault::ClockJump | Fault::PowerCut)
     }
 }
 
@@ -385,8 +442,8 @@ impl Harness for MemoryHarness {
 /// wraps: a wrapper that leaves one to the trait's default quietly weakens the checks that use
 /// it (a lenient adapter passes the argument sweep when `send_raw` is dropped; the fault check
 /// fires nothing when `faults` is). [`dropped_parts`] finds the ones a wrapper drops.
-pub const PARTS: [&str; 8] =
-    ["block_on", "capabilities", "reopen", "lookups", "send_raw", "faults", "inject", "broken"];
+pub const PARTS: [&str; 9] =
+    ["block_on", "capabilities", "reopen", "store_in", "lookups", "send_raw", "faults", "inject", "broken"];
 
 /// The parts ([`PARTS`]) that the wrapper `wrap` builds around a harness of its own does not
 /// pass through: each method of the wrapper is called once, and a part is dropped when the call
@@ -423,7 +480,8 @@ pub fn dropped_parts<W: Harness>(wrap: impl FnOnce(Probe) -> W) -> Vec<&'static 
     answer("faults", wrapper.faults().contains(&Fault::Crash));
     answer("inject", wrapper.inject(Fault::Crash).is_ok());
     answer("broken", wrapper.broken().is_some());
-    answer("reopen", wrapper.reopen(store, clock).is_some());
+    answer("reopen", wrapper.reopen(store, clock.clone()).is_some());
+    answer("store_in", wrapper.store_in(Path::new("/probe"), clock).is_some());
     let seen = seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     PARTS.into_iter().filter(|part| !(seen.contains(part) && answered.contains(part))).collect()
 }
@@ -460,6 +518,11 @@ impl Harness for Probe {
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
         self.saw("reopen");
         drop(store);
+        Some(self.store(clock))
+    }
+
+    fn store_in(&self, _: &Path, clock: ManualClock) -> Option<Self::Store> {
+        self.saw("store_in");
         Some(self.store(clock))
     }
 

@@ -277,8 +277,8 @@ pub use failure::{Details, Failure, Finding, Protocol, Undecided};
 pub use gate::Ceilings;
 pub use harness::unique_namespace;
 pub use harness::{
-    Capabilities, Harness, LOOKUPS_AT_ONCE, MemoryHarness, PARTS, Probe, RawAnswer, RawRequest, Requirement, START,
-    dropped_parts,
+    Capabilities, Harness, LOOKUPS_AT_ONCE, MemoryHarness, PARTS, Persistence, Probe, RawAnswer, RawRequest,
+    Requirement, START, dropped_parts,
 };
 pub use report::{CheckResult, Report, run_all, run_all_with, run_matching, run_matching_with};
 pub use settings::Settings;
@@ -345,6 +345,7 @@ macro_rules! __for_each_check {
             p1_faults_on_a_seeded_schedule_lose_no_acknowledged_confirmation => faults,
             p1_durable_reopen_keeps_every_reservation => durable [Durable],
             p1_crashes_at_chosen_points_keep_every_state => crashes [Durable],
+            p1_power_cuts_take_back_nothing_the_store_promised => power_cuts [PowerCuts],
         }
     };
 }
@@ -384,6 +385,10 @@ macro_rules! __requirement {
 ///   `#[ignore]`d with the reason, which `cargo test` prints, instead of passing without running;
 ///   a harness that declares the capability without the word fails `durable_capability_is_tested`,
 ///   and the word on a harness that does not declare it fails the tests it runs.
+/// - or `power_cuts`, for a harness that declares [`Capabilities::power_cuts`] (and so is
+///   durable): the durable checks and the power-cut check (`p1_power_cuts_…`, the store on a disk
+///   that can lose power, [`crashes::power_cuts`]) run. A harness that declares the promise
+///   told only `durable` fails `power_cuts_capability_is_tested`.
 /// - `settings = EXPR`, the run's [`Settings`] (by default [`Settings::default`]), evaluated once
 ///   per test; the environment's overrides ([`Settings::with_env`]) apply on top, so that the
 ///   replay line of a failure works: `tests!(my_store, MyHarness::new(), durable,
@@ -423,9 +428,15 @@ macro_rules! __tests {
     ($module:ident, $harness:expr, [durable, settings = $settings:expr $(,)?]) => {
         $crate::__for_each_check!(__tests_module { $module, $harness, durable, $settings });
     };
+    ($module:ident, $harness:expr, [power_cuts $(,)?]) => {
+        $crate::__for_each_check!(__tests_module { $module, $harness, power_cuts, $crate::Settings::default() });
+    };
+    ($module:ident, $harness:expr, [power_cuts, settings = $settings:expr $(,)?]) => {
+        $crate::__for_each_check!(__tests_module { $module, $harness, power_cuts, $settings });
+    };
     ($module:ident, $harness:expr, [$($other:tt)*]) => {
         ::core::compile_error!(::core::concat!(
-            "tests!: after the harness, `durable` and then `settings = EXPR`, each optional; found `",
+            "tests!: after the harness, `durable` or `power_cuts` and then `settings = EXPR`, each optional; found `",
             ::core::stringify!($($other)*), "`"
         ));
     };
@@ -463,9 +474,19 @@ macro_rules! __check_test {
     (($harness:expr, durable, $settings:expr) $name:ident => $check:ident [Durable]) => {
         $crate::__check_test!(@run $harness, $settings, $name => $check, Durable);
     };
+    (($harness:expr, power_cuts, $settings:expr) $name:ident => $check:ident [Durable]) => {
+        $crate::__check_test!(@run $harness, $settings, $name => $check, Durable);
+    };
     (($harness:expr, $durable:ident, $settings:expr) $name:ident => $check:ident [Durable]) => {
         $crate::__check_test!(@run $harness, $settings, $name => $check, Nothing,
             #[ignore = "not run: the harness is not declared durable (tests!(module, harness, durable) runs it)"]);
+    };
+    (($harness:expr, power_cuts, $settings:expr) $name:ident => $check:ident [PowerCuts]) => {
+        $crate::__check_test!(@run $harness, $settings, $name => $check, PowerCuts);
+    };
+    (($harness:expr, $durable:ident, $settings:expr) $name:ident => $check:ident [PowerCuts]) => {
+        $crate::__check_test!(@run $harness, $settings, $name => $check, Nothing,
+            #[ignore = "not run: the harness declares no promise to survive power cuts (tests!(module, harness, power_cuts) runs it)"]);
     };
     (($harness:expr, $durable:ident, $settings:expr) $name:ident => $check:ident) => {
         $crate::__check_test!(@run $harness, $settings, $name => $check, Nothing);
@@ -482,7 +503,19 @@ macro_rules! __check_test {
             }
         }
     };
-    (@capability durable, $harness:expr) => {};
+    (@capability power_cuts, $harness:expr) => {};
+    (@capability durable, $harness:expr) => {
+        /// A harness that declares a promise to survive power cuts must say `power_cuts` to the
+        /// macro, or its power-cut check would never run.
+        #[test]
+        fn power_cuts_capability_is_tested() {
+            let ::core::option::Option::Some(harness) = $harness else { return };
+            ::core::assert!(
+                $crate::Harness::capabilities(&harness).power_cuts.is_none(),
+                "the harness declares a promise to survive power cuts: write tests!(module, harness, power_cuts) so that its power-cut check runs"
+            );
+        }
+    };
     (@capability $durable:ident, $harness:expr) => {
         /// A harness that declares the durable capability must say `durable` to the macro too,
         /// or its durable checks would never run.
@@ -501,8 +534,13 @@ macro_rules! __check_test {
 /// declare the capability they would pass without running. Panics then, naming the mismatch.
 #[doc(hidden)]
 pub fn __assert_declared<H: Harness>(harness: &H, requirement: Requirement) {
+    let met = requirement.met_by(harness.capabilities());
     assert!(
-        requirement.met_by(harness.capabilities()),
+        met || requirement != Requirement::PowerCuts,
+        "tests!(…, power_cuts) on a harness that declares no promise to survive power cuts: its power-cut check would not run"
+    );
+    assert!(
+        met,
         "tests!(…, durable) on a harness that does not declare the durable capability: its durable checks would not run"
     );
 }

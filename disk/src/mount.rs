@@ -9,7 +9,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::fs::{Counts, Trap};
-use crate::server::{COUNTS, CUT, HELD, SERVE, TRAP, TREE, UNTRAP};
+use crate::server::{COUNTS, CUT, HELD, POWER_OFF, POWER_ON, SERVE, TRAP, TREE, UNTRAP};
 use crate::tree::{Persistence, TakenBack, Tree};
 use crate::wire::{self, In, Out};
 
@@ -122,6 +122,11 @@ pub struct Disk {
     mountpoint: PathBuf,
     server: Child,
     channel: Mutex<Channel>,
+    /// The mount's root, held open until the next mount is in place: the old mount then still
+    /// holds its device number, so that the new one gets another, and a library that caches
+    /// files by device and inode (SQLite does, per process) takes the files after a cut for new
+    /// ones, as a restarted machine's processes would.
+    pin: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for Disk {
@@ -168,7 +173,12 @@ impl Disk {
             let mut from = BufReader::new(from);
             while sender.send(wire::receive(&mut from)).is_ok() {}
         });
-        let disk = Disk { mountpoint, server, channel: Mutex::new(Channel { to: Some(BufWriter::new(to)), answers }) };
+        let mut disk = Disk {
+            mountpoint,
+            server,
+            channel: Mutex::new(Channel { to: Some(BufWriter::new(to)), answers }),
+            pin: None,
+        };
         let mut first = Out::default();
         first.text(&text);
         wire::put_tree(&mut first, &tree);
@@ -177,7 +187,15 @@ impl Disk {
         if answer.u8()? != 1 {
             return Err(refused("the mount was refused", &mut answer));
         }
+        disk.pin()?;
         Ok(disk)
+    }
+
+    /// Holds the root of the mount now in place open, and lets the one before go.
+    fn pin(&mut self) -> io::Result<()> {
+        let root = std::fs::File::open(&self.mountpoint)?;
+        self.pin = Some(root);
+        Ok(())
     }
 
     fn ask(&self, request: &[u8], beyond: Duration) -> io::Result<Vec<u8>> {
@@ -241,21 +259,55 @@ impl Disk {
     /// # Errors
     /// When the server does not answer or the new mount is refused.
     pub fn cut(&mut self, model: Persistence, seed: u64) -> io::Result<CutReport> {
-        let mut request = Out::default();
-        request.u8(CUT);
-        wire::put_model(&mut request, model);
-        request.u64(seed);
-        let answer = self.ask(&request.0, Duration::ZERO)?;
+        self.cut_by(CUT, model, seed)
+    }
+
+    /// As [`Disk::cut`], but the power stays off until [`Disk::power_on`]: the disk is dead and
+    /// still mounted, so that every operation on it fails (`EIO`), opening a file by its path
+    /// included, and a store that goes on running after the cut (its threads finishing what they
+    /// were doing) reaches neither the old disk nor the new one. Only [`Disk::power_on`] may
+    /// follow.
+    ///
+    /// # Errors
+    /// When the server does not answer, or the power is off already.
+    pub fn power_off(&mut self, model: Persistence, seed: u64) -> io::Result<CutReport> {
+        self.cut_by(POWER_OFF, model, seed)
+    }
+
+    /// After [`Disk::power_off`]: what the cut kept, mounted in the same place, durable.
+    ///
+    /// # Errors
+    /// When the server does not answer, the power is on, or the new mount is refused.
+    pub fn power_on(&mut self) -> io::Result<()> {
+        let answer = self.ask(&[POWER_ON], Duration::ZERO)?;
         let mut answer = In(&answer);
         if answer.u8()? != 1 {
-            return Err(refused("the mount after the cut was refused", &mut answer));
+            return Err(refused("the power could not come back", &mut answer));
         }
-        wire::get_report(&mut answer)
+        self.pin()
+    }
+
+    fn cut_by(&mut self, request: u8, model: Persistence, seed: u64) -> io::Result<CutReport> {
+        let mut out = Out::default();
+        out.u8(request);
+        wire::put_model(&mut out, model);
+        out.u64(seed);
+        let answer = self.ask(&out.0, Duration::ZERO)?;
+        let mut answer = In(&answer);
+        if answer.u8()? != 1 {
+            return Err(refused("the cut was refused, or the mount after it", &mut answer));
+        }
+        let report = wire::get_report(&mut answer)?;
+        if request == CUT {
+            self.pin()?;
+        }
+        Ok(report)
     }
 }
 
 impl Drop for Disk {
     fn drop(&mut self) {
+        self.pin = None;
         // Its input closed, the server kills the mount and ends; a server that does not end in
         // time is killed (the kernel then fails every operation on the mount).
         self.channel.get_mut().unwrap_or_else(PoisonError::into_inner).to = None;

@@ -32,6 +32,8 @@ pub(crate) const HELD: u8 = 3;
 pub(crate) const TREE: u8 = 4;
 pub(crate) const COUNTS: u8 = 5;
 pub(crate) const CUT: u8 = 6;
+pub(crate) const POWER_OFF: u8 = 7;
+pub(crate) const POWER_ON: u8 = 8;
 
 #[ctor::ctor(unsafe)]
 fn serve_if_asked() {
@@ -70,25 +72,34 @@ impl Mounted {
     /// Kills the mount: the disk dead, the held operation failed, the mount detached. Returns the
     /// state at the moment of death.
     fn kill(&mut self) -> State {
-        let state = {
-            let mut state = self.shared.lock();
-            state.dead = true;
-            self.shared.changed.notify_all();
-            State {
-                tree: state.tree.clone(),
-                dead: true,
-                counts: state.counts,
-                trap: state.trap.take(),
-                held: state.held.take(),
-            }
-        };
+        let state = self.die();
+        self.detach();
+        state
+    }
+
+    /// The disk dead, still mounted: the held operation and every later one fail (`EIO`), a name
+    /// looked up under the mountpoint included. Returns the state at the moment of death.
+    fn die(&self) -> State {
+        let mut state = self.shared.lock();
+        state.dead = true;
+        self.shared.changed.notify_all();
+        State {
+            tree: state.tree.clone(),
+            dead: true,
+            counts: state.counts,
+            trap: state.trap.take(),
+            held: state.held.take(),
+        }
+    }
+
+    /// The mount detached.
+    fn detach(&mut self) {
         if let Some(session) = self.session.take() {
             // Detached, not unmounted: a store still holding files open on it keeps failing with
             // `EIO` until it closes them, and the directory is free for the next mount.
             let _ = rustix::mount::unmount(&self.mountpoint, rustix::mount::UnmountFlags::DETACH);
             drop(session);
         }
-        state
     }
 
     fn held(&self, wait: Duration) -> Option<String> {
@@ -107,6 +118,15 @@ impl Mounted {
     }
 }
 
+/// Detaches the dead mount and mounts what the last cut `kept` in its place: an error when the
+/// power is on already or the mount is refused.
+fn power_on(mounted: &mut Mounted, mountpoint: &Path, kept: &mut Option<Tree>) -> io::Result<()> {
+    let tree = kept.take().ok_or_else(|| io::Error::other("the power is on: no cut to come back from"))?;
+    mounted.detach();
+    *mounted = Mounted::start(mountpoint, tree)?;
+    Ok(())
+}
+
 /// Serves: the first frame names the mountpoint and the tree to mount; then one answer per
 /// request, until the owner closes the server's input (or dies), which kills the mount.
 fn serve() -> io::Result<()> {
@@ -123,6 +143,8 @@ fn serve() -> io::Result<()> {
         }
     };
     wire::send(&mut output, &[1])?;
+    // What a cut kept, while the power is off: mounted when it comes back.
+    let mut kept: Option<Tree> = None;
     loop {
         let Ok(request) = wire::receive(&mut input) else {
             mounted.kill();
@@ -148,25 +170,44 @@ fn serve() -> io::Result<()> {
             }
             TREE => wire::put_tree(&mut answer, &mounted.shared.lock().tree),
             COUNTS => wire::put_counts(&mut answer, &mounted.shared.lock().counts),
-            CUT => {
+            op @ (CUT | POWER_OFF) if kept.is_none() => {
+                let off = op == POWER_OFF;
                 let model = wire::get_model(&mut request)?;
                 let seed = request.u64()?;
-                let state = mounted.kill();
+                let state = mounted.die();
                 let (tree, taken_back) = state.tree.cut(model, seed);
                 let report = CutReport { model, seed, held: state.held, taken_back, counts: state.counts };
-                match Mounted::start(&mountpoint, tree) {
-                    Ok(m) => {
-                        mounted = m;
-                        answer.u8(1);
-                        wire::put_report(&mut answer, &report);
-                    }
-                    Err(e) => {
-                        answer.u8(0).text(&e.to_string());
-                        wire::send(&mut output, &answer.0)?;
-                        return Ok(());
+                kept = Some(tree);
+                if off {
+                    answer.u8(1);
+                    wire::put_report(&mut answer, &report);
+                } else {
+                    match power_on(&mut mounted, &mountpoint, &mut kept) {
+                        Ok(()) => {
+                            answer.u8(1);
+                            wire::put_report(&mut answer, &report);
+                        }
+                        Err(e) => {
+                            answer.u8(0).text(&e.to_string());
+                            wire::send(&mut output, &answer.0)?;
+                            return Ok(());
+                        }
                     }
                 }
             }
+            CUT | POWER_OFF => {
+                answer.u8(0).text("the power is off already: no cut before it comes back");
+            }
+            POWER_ON => match power_on(&mut mounted, &mountpoint, &mut kept) {
+                Ok(()) => {
+                    answer.u8(1);
+                }
+                Err(e) => {
+                    answer.u8(0).text(&e.to_string());
+                    wire::send(&mut output, &answer.0)?;
+                    return Ok(());
+                }
+            },
             other => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("request {other}"))),
         }
         wire::send(&mut output, &answer.0)?;

@@ -222,6 +222,10 @@ impl<H: Harness> Harness for Simulated<H> {
         self.inner.reopen(store.inner, clock).map(|inner| SimulatedStore { inner, faults })
     }
 
+    fn store_in(&self, dir: &std::path::Path, clock: ManualClock) -> Option<Self::Store> {
+        self.inner.store_in(dir, clock).map(|inner| SimulatedStore { inner, faults: self.faults.clone() })
+    }
+
     fn lookups(
         &self,
         store: &Self::Store,

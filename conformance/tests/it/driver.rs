@@ -447,9 +447,13 @@ fn python_store_with_durable_passes_every_check_that_reopens() {
     let report = run_matching(&h, &CommandHarness::settings(), |name| {
         name.starts_with("p1_") || name.starts_with("d10_") || name.starts_with("sweeper")
     });
-    assert_eq!(report.checks.len(), 6, "{report}");
+    assert_eq!(report.checks.len(), 7, "{report}");
     assert!(report.to_string().contains("checked only through the harness's reopen"), "{report}");
-    assert!(report.checks.iter().all(|(_, r, _)| *r == CheckResult::Passed), "{report}");
+    // The driver has no way yet to tell an adapter where its storage must live: no power cuts.
+    let power_cuts_skipped = |name: &str, r: &CheckResult| {
+        name == "p1_power_cuts_take_back_nothing_the_store_promised" && matches!(r, CheckResult::Skipped(_))
+    };
+    assert!(report.checks.iter().all(|(n, r, _)| *r == CheckResult::Passed || power_cuts_skipped(n, r)), "{report}");
 }
 
 /// `command` as an adapter must fail to start, within the driver's bounded wait, saying one of

@@ -6,6 +6,7 @@ mod driver;
 mod driver_bounds;
 mod driver_versions;
 mod faults;
+mod file_log;
 mod fuzz_corpus;
 mod harms;
 mod judge;

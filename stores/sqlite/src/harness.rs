@@ -1,9 +1,9 @@
 //! [`SqliteHarness`]: the conformance suite's harness for [`SqliteStore`] (feature `conformance`),
 //! the one that the command line, this crate's tests and the fuzzer share.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use reservation_conformance::{Capabilities, Harness};
+use reservation_conformance::{Capabilities, Harness, Persistence};
 use reservation_store::{ManualClock, StorageError};
 
 use crate::{SqliteOptions, SqliteStore, Synchronous};
@@ -79,12 +79,26 @@ impl Harness for SqliteHarness {
             .unwrap_or_else(|e| panic!("opening {}: {}", self.path.display(), reservation_store::error_chain(&e)))
     }
 
+    /// Durable, with the promise its synchronous setting makes: `FULL` survives a power cut under
+    /// every model (each commit is synced); `NORMAL`, a process crash only (the log is synced at
+    /// checkpoints), as SQLite documents.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true)
+        Capabilities::default().with_power_cuts(match self.options.synchronous {
+            Synchronous::Full => Persistence::Reorder,
+            Synchronous::Normal => Persistence::Process,
+        })
     }
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
         drop(store);
         Some(self.store(clock))
+    }
+
+    /// A store on `reservations.db` in `dir`, with this harness's options.
+    fn store_in(&self, dir: &Path, clock: ManualClock) -> Option<Self::Store> {
+        let path = dir.join("reservations.db");
+        let store = SqliteStore::open_with(&path, clock, self.options.clone())
+            .unwrap_or_else(|e| panic!("opening {}: {}", path.display(), reservation_store::error_chain(&e)));
+        Some(store)
     }
 }

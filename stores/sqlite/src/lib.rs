@@ -107,7 +107,10 @@ pub use schema::SCHEMA_VERSION;
 /// each commit is synced to disk before it is acknowledged: an acknowledged operation survives a
 /// process kill and a power loss. With [`Synchronous::Normal`] it survives a process kill (the
 /// commit is in the operating system's cache), but the last commits before a power loss or an
-/// operating-system crash may be lost; the file stays consistent either way.
+/// operating-system crash may be lost; the file stays consistent either way. A `COMMIT` that
+/// fails other than busy (an I/O error, a sync the disk refused) is an indeterminate
+/// [`StorageError`]: its frames may already be in the log, where a restart finds the transaction
+/// committed.
 ///
 /// # Concurrency
 ///
@@ -171,6 +174,10 @@ type Step_<Out> = Step<AggregateRef, BTreeSet<HoldId>, Out>;
 /// A failure inside a transaction: SQLite's, or a row this build cannot read.
 enum Fail {
     Sql(rusqlite::Error),
+    /// The `COMMIT` failed other than busy: its log frames may have been written, and a restart
+    /// may find the transaction committed (a sync that fails does not take back what was
+    /// written), so the operation's outcome is unknown.
+    Commit(rusqlite::Error),
     Corrupt(String),
 }
 
@@ -369,6 +376,9 @@ impl<C: Clock> SqliteStore<C> {
                 e,
             ),
             Fail::Sql(e) => self.error("the transaction failed", e),
+            Fail::Commit(e) => self
+                .error("the commit failed; the transaction may or may not have been made durable", e)
+                .with_indeterminate(true),
             Fail::Corrupt(what) => self.fail(format_args!("unreadable row: {what}")),
         }
     }
@@ -434,8 +444,11 @@ impl<C: Clock> SqliteStore<C> {
             let result = (|| {
                 conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
                 let out = body(conn)?;
-                conn.prepare_cached("COMMIT")?.execute([])?;
-                Ok(out)
+                match conn.prepare_cached("COMMIT").and_then(|mut commit| commit.execute([])) {
+                    Ok(_) => Ok(out),
+                    Err(e) if is_busy(&e) => Err(Fail::Sql(e)),
+                    Err(e) => Err(Fail::Commit(e)),
+                }
             })();
             match result {
                 Ok(out) => return Ok(out),

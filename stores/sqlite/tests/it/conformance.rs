@@ -13,7 +13,7 @@ fn harness() -> SqliteHarness {
 
 // A quarter of the default differential scripts keep this test to seconds; every rule is still
 // reached, and RESERVATION_CONFORMANCE_CASES runs more.
-reservation_conformance::tests!(sqlite_store, harness(), durable, settings = Settings::default().with_cases(1_000));
+reservation_conformance::tests!(sqlite_store, harness(), power_cuts, settings = Settings::default().with_cases(1_000));
 
 /// The suite's check of D10 across a restart has teeth here: on the planted bug that neither
 /// persists the instant of a change nor reads it back, it fails, on D10.

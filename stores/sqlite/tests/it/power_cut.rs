@@ -1,17 +1,14 @@
 //! `SqliteStore` on a disk that loses power ([`reservation_disk`]): a confirmation acknowledged
-//! before a cut, and the conformance suite's crash check with every restart a cut. With
+//! before a cut, and the conformance suite's power-cut check. With
 //! `Synchronous::Full` (each commit synced) everything acknowledged survives every persistence
 //! model; with `Synchronous::Normal`, which SQLite documents as surviving a process crash only,
 //! it survives `process` and is lost under `data` and `names`, the log's unsynced bytes named.
 
-use std::sync::{Mutex, PoisonError};
-
-use reservation_conformance::crashes::{CrashKind, CrashSettings, run};
-
+use reservation_conformance::crashes::{CrashKind, power_cuts};
 use reservation_conformance::services::service;
-use reservation_conformance::{Capabilities, Harness};
+use reservation_conformance::{Capabilities, Harness, Settings};
 use reservation_disk::{CutReport, Disk, Persistence, Tree};
-use reservation_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use reservation_sqlite::{SqliteHarness, SqliteOptions, SqliteStore, Synchronous};
 use reservation_store::rules::Rule;
 use reservation_store::spec::Reservation;
 use reservation_store::*;
@@ -76,83 +73,114 @@ fn p1_sqlite_normal_survives_a_process_crash_and_loses_the_confirmation_to_a_pow
     }
 }
 
-/// `SqliteStore` on a [`Disk`]: every restart the crash check asks for is a power cut under
-/// `model`, the store dropped on the dead mount and opened again on what the cut left.
-struct PowerCutHarness {
-    dir: tempfile::TempDir,
-    disk: Mutex<Disk>,
-    options: SqliteOptions,
+/// A harness that claims a promise its store does not keep: the broken system lives here, in a
+/// test, never in the store's options.
+struct Claims {
+    inner: SqliteHarness,
     model: Persistence,
-    cuts: Mutex<Vec<CutReport>>,
 }
 
-impl PowerCutHarness {
-    fn new(synchronous: Synchronous, model: Persistence) -> Option<Self> {
-        let (dir, disk) = mount()?;
-        let mut options = SqliteOptions::default();
-        options.synchronous = synchronous;
-        Some(PowerCutHarness { dir, disk: Mutex::new(disk), options, model, cuts: Mutex::default() })
-    }
-
-    fn cuts(&self) -> Vec<CutReport> {
-        self.cuts.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-}
-
-impl Harness for PowerCutHarness {
+impl Harness for Claims {
     type Store = SqliteStore<ManualClock>;
 
     fn store(&self, clock: ManualClock) -> Self::Store {
-        let path = self.dir.path().join("reservations.db");
-        SqliteStore::open_with(&path, clock, self.options.clone())
-            .unwrap_or_else(|e| panic!("opening {}: {}", path.display(), error_chain(&e)))
+        self.inner.store(clock)
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(true)
+        Capabilities::default().with_power_cuts(self.model)
     }
 
-    fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
-        let mut cuts = self.cuts.lock().unwrap_or_else(PoisonError::into_inner);
-        let seed = cuts.len() as u64;
-        let report = self.disk.lock().unwrap_or_else(PoisonError::into_inner).cut(self.model, seed);
-        cuts.push(report.unwrap_or_else(|e| panic!("the disk would not mount again after a cut: {e}")));
-        drop(store);
-        Some(self.store(clock))
+    fn store_in(&self, dir: &std::path::Path, clock: ManualClock) -> Option<Self::Store> {
+        self.inner.store_in(dir, clock)
     }
 }
 
+fn harness(synchronous: Synchronous) -> SqliteHarness {
+    let mut options = SqliteOptions::default();
+    options.synchronous = synchronous;
+    SqliteHarness::scratch(options).expect("a scratch database")
+}
+
 #[test]
-fn p1_the_crash_check_with_power_cuts_passes_sqlite_full_under_every_model() {
-    for model in Persistence::ALL {
-        let Some(h) = PowerCutHarness::new(Synchronous::Full, model) else { return };
+fn p1_the_power_cut_check_passes_sqlite_full_under_every_model() {
+    let h = harness(Synchronous::Full);
+    assert_eq!(h.capabilities().power_cuts, Some(Persistence::Reorder));
+    for seed in 1..=3 {
         let started = std::time::Instant::now();
-        let run = run(&h, &CrashSettings::default().into());
-        let taken: usize = h.cuts().iter().map(|c| c.taken_back.len()).sum();
-        eprintln!(
-            "SQLite FULL, crash check with power cuts under `{model}`: {}; {} cuts took back {taken} unsynced effects, in {:.2?}",
-            run.report,
-            h.cuts().len(),
-            started.elapsed()
-        );
+        let run = power_cuts(&h, &Settings::default().with_seed(seed));
+        eprintln!("SQLite FULL, seed {seed}: {} in {:.2?}", run.report, started.elapsed());
         if let Err(failure) = run.verdict {
-            panic!("{model}: {failure}\n{:#?}", h.cuts());
+            panic!("seed {seed}: {failure}");
         }
-        assert_eq!(run.report.count(CrashKind::Reopen), h.cuts().len(), "{}", run.report);
-        assert!(!h.cuts().is_empty());
+        if run.report.crashes.is_empty() {
+            // FUSE could not mount: the check said so and passed without running.
+            return;
+        }
+        assert_eq!(run.report.count(CrashKind::Cut), run.report.crashes.len(), "{}", run.report);
+        let models: std::collections::BTreeSet<Persistence> =
+            run.report.crashes.iter().filter_map(|c| c.cut.as_ref()).map(|c| c.model).collect();
+        assert!(models.contains(&Persistence::Reorder) && models.len() > 1, "{models:?}");
+        assert!(run.report.taken_back() > 0, "no cut took anything back: {}", run.report);
     }
 }
 
 #[test]
-fn p1_the_crash_check_with_power_cuts_catches_sqlite_normal() {
+fn p1_the_power_cut_check_catches_sqlite_normal_claiming_a_power_cut_and_names_the_unsynced_log() {
     for model in [Persistence::Data, Persistence::Names] {
-        let Some(h) = PowerCutHarness::new(Synchronous::Normal, model) else { return };
-        let failure = run(&h, &CrashSettings::default().into()).verdict.expect_err("SQLite NORMAL passed power cuts");
-        let first = h.cuts().into_iter().next().map(|c| c.to_string()).unwrap_or_default();
-        eprintln!(
-            "SQLite NORMAL under `{model}`: {}\nits first cut: {first}",
-            failure.to_string().lines().next().unwrap_or("")
-        );
-        assert_eq!(failure.rule, Some(Rule::P1), "{model}: {failure}");
+        let h = Claims { inner: harness(Synchronous::Normal), model };
+        let run = power_cuts(&h, &Settings::default().with_seed(1));
+        if run.report.crashes.is_empty() && run.verdict.is_ok() {
+            return;
+        }
+        let failure = run.verdict.expect_err("SQLite NORMAL passed power cuts");
+        let text = failure.to_string();
+        eprintln!("SQLite NORMAL claiming `{model}`: {}", text.lines().next().unwrap_or(""));
+        assert_eq!(failure.rule, Some(Rule::P1), "{model}: {text}");
+        assert!(text.contains(&format!("a power cut under the `{model}` model")), "{text}");
+        assert!(text.contains("of /reservations.db-wal were written and never synced"), "{text}");
     }
+}
+
+#[test]
+fn p1_sqlite_normal_keeps_its_promise_of_a_process_crash() {
+    let h = harness(Synchronous::Normal);
+    assert_eq!(h.capabilities().power_cuts, Some(Persistence::Process));
+    let run = power_cuts(&h, &Settings::default().with_seed(2));
+    if let Err(failure) = run.verdict {
+        panic!("{failure}");
+    }
+    assert_eq!(run.report.taken_back(), 0, "{}", run.report);
+}
+
+/// The power-cut check on seeds 1 to 20: SQLite `FULL` passes every seed, and `NORMAL` claiming
+/// `names` is caught on every seed, P1, with the log's unsynced bytes named. Prints the table
+/// RELIABILITY.md gives:
+/// `cargo test --release -p reservation-sqlite --test it power_cut_rates -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: 40 runs of the power-cut check"]
+fn power_cut_rates() {
+    let (mut passed, mut caught, mut cuts, mut held, mut taken) = (0, 0, 0, 0, 0);
+    for seed in 1..=20 {
+        let run = power_cuts(&harness(Synchronous::Full), &Settings::default().with_seed(seed));
+        if let Err(failure) = &run.verdict {
+            eprintln!("FULL failed on seed {seed}: {failure}");
+        }
+        passed += usize::from(run.verdict.is_ok() && !run.report.crashes.is_empty());
+        cuts += run.report.crashes.len();
+        held += run.report.crashes.iter().filter(|c| c.cut.as_ref().is_some_and(|c| c.held.is_some())).count();
+        taken += run.report.taken_back();
+        let claims = Claims { inner: harness(Synchronous::Normal), model: Persistence::Names };
+        let run = power_cuts(&claims, &Settings::default().with_seed(seed));
+        let named = run.verdict.as_ref().err().is_some_and(|f| {
+            f.rule == Some(Rule::P1) && f.to_string().contains("of /reservations.db-wal were written and never synced")
+        });
+        caught += usize::from(named);
+    }
+    println!("| store | power-cut check, seeds 1-20 |\n|---|---|");
+    println!(
+        "| SQLite FULL, promising `reorder` | passes {passed}/20 ({cuts} cuts, {held} inside the disk, {taken} unsynced effects taken back) |"
+    );
+    println!("| SQLite NORMAL, claiming `names` | caught {caught}/20, P1, the log's unsynced bytes named |");
+    assert_eq!((passed, caught), (20, 20));
 }
