@@ -200,6 +200,15 @@ fn seconds(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| "not a number of seconds above 0".into())
 }
 
+/// The checks of what a store keeps across a restart, a crash and a power cut: those that `conform
+/// redis` runs on an append-only `redis-server` of its own, the shared server keeping nothing.
+const DURABILITY_CHECKS: [&str; 4] = [
+    "p1_durable_reopen_keeps_every_reservation",
+    "d10_the_clock_never_goes_back_across_a_restart",
+    "p1_crashes_at_chosen_points_keep_every_state",
+    "p1_power_cuts_take_back_nothing_the_store_promised",
+];
+
 /// `FAULT=COMMAND`: a fault the harness causes, by its name, and the command that causes it.
 fn fault_command(s: &str) -> Result<(Fault, String), String> {
     let (name, command) = s.split_once('=').ok_or("not FAULT=COMMAND")?;
@@ -459,15 +468,15 @@ fn conform(stores: Stores, suite: &Suite) -> bool {
             let base = RedisHarness::settings();
             let (mut ok, mut text) =
                 conform_service(suite, ("RedisStore", "redis"), &suite.redis_url, harness, base, named);
-            // Durability needs a server that keeps its writes: one of its own, restarted at every
-            // reopen.
-            if suite.runs("p1_durable_reopen_keeps_every_reservation")
-                && let Ok(durable) = RedisHarness::durable()
-            {
-                let durable_only = |name: &str| name.starts_with("p1_durable");
+            // Durability needs a server that keeps its writes: one of its own for each check (the
+            // crash check and the clock's check restart theirs, which would cut another check's
+            // connections), restarted at every reopen and crash, and started in the power-cut
+            // check's directory on a disk that can lose power.
+            for check in DURABILITY_CHECKS.into_iter().filter(|name| suite.runs(name)) {
+                let Ok(durable) = RedisHarness::durable() else { break };
                 let name = "RedisStore on an append-only redis-server";
                 let (durable_ok, durable_text) =
-                    section(suite, (name, "redis"), &durable, RedisHarness::settings(), durable_only);
+                    section(suite, (name, "redis"), &durable, RedisHarness::settings(), |n| n == check);
                 ok &= durable_ok;
                 text.push_str(&durable_text);
             }

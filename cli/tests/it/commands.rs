@@ -866,6 +866,10 @@ fn conform_redis_runs_the_checks_asked_for_and_the_durable_check_or_says_why_not
     };
     assert!(out.contains("RedisStore on an append-only redis-server: conforms"), "{out}");
     assert!(out.contains("ok      p1_durable"), "the durable check did not run:\n{out}");
+    // The crash and power-cut checks too, each on an append-only server of its own.
+    assert!(out.contains("ok      p1_crashes"), "the crash check did not run:\n{out}");
+    assert!(out.contains("ok      p1_power_cuts"), "the power-cut check did not run:\n{out}");
+    assert!(!out.contains("d10_the_clock_never"), "a check not asked for ran:\n{out}");
     assert!(out.contains("ok      r1_"), "the check asked for did not run:\n{out}");
     assert_only_ran(&out, &["r1_", "p1_"]);
 }

@@ -321,3 +321,26 @@ fn power_cut_rates_of_the_log_store() {
     }
     assert!(all, "a bug went uncaught on some seed, or the correct store failed");
 }
+
+/// The replay line a failure prints gives the same failure: its seed, run again, fails the same
+/// key after the same cut, with the same unsynced effects named.
+#[test]
+fn p1_the_replay_line_of_a_power_cut_failure_fails_again_the_same_way() {
+    let run = power_cuts(&FileLogHarness::new(Some(SyncBug::NeverSynced)), &Settings::default().with_seed(7));
+    let Err(failure) = run.verdict else {
+        assert!(run.report.crashes.is_empty(), "the unsynced log passed: {}", run.report);
+        return;
+    };
+    let replay = failure.replay.clone().expect("a replay line");
+    let seed: u64 = replay
+        .split_once("RESERVATION_CONFORMANCE_SEED=")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no seed in the replay line: {replay}"));
+    assert_eq!(seed, 7, "{replay}");
+    assert!(replay.contains("cargo test power_cuts"), "{replay}");
+    let again = power_cuts(&FileLogHarness::new(Some(SyncBug::NeverSynced)), &Settings::default().with_seed(seed));
+    let again = again.verdict.expect_err("the replay passed");
+    assert_eq!(again.problem, failure.problem);
+    assert_eq!(again.context.first(), failure.context.first(), "the cut named first");
+}

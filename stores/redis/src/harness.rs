@@ -3,14 +3,14 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant as WallInstant};
 
 use reservation_conformance::faults::{Fault, not_offered};
-use reservation_conformance::{Capabilities, Harness, START, Settings};
+use reservation_conformance::{Capabilities, Harness, Persistence, START, Settings};
 use reservation_store::{ManualClock, StorageError};
 use tokio::runtime::Runtime;
 
@@ -90,6 +90,10 @@ pub struct AofServer {
     /// Whether it writes its append-only file: always, but in a planted bug of the
     /// `broken-variants` feature.
     keeps: bool,
+    /// Its `appendfsync` policy: `always`, or `everysec`.
+    fsync: &'static str,
+    /// Whether `dir` is its own, removed when it is dropped (not a directory the suite gave).
+    owns_dir: bool,
 }
 
 impl AofServer {
@@ -106,7 +110,37 @@ impl AofServer {
         let dir = std::env::temp_dir().join(format!("reservation-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the server's directory", e))?;
         let url = format!("redis://127.0.0.1:{port}/");
-        let server = AofServer { port, url, dir, child: Mutex::new(None), primary: Mutex::new(primary), keeps };
+        let server = AofServer {
+            port,
+            url,
+            dir,
+            child: Mutex::new(None),
+            primary: Mutex::new(primary),
+            keeps,
+            fsync: "always",
+            owns_dir: true,
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    /// A server whose directory is `dir`, given (and kept when the server is dropped), with the
+    /// `appendfsync` policy `fsync`.
+    fn start_in(dir: &Path, fsync: &'static str) -> Result<AofServer, StorageError> {
+        let port = reservation_conformance::services::loopback_port()
+            .map_err(|e| StorageError::with_source("a free loopback port", e))?;
+        let url = format!("redis://127.0.0.1:{port}/");
+        let dir = dir.to_path_buf();
+        let server = AofServer {
+            port,
+            url,
+            dir,
+            child: Mutex::new(None),
+            primary: Mutex::new(None),
+            keeps: true,
+            fsync,
+            owns_dir: false,
+        };
         server.spawn()?;
         Ok(server)
     }
@@ -121,7 +155,7 @@ impl AofServer {
         command
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--appendonly", if self.keeps { "yes" } else { "no" }])
-            .args(["--appendfsync", "always", "--save", "", "--daemonize", "no"])
+            .args(["--appendfsync", self.fsync, "--save", "", "--daemonize", "no"])
             // A replica's first copy is sent at once, not after the default 5 s.
             .args(["--repl-diskless-sync-delay", "0"])
             .arg("--dir")
@@ -255,7 +289,9 @@ impl AofServer {
 impl Drop for AofServer {
     fn drop(&mut self) {
         self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if self.owns_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -348,6 +384,10 @@ pub struct RedisHarness {
     options: RedisOptions,
     base: RedisStore<ManualClock>,
     servers: Servers,
+    /// The `appendfsync` policy of the servers it starts in the suite's directories.
+    fsync: &'static str,
+    /// The server of the power-cut check, in the directory the suite gave, while it runs.
+    powered: Mutex<Option<AofServer>>,
 }
 
 impl RedisHarness {
@@ -360,6 +400,16 @@ impl RedisHarness {
     /// (`options.prefix` is replaced by the harness's own).
     pub fn durable_with(options: RedisOptions) -> Result<Self, StorageError> {
         Self::on_own(AofServer::start(None)?, options)
+    }
+
+    /// A harness like [`RedisHarness::durable`] whose servers in the power-cut check's directories
+    /// sync their append-only file once a second (`appendfsync everysec`), as Redis does by
+    /// default: an acknowledged write survives a process crash, and the last second of them may
+    /// be lost to a power cut. It promises a process crash only.
+    pub fn durable_everysec() -> Result<Self, StorageError> {
+        let mut harness = Self::durable()?;
+        harness.fsync = "everysec";
+        Ok(harness)
     }
 
     /// A harness on `server`, its own, whose stores use `options`.
@@ -410,7 +460,15 @@ impl RedisHarness {
         );
         let options = options.with_prefix(prefix);
         let base = runtime.block_on(RedisStore::connect(url, Time::Local(ManualClock::new(START)), options.clone()))?;
-        Ok(RedisHarness { runtime, url: url.to_owned(), options, base, servers: Servers::Shared })
+        Ok(RedisHarness {
+            runtime,
+            url: url.to_owned(),
+            options,
+            base,
+            servers: Servers::Shared,
+            fsync: "always",
+            powered: Mutex::new(None),
+        })
     }
 
     /// The settings that suit this store, for the run to start from: 300 differential scripts
@@ -514,11 +572,38 @@ impl Harness for RedisHarness {
         self.runtime.block_on(future)
     }
 
+    /// On a server of its own, which keeps every write on disk, the store's persisted instants
+    /// (one per scope, written with each change) survive the kill at every reopen too. With
+    /// `appendfsync always` it promises to survive a power cut under `data`, not `names`:
+    /// `redis-server` 7 makes its `appendonlydir` and never syncs the directory that holds it, so
+    /// a cut that takes back unsynced names takes the whole append-only file. With `everysec`, a
+    /// process crash only.
     fn capabilities(&self) -> Capabilities {
-        // On a server of its own, which keeps every write on disk, the store's persisted instants
-        // (one per scope, written with each change) survive the kill at every reopen too.
-        let own = self.server().is_some();
-        Capabilities::default().with_durable(own)
+        match (self.server().is_some(), self.fsync) {
+            (false, _) => Capabilities::default(),
+            (true, "always") => Capabilities::default().with_power_cuts(Persistence::Data),
+            (true, _) => Capabilities::default().with_power_cuts(Persistence::Process),
+        }
+    }
+
+    /// A store on a server of the harness's whose directory is `dir`, with its `appendfsync`
+    /// policy: the server started there at the first call, killed and started again on what a
+    /// cut left at every later one (the machine that lost power restarting it).
+    fn store_in(&self, dir: &Path, clock: ManualClock) -> Option<Self::Store> {
+        self.server()?;
+        let mut powered = lock(&self.powered);
+        let server = match powered.take() {
+            Some(server) if server.dir == dir => server.restart().map(|()| server),
+            _ => AofServer::start_in(dir, self.fsync),
+        };
+        let server = server.unwrap_or_else(|e| {
+            panic!("starting redis-server in {}: {}", dir.display(), reservation_store::error_chain(&e))
+        });
+        let store = self.runtime.block_on(RedisStore::connect(&server.url(), Time::Local(clock), self.options.clone()));
+        *powered = Some(server);
+        Some(store.unwrap_or_else(|e| {
+            panic!("connecting to the Redis server in {}: {}", dir.display(), reservation_store::error_chain(&e))
+        }))
     }
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {

@@ -9,6 +9,7 @@ mod corrupt;
 mod fault_check;
 mod linearizability;
 mod options;
+mod power_cut;
 mod servers;
 mod silent;
 mod storage_errors;
