@@ -40,9 +40,11 @@
 //! and the crash; the operations listed are those of that key around the crash.
 
 mod explain;
+mod power;
 mod recipes;
 
 use explain::crash_failure;
+use power::{CutOnce, POWER_CHECK, Power, TRAP_NTH, mount_power, unheard};
 pub use recipes::RECIPE_NAMES;
 use recipes::{A, B, RECIPES, Step};
 
@@ -52,7 +54,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant as WallInstant};
 
-use reservation_disk::{CutReport, Disk, Persistence, Trap, TrapOn};
+use reservation_disk::{CutReport, Persistence, Trap, TrapOn};
 use reservation_store::{
     AggregateId, AggregateRef, AggregateType, Clock, HoldId, Instant, Key, ManualClock, ReservationScope, Tenant,
 };
@@ -60,7 +62,7 @@ use reservation_store::{
 use crate::erased::{DynHarness, Erased};
 use crate::failure::Failure;
 use crate::gate::Ceilings;
-use crate::harm::{self, Began, Harm, Parts, Runner};
+use crate::harm::{self, Harm, Parts, Runner};
 use crate::harness::{Capabilities, Fault, Harness, START, unique_namespace};
 use crate::history::{Call, Event, History, Names, Return, by_key, key_named};
 use crate::record::{XorShift, panicked};
@@ -275,26 +277,6 @@ struct Run<'a, H: Harness> {
     power: Option<&'a Power>,
 }
 
-/// The disk under a power-cut run's store, and the cuts made.
-struct Power {
-    /// The mount, in a directory of its own.
-    disk: Mutex<Disk>,
-    dir: tempfile::TempDir,
-    /// The models cut under: the declared one and every milder one.
-    models: Vec<Persistence>,
-    /// What each cut did, by the number of its harm.
-    cuts: Mutex<BTreeMap<usize, CutReport>>,
-}
-
-impl Power {
-    /// The model of cut `n` (from 0): the declared model every other cut, a milder one drawn from
-    /// `r` between them.
-    fn model(&self, n: usize, r: &mut XorShift) -> Persistence {
-        let declared = self.models[self.models.len() - 1];
-        if n.is_multiple_of(2) { declared } else { self.models[r.below(self.models.len() as u64) as usize] }
-    }
-}
-
 /// Records a history on one store of `harness` while crashing it at the points this module
 /// describes, and judges it, with `settings.crashes` and the run's seed
 /// ([`crate::Settings::seed_or`]). Never panics: a harness that panics fails the verdict. A
@@ -323,29 +305,6 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> CrashRun {
 pub fn power_cuts(harness: &dyn DynHarness, settings: &crate::Settings) -> CrashRun {
     run_with(harness, settings, true)
 }
-
-/// How many writes or syncs of a burst a trap may count before the one it holds.
-const TRAP_NTH: u64 = 24;
-
-/// The disk of a power-cut run, when `harness` declares a promise and FUSE mounts: `Ok(None)`
-/// when the check does not run.
-fn mount_power<H: Harness>(harness: &H) -> Result<Option<Power>, Failure> {
-    let Some(declared) = harness.capabilities().power_cuts else { return Ok(None) };
-    let dir = tempfile::Builder::new()
-        .prefix("reservation-power-cuts")
-        .tempdir()
-        .map_err(|e| Failure::without_rule(POWER_CHECK, format!("no directory to mount a disk in: {e}")))?;
-    let Some(disk) =
-        crate::services::service("FUSE (a mount of /dev/fuse), for the power-cut check", Disk::mount(dir.path()))
-    else {
-        return Ok(None);
-    };
-    let models = Persistence::ALL.into_iter().filter(|m| *m <= declared).collect();
-    Ok(Some(Power { disk: Mutex::new(disk), dir, models, cuts: Mutex::new(BTreeMap::new()) }))
-}
-
-/// The power-cut check's name, as its failures say.
-const POWER_CHECK: &str = "power_cuts";
 
 fn run_with(harness: &dyn DynHarness, settings: &crate::Settings, cuts: bool) -> CrashRun {
     let harness = &Erased::new(harness);
@@ -757,50 +716,6 @@ impl<H: Harness> Run<'_, H> {
         }
     }
 
-    /// Opens the store again after `cut`, made in a burst: the store to go on with, or `None`
-    /// (the trouble noted).
-    fn reopen_after_cut(&mut self, store: H::Store, cut: &CutOnce<'_>) -> Option<H::Store> {
-        let done = lock(&cut.done).take();
-        let Some((began, point, report)) = done else {
-            self.trouble = Some(Failure::without_rule(POWER_CHECK, "the burst ended without a cut"));
-            return None;
-        };
-        let power = cut.power;
-        let report = match report {
-            Ok(report) => report,
-            Err(why) => {
-                self.trouble = Some(Failure::without_rule(POWER_CHECK, why));
-                return None;
-            }
-        };
-        self.reopen_on(store, began, point, power, report)
-    }
-
-    /// Drops `store`, whose disk was cut at `began` (`report`) and is off, brings the power back
-    /// and opens the store again on what the cut left, and notes the harm and the cut: the store to go on with, or `None` (the trouble
-    /// noted).
-    fn reopen_on(
-        &mut self,
-        store: H::Store,
-        began: Began,
-        point: &'static str,
-        power: &Power,
-        report: CutReport,
-    ) -> Option<H::Store> {
-        let harness = self.runner.harness;
-        let clock = self.runner.recorder.clock.clone();
-        let reopened = self.runner.reopen_after(POWER_CHECK, began, (Fault::PowerCut, point), || {
-            drop(store);
-            lock(&power.disk).power_on().map_err(|e| format!("the disk did not come back after the cut: {e}"))?;
-            harness.store_in(power.dir.path(), clock).ok_or_else(|| {
-                "the harness declares a promise to survive power cuts, but its store_in gave no store after a cut"
-                    .to_owned()
-            })
-        });
-        lock(&power.cuts).insert(self.runner.harms().len(), report);
-        reopened.map_err(|f| self.trouble = Some(f)).ok()
-    }
-
     /// Looks key `watched` up until its write returns (`done`), or [`WATCH`] after `started`:
     /// whether a lookup showed the write before it returned. The lookups go to `out`, but for
     /// those that saw nothing before the last (they tell nothing of the write, which had not
@@ -892,77 +807,7 @@ fn judge(
     Ok(())
 }
 
-/// What a power cut that began at stamp `began` leaves of a burst's events `out`: nobody heard an
-/// answer given after the power went off. A lookup that had not returned by then is dropped (an
-/// in-process store may still answer one from its memory, which a machine without power could
-/// not); an operation that had not returned may or may not have taken effect, whatever the store
-/// said, and so has an indeterminate error.
-fn unheard(out: &mut Vec<Event>, began: u64) {
-    out.retain_mut(|e| {
-        if e.returned <= began {
-            return true;
-        }
-        match e.call {
-            Call::Lookup => false,
-            Call::Op(_) => {
-                let message = "the power was cut before its answer was heard".to_owned();
-                e.ret = Return::Storage { message, indeterminate: true };
-                true
-            }
-        }
-    });
-}
-
 /// `m`, locked, poisoned or not.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
-
-/// A cut made: where it began, where the burst was, and what it did (or why it could not be made).
-type Cut = (Began, &'static str, Result<CutReport, String>);
-
-/// A burst's power cut, made once: by the thread that waits for the trap, or at the watch point.
-struct CutOnce<'p> {
-    power: &'p Power,
-    model: Persistence,
-    seed: u64,
-    /// Where it began, where the burst was, and what it did (or why it could not be made).
-    done: Mutex<Option<Cut>>,
-    /// Set once the cut is made: the waiting thread stops.
-    over: AtomicBool,
-}
-
-impl CutOnce<'_> {
-    /// Cuts the disk at `point`, unless it was cut already.
-    fn now<H: Harness>(&self, runner: &Runner<'_, H>, point: &'static str) {
-        let mut done = lock(&self.done);
-        if done.is_some() {
-            return;
-        }
-        let began = runner.begin();
-        // The power stays off until the store is opened again: its threads, finishing what they
-        // were doing, fail on the dead disk. The disk that comes back has no trap.
-        let report = lock(&self.power.disk).power_off(self.model, self.seed);
-        *done = Some((began, point, report.map_err(|e| format!("the disk could not be cut: {e}"))));
-        self.over.store(true, Ordering::SeqCst);
-    }
-
-    /// Waits for the trap to hold an operation and cuts then, until the cut is made elsewhere.
-    fn when_held<H: Harness>(&self, runner: &Runner<'_, H>) {
-        // Short waits, so that the disk is not kept from a cut at the watch point for long.
-        const POLL: Duration = Duration::from_millis(10);
-        let started = WallInstant::now();
-        while !self.over.load(Ordering::SeqCst) && started.elapsed() < WATCH + RECOVERY_MARGIN {
-            let held = lock(&self.power.disk).held(POLL);
-            match held {
-                Ok(Some(_)) => return self.now(runner, "burst: inside the disk, an operation held by the trap"),
-                Ok(None) => {}
-                Err(_) => return,
-            }
-        }
-    }
-}
-
-/// How long past [`WATCH`] the thread that waits for a trap goes on waiting: the watch point cuts
-/// by then.
-const RECOVERY_MARGIN: Duration = Duration::from_secs(5);

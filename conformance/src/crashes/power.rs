@@ -1,0 +1,176 @@
+//! Power cuts, the crash check's third way to crash a store ([`super::power_cuts`]): the disk
+//! mounted under a store that declares a promise, the cuts of a burst made inside the disk, and the
+//! store opened again on what each cut left.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant as WallInstant};
+
+use reservation_disk::{CutReport, Disk, Persistence};
+
+use super::{Run, WATCH, lock};
+use crate::failure::Failure;
+use crate::harm::{Began, Runner};
+use crate::harness::{Fault, Harness};
+use crate::history::{Call, Event, Return};
+use crate::record::XorShift;
+
+/// The disk under a power-cut run's store, and the cuts made.
+pub(super) struct Power {
+    /// The mount, in a directory of its own.
+    pub(super) disk: Mutex<Disk>,
+    pub(super) dir: tempfile::TempDir,
+    /// The models cut under: the declared one and every milder one.
+    pub(super) models: Vec<Persistence>,
+    /// What each cut did, by the number of its harm.
+    pub(super) cuts: Mutex<BTreeMap<usize, CutReport>>,
+}
+
+impl Power {
+    /// The model of cut `n` (from 0): the declared model every other cut, a milder one drawn from
+    /// `r` between them.
+    pub(super) fn model(&self, n: usize, r: &mut XorShift) -> Persistence {
+        let declared = self.models[self.models.len() - 1];
+        if n.is_multiple_of(2) { declared } else { self.models[r.below(self.models.len() as u64) as usize] }
+    }
+}
+
+/// How many writes or syncs of a burst a trap may count before the one it holds.
+pub(super) const TRAP_NTH: u64 = 24;
+
+/// The disk of a power-cut run, when `harness` declares a promise and FUSE mounts: `Ok(None)`
+/// when the check does not run.
+pub(super) fn mount_power<H: Harness>(harness: &H) -> Result<Option<Power>, Failure> {
+    let Some(declared) = harness.capabilities().power_cuts else { return Ok(None) };
+    let dir = tempfile::Builder::new()
+        .prefix("reservation-power-cuts")
+        .tempdir()
+        .map_err(|e| Failure::without_rule(POWER_CHECK, format!("no directory to mount a disk in: {e}")))?;
+    let Some(disk) =
+        crate::services::service("FUSE (a mount of /dev/fuse), for the power-cut check", Disk::mount(dir.path()))
+    else {
+        return Ok(None);
+    };
+    let models = Persistence::ALL.into_iter().filter(|m| *m <= declared).collect();
+    Ok(Some(Power { disk: Mutex::new(disk), dir, models, cuts: Mutex::new(BTreeMap::new()) }))
+}
+
+/// The power-cut check's name, as its failures say.
+pub(super) const POWER_CHECK: &str = "power_cuts";
+
+impl<H: Harness> Run<'_, H> {
+    /// Opens the store again after `cut`, made in a burst: the store to go on with, or `None`
+    /// (the trouble noted).
+    pub(super) fn reopen_after_cut(&mut self, store: H::Store, cut: &CutOnce<'_>) -> Option<H::Store> {
+        let done = lock(&cut.done).take();
+        let Some((began, point, report)) = done else {
+            self.trouble = Some(Failure::without_rule(POWER_CHECK, "the burst ended without a cut"));
+            return None;
+        };
+        let power = cut.power;
+        let report = match report {
+            Ok(report) => report,
+            Err(why) => {
+                self.trouble = Some(Failure::without_rule(POWER_CHECK, why));
+                return None;
+            }
+        };
+        self.reopen_on(store, began, point, power, report)
+    }
+
+    /// Drops `store`, whose disk was cut at `began` (`report`) and is off, brings the power back
+    /// and opens the store again on what the cut left, and notes the harm and the cut: the store to go on with, or `None` (the trouble
+    /// noted).
+    pub(super) fn reopen_on(
+        &mut self,
+        store: H::Store,
+        began: Began,
+        point: &'static str,
+        power: &Power,
+        report: CutReport,
+    ) -> Option<H::Store> {
+        let harness = self.runner.harness;
+        let clock = self.runner.recorder.clock.clone();
+        let reopened = self.runner.reopen_after(POWER_CHECK, began, (Fault::PowerCut, point), || {
+            drop(store);
+            lock(&power.disk).power_on().map_err(|e| format!("the disk did not come back after the cut: {e}"))?;
+            harness.store_in(power.dir.path(), clock).ok_or_else(|| {
+                "the harness declares a promise to survive power cuts, but its store_in gave no store after a cut"
+                    .to_owned()
+            })
+        });
+        lock(&power.cuts).insert(self.runner.harms().len(), report);
+        reopened.map_err(|f| self.trouble = Some(f)).ok()
+    }
+}
+
+/// What a power cut that began at stamp `began` leaves of a burst's events `out`: nobody heard an
+/// answer given after the power went off. A lookup that had not returned by then is dropped (an
+/// in-process store may still answer one from its memory, which a machine without power could
+/// not); an operation that had not returned may or may not have taken effect, whatever the store
+/// said, and so has an indeterminate error.
+pub(super) fn unheard(out: &mut Vec<Event>, began: u64) {
+    out.retain_mut(|e| {
+        if e.returned <= began {
+            return true;
+        }
+        match e.call {
+            Call::Lookup => false,
+            Call::Op(_) => {
+                let message = "the power was cut before its answer was heard".to_owned();
+                e.ret = Return::Storage { message, indeterminate: true };
+                true
+            }
+        }
+    });
+}
+
+/// A cut made: where it began, where the burst was, and what it did (or why it could not be made).
+pub(super) type Cut = (Began, &'static str, Result<CutReport, String>);
+
+/// A burst's power cut, made once: by the thread that waits for the trap, or at the watch point.
+pub(super) struct CutOnce<'p> {
+    pub(super) power: &'p Power,
+    pub(super) model: Persistence,
+    pub(super) seed: u64,
+    /// Where it began, where the burst was, and what it did (or why it could not be made).
+    pub(super) done: Mutex<Option<Cut>>,
+    /// Set once the cut is made: the waiting thread stops.
+    pub(super) over: AtomicBool,
+}
+
+impl CutOnce<'_> {
+    /// Cuts the disk at `point`, unless it was cut already.
+    pub(super) fn now<H: Harness>(&self, runner: &Runner<'_, H>, point: &'static str) {
+        let mut done = lock(&self.done);
+        if done.is_some() {
+            return;
+        }
+        let began = runner.begin();
+        // The power stays off until the store is opened again: its threads, finishing what they
+        // were doing, fail on the dead disk. The disk that comes back has no trap.
+        let report = lock(&self.power.disk).power_off(self.model, self.seed);
+        *done = Some((began, point, report.map_err(|e| format!("the disk could not be cut: {e}"))));
+        self.over.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits for the trap to hold an operation and cuts then, until the cut is made elsewhere.
+    pub(super) fn when_held<H: Harness>(&self, runner: &Runner<'_, H>) {
+        // Short waits, so that the disk is not kept from a cut at the watch point for long.
+        const POLL: Duration = Duration::from_millis(10);
+        let started = WallInstant::now();
+        while !self.over.load(Ordering::SeqCst) && started.elapsed() < WATCH + RECOVERY_MARGIN {
+            let held = lock(&self.power.disk).held(POLL);
+            match held {
+                Ok(Some(_)) => return self.now(runner, "burst: inside the disk, an operation held by the trap"),
+                Ok(None) => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// How long past [`WATCH`] the thread that waits for a trap goes on waiting: the watch point cuts
+/// by then.
+const RECOVERY_MARGIN: Duration = Duration::from_secs(5);
