@@ -18,7 +18,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use reservation_conformance::crashes::power_cuts;
+use reservation_conformance::crashes::{CrashKind, power_cuts};
 use reservation_conformance::{Capabilities, Harness, Persistence, Settings};
 use reservation_store::rules::Rule;
 use reservation_store::spec;
@@ -343,4 +343,35 @@ fn p1_the_replay_line_of_a_power_cut_failure_fails_again_the_same_way() {
     let again = again.verdict.expect_err("the replay passed");
     assert_eq!(again.problem, failure.problem);
     assert_eq!(again.context.first(), failure.context.first(), "the cut named first");
+}
+
+/// The check's entry point, as `tests!` and `reservation conform` call it, fails the unsynced log
+/// and passes the synced one (where FUSE cannot mount, both pass: it said so).
+#[test]
+fn p1_the_power_cut_check_through_its_entry_point() {
+    use reservation_conformance::checks;
+    let settings = Settings::default().with_seed(3);
+    let mounts = !power_cuts(&FileLogHarness::new(None), &settings).report.crashes.is_empty();
+    let unsynced = checks::power_cuts(&FileLogHarness::new(Some(SyncBug::NeverSynced)), &settings);
+    assert_eq!(unsynced.is_err(), mounts, "{unsynced:?}");
+    if let Err(failure) = unsynced {
+        assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
+        assert_eq!(failure.check, "power_cuts", "{failure}");
+    }
+    checks::power_cuts(&FileLogHarness::new(None), &settings).unwrap_or_else(|f| panic!("{f}"));
+}
+
+/// A passing or failing run's report says what the cuts did: every crash a power cut, the
+/// unsynced effects they took back counted, and a failure headlined as after a power cut.
+#[test]
+fn p1_the_report_of_a_power_cut_run_counts_its_cuts_and_what_they_took_back() {
+    let run = power_cuts(&FileLogHarness::new(Some(SyncBug::NeverSynced)), &Settings::default().with_seed(2));
+    if run.report.crashes.is_empty() {
+        return;
+    }
+    assert_eq!(run.report.count(CrashKind::Cut), run.report.crashes.len(), "{}", run.report);
+    assert!(run.report.taken_back() > 0, "{}", run.report);
+    assert!(run.report.to_string().contains("power cuts (under "), "{}", run.report);
+    let failure = run.verdict.expect_err("the unsynced log passed");
+    assert!(failure.problem.contains("(a power cut, "), "{failure}");
 }

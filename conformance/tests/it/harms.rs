@@ -247,9 +247,10 @@ fn seeds_of_the_entry_points() {
     let short = FaultSettings::default().with_duration(Duration::from_millis(100)).with_ops(40);
     let faults = fault_run(&reservation_conformance::MemoryHarness, &settings.clone().with_faults(short.clone()));
     let crashes = crash_run(&Flawed::new(Flaw::None), &settings);
+    let cuts = reservation_conformance::crashes::power_cuts(&Flawed::new(Flaw::None), &settings);
     let ignoring = settings.clone().with_faults(short).without_env_seed();
     let ignored = fault_run(&reservation_conformance::MemoryHarness, &ignoring);
-    println!("SEEDS {} {} {}", faults.report.seed, crashes.report.seed, ignored.report.seed);
+    println!("SEEDS {} {} {} {}", faults.report.seed, crashes.report.seed, cuts.report.seed, ignored.report.seed);
 }
 
 #[test]
@@ -265,6 +266,27 @@ fn every_entry_point_obeys_the_seed_variable() {
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.lines().find_map(|l| l.strip_prefix("SEEDS ")).unwrap_or_else(|| panic!("{text}")).to_owned()
     };
-    assert_eq!(seeds(None), "1 1 1");
-    assert_eq!(seeds(Some("4242")), "4242 4242 1");
+    assert_eq!(seeds(None), "1 1 1 1");
+    assert_eq!(seeds(Some("4242")), "4242 4242 4242 1");
+}
+
+/// The check's entry point, as `tests!` and `reservation conform` call it, fails the same store.
+#[test]
+fn p1_the_crash_check_through_its_entry_point_fails_a_store_that_cannot_open_its_storage() {
+    let harness = Flawed { disk: Arc::default(), flaw: Flaw::RefusesToReopen };
+    let failure = reservation_conformance::checks::crashes(&harness, &Settings::default().with_seed(1))
+        .expect_err("a refused reopen passed the crash check");
+    assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
+}
+
+/// A harness that offers a crash and a reopen is crashed both ways, and the report counts each.
+#[test]
+fn p1_the_crash_check_counts_its_crashes_and_its_restarts_apart() {
+    use reservation_conformance::crashes::CrashKind;
+    let run = crash_run(&Flawed::new(Flaw::None), &Settings::default().with_seed(1));
+    run.verdict.unwrap_or_else(|f| panic!("{f}"));
+    let (crashes, restarts) = (run.report.count(CrashKind::Crash), run.report.count(CrashKind::Reopen));
+    assert!(crashes > 0 && restarts > 0 && crashes + restarts == run.report.crashes.len(), "{}", run.report);
+    let said = format!("{crashes} crashes through Fault::Crash and {restarts} restarts through reopen");
+    assert!(run.report.to_string().contains(&said), "{}", run.report);
 }
