@@ -118,10 +118,9 @@ impl Mounted {
     }
 }
 
-/// Detaches the dead mount and mounts what the last cut `kept` in its place: an error when the
-/// power is on already or the mount is refused.
-fn power_on(mounted: &mut Mounted, mountpoint: &Path, kept: &mut Option<Tree>) -> io::Result<()> {
-    let tree = kept.take().ok_or_else(|| io::Error::other("the power is on: no cut to come back from"))?;
+/// Detaches the dead mount and mounts `tree`, what the cut kept, in its place: an error when the
+/// mount is refused.
+fn power_on(mounted: &mut Mounted, mountpoint: &Path, tree: Tree) -> io::Result<()> {
     mounted.detach();
     *mounted = Mounted::start(mountpoint, tree)?;
     Ok(())
@@ -177,12 +176,12 @@ fn serve() -> io::Result<()> {
                 let state = mounted.die();
                 let (tree, taken_back) = state.tree.cut(model, seed);
                 let report = CutReport { model, seed, held: state.held, taken_back, counts: state.counts };
-                kept = Some(tree);
                 if off {
+                    kept = Some(tree);
                     answer.u8(1);
                     wire::put_report(&mut answer, &report);
                 } else {
-                    match power_on(&mut mounted, &mountpoint, &mut kept) {
+                    match power_on(&mut mounted, &mountpoint, tree) {
                         Ok(()) => {
                             answer.u8(1);
                             wire::put_report(&mut answer, &report);
@@ -198,11 +197,14 @@ fn serve() -> io::Result<()> {
             CUT | POWER_OFF => {
                 answer.u8(0).text("the power is off already: no cut before it comes back");
             }
-            POWER_ON => match power_on(&mut mounted, &mountpoint, &mut kept) {
-                Ok(()) => {
+            POWER_ON => match kept.take().map(|tree| power_on(&mut mounted, &mountpoint, tree)) {
+                None => {
+                    answer.u8(0).text("the power is on: no cut to come back from");
+                }
+                Some(Ok(())) => {
                     answer.u8(1);
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     answer.u8(0).text(&e.to_string());
                     wire::send(&mut output, &answer.0)?;
                     return Ok(());

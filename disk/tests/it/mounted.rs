@@ -85,6 +85,31 @@ fn a_cut_disk_fails_every_later_operation_and_the_new_mount_keeps_only_what_was_
     assert_eq!(std::fs::read(&path).unwrap(), b"synced");
 }
 
+#[test]
+fn with_its_power_off_the_disk_fails_even_a_path_and_comes_back_as_a_new_device() {
+    use std::os::unix::fs::MetadataExt;
+    let Some((dir, mut disk)) = mount(start()) else { return };
+    let path = dir.path().join("log");
+    let file = OpenOptions::new().create_new(true).write(true).open(&path).unwrap();
+    File::open(dir.path()).unwrap().sync_all().unwrap();
+    file.write_all_at(b"never synced", 0).unwrap();
+    let device = std::fs::metadata(&path).unwrap().dev();
+    let report = disk.power_off(Persistence::Data, 1).unwrap();
+    assert_eq!(report.taken_back.len(), 1, "{report}");
+    // Off: the old descriptor, a path and a new name all fail; the mount is still there.
+    assert_eq!(file.write_all_at(b"late", 0).unwrap_err().raw_os_error(), Some(libc_eio()));
+    assert_eq!(std::fs::read(&path).unwrap_err().raw_os_error(), Some(libc_eio()));
+    assert_eq!(File::create(dir.path().join("new")).unwrap_err().raw_os_error(), Some(libc_eio()));
+    assert!(disk.power_off(Persistence::Data, 2).is_err(), "a second cut while the power is off");
+    disk.power_on().unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"", "the name kept, its unsynced bytes taken back");
+    assert_ne!(std::fs::metadata(&path).unwrap().dev(), device, "the disk that came back is a new device");
+    assert!(disk.power_on().is_err(), "the power is on already");
+    let again = disk.cut(Persistence::Process, 3).unwrap();
+    assert!(again.taken_back.is_empty(), "{again}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"");
+}
+
 /// `EIO`, without a dependency for one constant.
 fn libc_eio() -> i32 {
     5
