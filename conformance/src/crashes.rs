@@ -473,7 +473,7 @@ impl<H: Harness> Run<'_, H> {
         let round = self.latest_before.len();
         let recorder = &self.runner.recorder;
         let store = if burst && kind != CrashKind::Reopen {
-            let store = self.burst(store, r, &keys, round, events, kind);
+            let store = self.burst(store, r, &keys, round, events);
             self.latest_before.push(Instant::from_millis(self.latest.load(Ordering::SeqCst)));
             store?
         } else {
@@ -601,7 +601,6 @@ impl<H: Harness> Run<'_, H> {
         keys: &[usize],
         round: usize,
         events: &mut Vec<Event>,
-        kind: CrashKind,
     ) -> Option<H::Store> {
         let store = &owned;
         for phase in 0..2 {
@@ -609,7 +608,8 @@ impl<H: Harness> Run<'_, H> {
         }
         self.runner.recorder.advance(PHASE);
         let cut = match self.power {
-            Some(power) if kind == CrashKind::Cut => {
+            // A power-cut run's every crash is a cut.
+            Some(power) => {
                 let on = [TrapOn::Write, TrapOn::Sync, TrapOn::Any][r.below(3) as usize];
                 let trap = Trap { on, path: None, nth: 1 + r.below(TRAP_NTH) };
                 let model = power.model(self.runner.harms().len(), r);

@@ -200,13 +200,21 @@ pub struct FileLogHarness {
     bug: Option<SyncBug>,
     names: Arc<Mutex<Interned>>,
     scratch: tempfile::TempDir,
+    promise: Persistence,
+    /// Whether it says `durable` too.
+    durable: bool,
 }
 
 impl FileLogHarness {
     /// The store, with `bug` planted or none.
     pub fn new(bug: Option<SyncBug>) -> Self {
         let scratch = tempfile::tempdir().expect("a temporary directory");
-        FileLogHarness { bug, names: Arc::default(), scratch }
+        FileLogHarness { bug, names: Arc::default(), scratch, promise: Persistence::Names, durable: false }
+    }
+
+    /// The same store, promising to survive `promise` instead.
+    pub fn promising(self, promise: Persistence) -> Self {
+        FileLogHarness { promise, ..self }
     }
 
     fn open(&self, dir: &Path, clock: ManualClock) -> FileLogStore {
@@ -224,8 +232,12 @@ impl Harness for FileLogHarness {
         self.open(&dir, clock)
     }
 
+    /// The promise alone, `durable` left unset: a promise implies it, and the suite takes it so
+    /// (the clock set back after each quiet cut included).
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_power_cuts(Persistence::Names)
+        let mut capabilities = Capabilities::default().with_durable(self.durable);
+        capabilities.power_cuts = Some(self.promise);
+        capabilities
     }
 
     fn reopen(&self, store: FileLogStore, clock: ManualClock) -> Option<FileLogStore> {
@@ -372,6 +384,37 @@ fn p1_the_report_of_a_power_cut_run_counts_its_cuts_and_what_they_took_back() {
     assert_eq!(run.report.count(CrashKind::Cut), run.report.crashes.len(), "{}", run.report);
     assert!(run.report.taken_back() > 0, "{}", run.report);
     assert!(run.report.to_string().contains("power cuts (under "), "{}", run.report);
+    assert!(run.report.clock_set_back, "a promise implies durable: the clock is set back after each quiet cut");
     let failure = run.verdict.expect_err("the unsynced log passed");
     assert!(failure.problem.contains("(a power cut, "), "{failure}");
+}
+
+/// A promise of a process crash only: every cut under `process`, nothing taken back, and the
+/// unsynced log passes, since a process crash keeps what the page cache holds.
+#[test]
+fn p1_a_promise_of_a_process_crash_is_cut_under_process_only() {
+    let harness = FileLogHarness::new(Some(SyncBug::NeverSynced)).promising(Persistence::Process);
+    let run = power_cuts(&harness, &Settings::default().with_seed(4));
+    if let Err(failure) = run.verdict {
+        panic!("{failure}");
+    }
+    if run.report.crashes.is_empty() {
+        return;
+    }
+    assert_eq!(run.report.taken_back(), 0, "{}", run.report);
+    assert!(run.report.crashes.iter().all(|c| c.cut.as_ref().is_some_and(|c| c.model == Persistence::Process)));
+    assert!(run.report.clock_set_back, "{}", run.report);
+}
+
+/// A promise alone is taken as durable: the same run, the harness saying `durable` too or not,
+/// makes the same lookups after its cuts, those with the clock set back included.
+#[test]
+fn d10_a_promise_to_survive_power_cuts_sets_the_clock_back_as_durable_does() {
+    let settings = Settings::default().with_seed(5);
+    let alone = power_cuts(&FileLogHarness::new(None), &settings);
+    let mut durable = FileLogHarness::new(None);
+    durable.durable = true;
+    let said = power_cuts(&durable, &settings);
+    assert!(alone.verdict.is_ok() && said.verdict.is_ok(), "{:?} {:?}", alone.verdict, said.verdict);
+    assert_eq!(alone.report.keys_checked, said.report.keys_checked, "{}\n{}", alone.report, said.report);
 }
