@@ -155,7 +155,9 @@ impl CutOnce<'_> {
         self.over.store(true, Ordering::SeqCst);
     }
 
-    /// Waits for the trap to hold an operation and cuts then, until the cut is made elsewhere.
+    /// Waits for the trap to hold an operation and cuts then, until the cut is made elsewhere; cuts
+    /// anyway when the wait ends with no cut made (the disk's server not answering, or past
+    /// [`WATCH`] and its margin), so that a held operation never waits without end.
     pub(super) fn when_held<H: Harness>(&self, runner: &Runner<'_, H>) {
         // Short waits, so that the disk is not kept from a cut at the watch point for long.
         const POLL: Duration = Duration::from_millis(10);
@@ -165,9 +167,12 @@ impl CutOnce<'_> {
             match held {
                 Ok(Some(_)) => return self.now(runner, "burst: inside the disk, an operation held by the trap"),
                 Ok(None) => {}
-                Err(_) => return,
+                Err(_) => break,
             }
         }
+        // The cut is made by now, or is made here: an operation the trap holds waits for a cut,
+        // and a thread of the burst waiting on the store behind it must not wait for ever.
+        self.now(runner, "burst: when the wait for the trap ended");
     }
 }
 
