@@ -123,8 +123,8 @@ impl Gate {
 
 struct State {
     gates: HashMap<usize, Gate>,
-    /// Set while a clock move waits for every key to be quiet: no operation starts.
-    moving: bool,
+    /// Clock moves waiting for every key to be quiet: while there is one, no operation starts.
+    moving: usize,
 }
 
 impl State {
@@ -158,7 +158,7 @@ impl Gates {
     pub(crate) fn new(ceilings: Ceilings) -> Self {
         Gates {
             ceilings: ceilings.sane(),
-            state: Mutex::new(State { gates: HashMap::new(), moving: false }),
+            state: Mutex::new(State { gates: HashMap::new(), moving: 0 }),
             changed: Condvar::new(),
         }
     }
@@ -182,8 +182,8 @@ impl Gates {
     pub(crate) fn enter(&self, keys: &[usize], clock: &ManualClock) -> Entered {
         let ceilings = self.ceilings;
         let state = self.lock();
-        let mut state =
-            self.wait(state, |s| !s.moving && keys.iter().all(|k| s.gates.get(k).is_none_or(|g| g.admits(ceilings))));
+        let mut state = self
+            .wait(state, |s| s.moving == 0 && keys.iter().all(|k| s.gates.get(k).is_none_or(|g| g.admits(ceilings))));
         let clock_at_call = clock.now();
         for key in keys {
             let gate = state.gates.entry(*key).or_default();
@@ -242,13 +242,59 @@ impl Gates {
                 to >= earliest && to.as_millis() - earliest.as_millis() <= window
             })
         };
-        if !fits(&state) {
-            state.moving = true;
-            state = self.wait(state, |s| s.in_flight() == 0);
+        if fits(&state) {
+            clock.set(to(clock.now()));
+            return;
         }
+        state.moving += 1;
+        state = self.wait(state, |s| s.in_flight() == 0);
         clock.set(to(clock.now()));
-        state.moving = false;
+        state.moving -= 1;
         drop(state);
         self.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use reservation_store::{Clock, Instant, ManualClock};
+
+    use super::{Ceilings, Gates};
+
+    /// How many clock moves wait for quiet now.
+    fn waiting(gates: &Gates) -> usize {
+        gates.lock().moving
+    }
+
+    /// A clock move that must wait for quiet keeps every operation out until it has moved, even
+    /// when a smaller move that fits is made meanwhile: otherwise operations go on starting, the
+    /// keys are never quiet, and the wait (a fault check's clock jump) lasts until they happen to
+    /// be, hundreds of milliseconds late, which thins the fault check's schedule.
+    #[test]
+    fn a_clock_move_that_waits_is_not_let_go_by_a_move_that_fits() {
+        let gates = Gates::new(Ceilings::default());
+        let clock = ManualClock::new(Instant::from_millis(1_000));
+        let op = gates.enter(&[0], &clock);
+        std::thread::scope(|scope| {
+            let jump = scope.spawn(|| gates.advance(&clock, 1_000));
+            for _ in 0..10_000 {
+                if waiting(&gates) == 1 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(waiting(&gates), 1, "the jump waits for the operation in flight");
+            gates.advance(&clock, 1);
+            assert_eq!(clock.now(), Instant::from_millis(1_001), "a move within the window is made at once");
+            assert_eq!(waiting(&gates), 1, "the jump still waits, and keeps operations out");
+            gates.leave(&[0], op.clock_at_call, &[false]);
+            jump.join().expect("the jump ends once the key is quiet");
+        });
+        assert_eq!(clock.now(), Instant::from_millis(2_001));
+        assert_eq!(waiting(&gates), 0, "no move waits once the jump is made");
+        let next = gates.enter(&[0], &clock);
+        assert_eq!(next.clock_at_call, Instant::from_millis(2_001), "operations start again");
     }
 }
