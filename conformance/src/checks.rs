@@ -1134,6 +1134,7 @@ pub fn faults(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
     judged(settings, "faults", settings.faults.ceilings(), |ceilings| {
         let faults = settings.faults.clone().with_ceilings(ceilings);
         let run = crate::faults::run(h.inner(), &settings.clone().with_faults(faults));
+        crate::report::say(run.report.to_string());
         (run.report.seed, run.verdict, run.history)
     })
 }
@@ -1177,6 +1178,9 @@ fn crash_rounds(
     judged(settings, check, settings.crashes.ceilings(), |ceilings| {
         let crashes = settings.crashes.clone().with_ceilings(ceilings);
         let run = run(h, &settings.clone().with_crashes(crashes));
+        if !run.report.crashes.is_empty() {
+            crate::report::say(run.report.to_string());
+        }
         (run.report.seed, run.verdict, run.history)
     })
 }

@@ -9,7 +9,10 @@
 //!
 //! - *quiet points*: right after an acknowledged change (an *anchor*, the reservation of a fresh
 //!   key), with nothing in flight, so that the last record of the log is one whose effect must
-//!   survive;
+//!   survive; before the anchor, a *churn* of changes on two keys of its own, their number drawn
+//!   from the seed over every magnitude from none to thousands, so that where a crash lands in a
+//!   store's period (a compaction, a checkpoint every so many changes) is the seed's to say, not
+//!   the recipes' (`churn`);
 //! - *burst points*: while operations run on several threads, at the moment a lookup first shows
 //!   a write that has not been acknowledged yet (a write whose lock is let go before its record is
 //!   durable), or in the middle of the burst when none does.
@@ -40,12 +43,14 @@
 //! and the crash; the operations listed are those of that key around the crash.
 
 mod burst;
+mod churn;
 mod explain;
 mod power;
 mod recipes;
 
+use churn::Churn;
 use explain::crash_failure;
-use power::{POWER_CHECK, Power, mount_power};
+use power::{POWER_CHECK, Power, TRAPS, mount_power};
 pub use recipes::RECIPE_NAMES;
 use recipes::{A, RECIPES, Step};
 
@@ -83,6 +88,8 @@ const LONG: u64 = 1_000_000;
 const BACK: u64 = 2 * PHASE;
 /// How long a watch point looks for an unacknowledged write before it crashes anyway.
 const WATCH: Duration = Duration::from_secs(2);
+/// Where a burst's crash lands when its watch point saw a write before it was acknowledged.
+const WATCHED: &str = "burst: the moment a lookup showed a write not yet acknowledged";
 /// Worker threads of a burst round.
 const WORKERS: usize = 3;
 /// The most writes a burst round's watch point makes, one after another, before it crashes.
@@ -128,6 +135,9 @@ pub struct CrashPoint {
     /// The instant of the latest change acknowledged before it: what the store must not decide
     /// earlier than afterwards (D10 across a restart).
     pub latest: Instant,
+    /// How many writes the store had acknowledged in the run before it: where it landed in the
+    /// store's life (its compactions and checkpoints come every so many changes).
+    pub writes: u64,
     /// For a power cut, what it did: its model, its seed, the operation it held, the unsynced
     /// effects it took back.
     pub cut: Option<CutReport>,
@@ -136,7 +146,7 @@ pub struct CrashPoint {
 impl CrashPoint {
     /// The crash `harm` was, with `latest`, the instant of the latest change acknowledged before
     /// it, and `cut`, what it did when it was a power cut.
-    fn of(harm: &Harm, latest: Instant, cut: Option<CutReport>) -> Self {
+    fn of(harm: &Harm, (latest, writes): (Instant, u64), cut: Option<CutReport>) -> Self {
         CrashPoint {
             n: harm.n,
             kind: CrashKind::of(harm.fault),
@@ -144,6 +154,7 @@ impl CrashPoint {
             began: harm.began,
             ended: harm.ended,
             latest,
+            writes,
             cut,
         }
     }
@@ -226,6 +237,10 @@ impl fmt::Display for CrashReport {
                 self.count(CrashKind::Reopen)
             )?;
         }
+        if !self.crashes.is_empty() {
+            let at: Vec<String> = self.crashes.iter().map(|c| c.writes.to_string()).collect();
+            write!(f, "after {} acknowledged writes, ", at.join(", "))?;
+        }
         write!(
             f,
             "{} lookups of whole states after them, clock {}",
@@ -267,10 +282,17 @@ struct Run<'a, H: Harness> {
     clock_survives: bool,
     /// Stamps (call) of the lookups made with the clock set back.
     set_back: Mutex<BTreeMap<u64, Instant>>,
-    /// The instant of the latest change acknowledged before each crash, in order.
-    latest_before: Vec<Instant>,
+    /// The instant of the latest change acknowledged before each crash, and the writes
+    /// acknowledged before it, in order.
+    latest_before: Vec<(Instant, u64)>,
     /// The instant of the latest change acknowledged so far.
     latest: AtomicU64,
+    /// The writes acknowledged so far.
+    writes: AtomicU64,
+    /// The churn before quiet crashes and in power cuts' bursts.
+    churn: Churn,
+    /// The first trap kind of a power-cut run's bursts, by its index in [`TRAPS`].
+    traps_from: usize,
     /// Lookups made after crashes.
     checked: AtomicUsize,
     trouble: Option<Failure>,
@@ -292,9 +314,13 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> CrashRun {
 /// ([`reservation_disk::Disk`]) in a directory of its own, opens the store there
 /// ([`Harness::store_in`]), and runs the rounds of [`run`], each crash a cut under the declared
 /// model (every other cut) or a milder one, drawn from the run's seed. A quiet cut comes right
-/// after an acknowledged change; a burst's comes *inside the disk*: a trap holds the k-th write
-/// or sync of the burst (its kind and `k` drawn from the seed) and the disk is cut while the store
-/// waits for it, or, when no operation reaches the trap first, at the burst's watch point. After
+/// after an acknowledged change; a burst's comes *inside the disk*: a trap holds the k-th write,
+/// sync, either, or change of names of the burst (the kinds in turn, burst after burst, from one
+/// the seed draws; `k` drawn from the seed) and the disk is cut while the store waits for it, or,
+/// when no operation reaches the trap first, at the burst's watch point. A burst's churn goes on
+/// changing until the trap holds an operation (4,096 changes or the watch's two seconds at
+/// most), so that a trap on names meets the store's next compaction (a snapshot made and renamed
+/// into place) whatever its period. After
 /// each cut the store is dropped and opened again on what the cut left, and every key is judged
 /// as after any crash; a failure names the cut, its model and every unsynced effect it took back
 /// ("bytes 4096-4120 of /log were written and never synced").
@@ -353,19 +379,25 @@ fn run_with(harness: &dyn DynHarness, settings: &crate::Settings, cuts: bool) ->
         }
         Some(Some(store)) => store,
     };
+    let mut r = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    r.next();
+    let runner = Runner::new(harness, &parts, capabilities, 0);
+    let churned =
+        runner.take_keys(churn::KEYS, "a key changed over and over, so that crashes land where the seed says");
     let mut run = Run {
-        runner: Runner::new(harness, &parts, capabilities, 0),
+        runner,
         kinds,
         clock_survives: capabilities.durable || power.is_some(),
         set_back: Mutex::new(BTreeMap::new()),
         latest_before: Vec::new(),
         latest: AtomicU64::new(START.as_millis()),
+        writes: AtomicU64::new(0),
+        churn: Churn::new(churned.start),
+        traps_from: r.below(TRAPS.len() as u64) as usize,
         checked: AtomicUsize::new(0),
         trouble: None,
         power: power.as_ref(),
     };
-    let mut r = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-    r.next();
     let mut events = Vec::new();
     let mut store = Some(store);
     for round in 0..crashes.rounds.max(1) {
@@ -394,7 +426,7 @@ fn run_with(harness: &dyn DynHarness, settings: &crate::Settings, cuts: bool) ->
         .unwrap_or_default();
     report.crashes = harms
         .iter()
-        .zip(run.latest_before.iter().copied().chain(std::iter::repeat(START)))
+        .zip(run.latest_before.iter().copied().chain(std::iter::repeat((START, 0))))
         .map(|(h, latest)| CrashPoint::of(h, latest, cut_reports.remove(&h.n)))
         .collect();
     drop(run);
@@ -441,6 +473,13 @@ impl<H: Harness> Run<'_, H> {
         }
     }
 
+    /// Notes the instant of the latest change acknowledged so far, and the writes acknowledged, as
+    /// those before the crash being caused (a burst's: by the burst's end).
+    fn note_latest(&mut self) {
+        let latest = Instant::from_millis(self.latest.load(Ordering::SeqCst));
+        self.latest_before.push((latest, self.writes.load(Ordering::SeqCst)));
+    }
+
     /// Every key taken so far, with its name.
     fn all_keys(&self) -> Vec<(usize, Key)> {
         (0..self.runner.keys_taken()).map(|k| (k, key_named(k))).collect()
@@ -456,6 +495,7 @@ impl<H: Harness> Run<'_, H> {
         let e = self.runner.recorder.run(store, (thread, round), (key, &key_named(key)), call);
         if matches!(e.ret, Return::Outcome(_)) && matches!(e.call, Call::Op(_)) {
             self.latest.fetch_max(e.clock_at_return.as_millis(), Ordering::SeqCst);
+            self.writes.fetch_add(1, Ordering::SeqCst);
         }
         e
     }
@@ -475,12 +515,15 @@ impl<H: Harness> Run<'_, H> {
         let recorder = &self.runner.recorder;
         let store = if burst && kind != CrashKind::Reopen {
             let store = self.burst(store, r, &keys, round, events);
-            self.latest_before.push(Instant::from_millis(self.latest.load(Ordering::SeqCst)));
+            self.note_latest();
             store?
         } else {
             for phase in 0..4 {
                 self.phase(&store, r, &keys, phase, round, burst, events);
             }
+            // Changes of the seed's number, so that the crash lands anywhere in a store's period.
+            let n = churn::length(r);
+            events.extend(self.churn(&store, (0, round), n, &|| false));
             // The anchor: an acknowledged change at the latest instant, the last before the crash.
             let anchor = self.runner.take_keys(1, "a key of its own, written last before the crash").start;
             events.push(self.op(&store, 0, round, anchor, Step::Reserve(A, 0, LONG).call()));
@@ -494,7 +537,7 @@ impl<H: Harness> Run<'_, H> {
             if self.clock_survives {
                 recorder.set_clock(now.saturating_sub_millis(BACK));
             }
-            self.latest_before.push(Instant::from_millis(self.latest.load(Ordering::SeqCst)));
+            self.note_latest();
             let store = self.crash(store, kind, r)?;
             let recorder = &self.runner.recorder;
             if self.clock_survives {

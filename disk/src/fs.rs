@@ -21,12 +21,27 @@ const TTL: Duration = Duration::from_secs(1);
 /// Which operations a [`Trap`] counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TrapOn {
-    /// Writes, size changes included.
+    /// Writes, size changes and changes of names included.
     Write,
     /// Syncs of a file or a directory.
     Sync,
-    /// Both.
+    /// Writes and syncs, as `Write` and `Sync` count them.
     Any,
+    /// Changes of names alone: a name made (a file or a directory), removed, renamed or linked,
+    /// counted on its directory. Rare beside writes, they mark a store's compactions and
+    /// checkpoints (a snapshot written under a new name and renamed over the old).
+    Names,
+}
+
+impl TrapOn {
+    /// Whether a trap on `self` counts an operation of kind `op` (`Write`, `Sync` or `Names`).
+    pub fn counts(self, op: TrapOn) -> bool {
+        match self {
+            TrapOn::Any => true,
+            TrapOn::Write => matches!(op, TrapOn::Write | TrapOn::Names),
+            on => on == op,
+        }
+    }
 }
 
 /// Holds the `nth` operation of a kind (on `path`, when given) counted from when the trap is
@@ -114,10 +129,7 @@ impl Fs {
         // A path is a walk of the tree: made only for a trap that names one, and for the report.
         let State { tree, trap, .. } = &mut *state;
         let hit = match trap {
-            Some((trap, seen))
-                if (trap.on == on || trap.on == TrapOn::Any)
-                    && trap.path.as_ref().is_none_or(|p| *p == tree.path(ino)) =>
-            {
+            Some((trap, seen)) if trap.on.counts(on) && trap.path.as_ref().is_none_or(|p| *p == tree.path(ino)) => {
                 *seen += 1;
                 *seen == trap.nth
             }
@@ -173,7 +185,7 @@ impl Fs {
 
     fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, kind: Kind, mode: u32) -> Result<FileAttr, Errno> {
         let state = self.live()?;
-        let mut state = self.pass(state, parent.0, TrapOn::Write, "a new name")?;
+        let mut state = self.pass(state, parent.0, TrapOn::Names, "a new name")?;
         state.counts.names += 1;
         let ino = state.tree.create(parent.0, name, kind, mode, (req.uid(), req.gid())).map_err(errno)?;
         self.attr(&state.tree, ino)
@@ -181,7 +193,7 @@ impl Fs {
 
     fn names(&self, parent: INodeNo, f: impl FnOnce(&mut Tree) -> Result<(), FsError>, reply: ReplyEmpty) {
         let done = self.live().and_then(|state| {
-            let mut state = self.pass(state, parent.0, TrapOn::Write, "a change of names")?;
+            let mut state = self.pass(state, parent.0, TrapOn::Names, "a change of names")?;
             state.counts.names += 1;
             f(&mut state.tree).map_err(errno)
         });
@@ -321,7 +333,7 @@ impl Filesystem for Fs {
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let done = self.live().and_then(|state| {
-            let mut state = self.pass(state, newparent.0, TrapOn::Write, "a new link")?;
+            let mut state = self.pass(state, newparent.0, TrapOn::Names, "a new link")?;
             state.counts.names += 1;
             state.tree.link(ino.0, newparent.0, newname).map_err(errno)?;
             self.attr(&state.tree, ino.0)

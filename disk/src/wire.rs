@@ -179,6 +179,7 @@ pub(crate) fn put_trap(out: &mut Out, trap: &Trap) {
         TrapOn::Write => 0,
         TrapOn::Sync => 1,
         TrapOn::Any => 2,
+        TrapOn::Names => 3,
     };
     out.u8(on).u8(u8::from(trap.path.is_some())).text(trap.path.as_deref().unwrap_or("")).u64(trap.nth);
 }
@@ -187,7 +188,9 @@ pub(crate) fn get_trap(input: &mut In<'_>) -> io::Result<Trap> {
     let on = match input.u8()? {
         0 => TrapOn::Write,
         1 => TrapOn::Sync,
-        _ => TrapOn::Any,
+        2 => TrapOn::Any,
+        3 => TrapOn::Names,
+        n => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("no trap counts operations of kind {n}"))),
     };
     let has_path = input.u8()? == 1;
     let path = input.text()?;

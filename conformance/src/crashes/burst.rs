@@ -7,9 +7,9 @@ use std::time::Instant as WallInstant;
 
 use reservation_disk::{Trap, TrapOn};
 
-use super::power::{CutOnce, POWER_CHECK, TRAP_NTH, unheard};
+use super::power::{CutOnce, POWER_CHECK, TRAP_NAMES_NTH, TRAP_NTH, TRAPS, unheard};
 use super::recipes::{B, RECIPES, Step};
-use super::{CHECK, LONG, PHASE, Run, WATCH, WATCHES, WORKERS, lock};
+use super::{CHECK, LONG, PHASE, Run, WATCH, WATCHED, WATCHES, WORKERS, churn, lock};
 use crate::failure::Failure;
 use crate::harness::{Fault, Harness};
 use crate::history::{Call, Event, Return, key_named};
@@ -25,10 +25,11 @@ impl<H: Harness> Run<'_, H> {
     /// did not run in that moment misses it; the next write gives it another chance. When none
     /// shows, the crash comes when the last write returns, in the middle of the burst.
     ///
-    /// A power cut's burst sets a trap first: the k-th write or sync of the burst (drawn from
-    /// `r`) is held, and a thread that waits for it cuts the disk at once; a watch point that sees
-    /// an unacknowledged write first, or the burst's middle, cuts instead. The store is opened
-    /// again once every thread has returned.
+    /// A power cut's burst sets a trap first: the k-th write, sync, either, or change of names of
+    /// the burst (the kind in turn, `k` drawn from `r`) is held, and a thread that waits for it
+    /// cuts the disk at once; a watch point that sees an unacknowledged write first cuts instead.
+    /// Its churn makes changes until the cut (bounded), and the cut waits for it otherwise. The
+    /// store is opened again once every thread has returned.
     pub(super) fn burst(
         &mut self,
         owned: H::Store,
@@ -45,8 +46,11 @@ impl<H: Harness> Run<'_, H> {
         let cut = match self.power {
             // A power-cut run's every crash is a cut.
             Some(power) => {
-                let on = [TrapOn::Write, TrapOn::Sync, TrapOn::Any][r.below(3) as usize];
-                let trap = Trap { on, path: None, nth: 1 + r.below(TRAP_NTH) };
+                // Burst after burst (every other crash), the kinds in turn: a run of four rounds sets
+                // each once.
+                let on = TRAPS[(self.traps_from + round / 2) % TRAPS.len()];
+                let most = if on == TrapOn::Names { TRAP_NAMES_NTH } else { TRAP_NTH };
+                let trap = Trap { on, path: None, nth: 1 + r.below(most) };
                 let model = power.model(self.runner.harms().len(), r);
                 let seed = r.next();
                 if let Err(e) = lock(&power.disk).set_trap(Some(trap)) {
@@ -80,10 +84,18 @@ impl<H: Harness> Run<'_, H> {
                 .collect();
             // A power cut's cutter: it waits for the trap to hold an operation, and cuts then.
             let cutter = cut.map(|cut| s.spawn(move || cut.when_held(&this.runner)));
+            let started = WallInstant::now();
+            // A power cut's churn: changes until the trap holds one of its operations or another
+            // thread's (a trap on names meets the store's next compaction), bounded.
+            let churning = cut.map(|cut| {
+                s.spawn(move || {
+                    let stop = || cut.over.load(Ordering::SeqCst) || started.elapsed() >= WATCH;
+                    this.churn(store, (WORKERS + 2, round), churn::BURST_MOST, &stop)
+                })
+            });
             let mut out: Vec<Event> = Vec::new();
             let mut point = "burst: midway, when the watched writes returned";
             let mut writing = None;
-            let started = WallInstant::now();
             // Every write's key is taken now, used or not, so that a seed takes the same keys
             // however many writes the timing lets run.
             for watched in this.runner.take_keys(WATCHES, "a write watched in a burst") {
@@ -97,7 +109,7 @@ impl<H: Harness> Run<'_, H> {
                 let seen = this.watch(store, round, watched, &done, started, &mut out);
                 writing = Some(writer);
                 if seen {
-                    point = "burst: the moment a lookup showed a write not yet acknowledged";
+                    point = WATCHED;
                     break;
                 }
                 // The write returned unseen: its event, then the next write while the workers run.
@@ -111,6 +123,22 @@ impl<H: Harness> Run<'_, H> {
                     break;
                 }
             }
+            // A cut at the watch point comes at once; otherwise it waits for the churn, which ends at
+            // the cut the trap made, or on its own.
+            let watched = point == WATCHED;
+            let churning = churning.and_then(|churning| {
+                if watched {
+                    return Some(churning);
+                }
+                match churning.join() {
+                    Ok(more) => out.extend(more),
+                    Err(p) => out.push(panicked(WORKERS + 2, &*p)),
+                }
+                if !cut.is_some_and(|cut| cut.over.load(Ordering::SeqCst)) {
+                    point = "burst: when its churn ended, no operation held by the trap";
+                }
+                None
+            });
             let crashed = match cut {
                 Some(cut) => {
                     cut.now(&this.runner, point);
@@ -123,6 +151,12 @@ impl<H: Harness> Run<'_, H> {
             if let Some(cutter) = cutter {
                 // It ends once the cut is made, by it or here.
                 let _ = cutter.join();
+            }
+            if let Some(churning) = churning {
+                match churning.join() {
+                    Ok(more) => out.extend(more),
+                    Err(p) => out.push(panicked(WORKERS + 2, &*p)),
+                }
             }
             if let Some(writer) = writing {
                 match writer.join() {

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
-use reservation_disk::{CutReport, Disk, Persistence};
+use reservation_disk::{CutReport, Disk, Persistence, TrapOn};
 
 use super::{Run, WATCH, lock};
 use crate::failure::Failure;
@@ -38,6 +38,14 @@ impl Power {
 
 /// How many writes or syncs of a burst a trap may count before the one it holds.
 pub(super) const TRAP_NTH: u64 = 24;
+
+/// How many changes of names a trap on names may count before the one it holds: a compaction
+/// makes a few (its snapshot's name, the rename into place).
+pub(super) const TRAP_NAMES_NTH: u64 = 2;
+
+/// The kinds of trap a power-cut run's bursts set, in turn: a write, a sync, either, and a change
+/// of names.
+pub(super) const TRAPS: [TrapOn; 4] = [TrapOn::Write, TrapOn::Sync, TrapOn::Any, TrapOn::Names];
 
 /// The disk of a power-cut run, when `harness` declares a promise and FUSE mounts: `Ok(None)`
 /// when the check does not run.

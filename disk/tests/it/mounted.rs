@@ -141,6 +141,32 @@ fn a_trap_holds_the_chosen_sync_until_the_cut_and_the_cut_lands_inside_it() {
     assert!(report.to_string().contains("bytes 200-300 of /wal were written and never synced"), "{report}");
 }
 
+/// A trap on names lets writes and syncs by and holds the chosen change of names: a compaction
+/// cut between its snapshot's sync and its rename.
+#[test]
+fn a_trap_on_names_holds_a_rename_and_lets_writes_and_syncs_by() {
+    let Some((dir, mut disk)) = mount(start()) else { return };
+    let root = dir.path().to_path_buf();
+    disk.set_trap(Some(Trap { on: TrapOn::Names, path: None, nth: 2 })).unwrap();
+    let compaction = std::thread::spawn(move || {
+        let tmp = root.join("snapshot.tmp");
+        let file = OpenOptions::new().create_new(true).write(true).open(&tmp).unwrap();
+        for i in 0..4u64 {
+            file.write_all_at(&[7; 64], i * 64).unwrap();
+            file.sync_data().unwrap();
+        }
+        std::fs::rename(&tmp, root.join("snapshot")).map_err(|e| e.raw_os_error())
+    });
+    assert_eq!(disk.held(Duration::from_secs(10)).unwrap().as_deref(), Some("a change of names of /"));
+    let report = disk.cut(Persistence::Names, 1).unwrap();
+    assert_eq!(compaction.join().unwrap(), Err(Some(libc_eio())), "the held rename failed on the dead disk");
+    assert_eq!(report.held.as_deref(), Some("a change of names of /"));
+    assert!(!dir.path().join("snapshot").exists(), "the rename never happened: {report}");
+    assert!(!TrapOn::Names.counts(TrapOn::Write) && !TrapOn::Names.counts(TrapOn::Sync));
+    assert!(TrapOn::Write.counts(TrapOn::Names) && TrapOn::Any.counts(TrapOn::Names));
+    assert!(!TrapOn::Sync.counts(TrapOn::Names));
+}
+
 #[test]
 fn names_are_durable_only_when_their_directory_is_synced() {
     let Some((dir, mut disk)) = mount(start()) else { return };
