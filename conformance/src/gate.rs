@@ -286,11 +286,21 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
             assert_eq!(waiting(&gates), 1, "the jump waits for the operation in flight");
+            // An operation on another key, whose gate is open, waits for the jump all the same.
+            let other = scope.spawn(|| {
+                let op = gates.enter(&[1], &clock);
+                gates.leave(&[1], op.clock_at_call, &[false]);
+                op.clock_at_call
+            });
+            // Time for it to reach the gate (were it let in now, it would be called before the jump).
+            std::thread::sleep(Duration::from_millis(50));
             gates.advance(&clock, 1);
             assert_eq!(clock.now(), Instant::from_millis(1_001), "a move within the window is made at once");
             assert_eq!(waiting(&gates), 1, "the jump still waits, and keeps operations out");
             gates.leave(&[0], op.clock_at_call, &[false]);
             jump.join().expect("the jump ends once the key is quiet");
+            let called = other.join().expect("the other operation ends");
+            assert_eq!(called, Instant::from_millis(2_001), "the other operation started after the jump");
         });
         assert_eq!(clock.now(), Instant::from_millis(2_001));
         assert_eq!(waiting(&gates), 0, "no move waits once the jump is made");
