@@ -7,7 +7,7 @@ use std::time::Instant as WallInstant;
 
 use reservation_disk::{Trap, TrapOn};
 
-use super::power::{CutOnce, POWER_CHECK, TRAP_NAMES_NTH, TRAP_NTH, TRAPS, unheard};
+use super::power::{CutOnce, POWER_CHECK, TRAP_NAMES_NTH, TRAP_NTH, trap_kind, unheard};
 use super::recipes::{B, RECIPES, Step};
 use super::{CHECK, LONG, PHASE, Run, WATCH, WATCHED, WATCHES, WORKERS, churn, lock};
 use crate::failure::Failure;
@@ -46,9 +46,7 @@ impl<H: Harness> Run<'_, H> {
         let cut = match self.power {
             // A power-cut run's every crash is a cut.
             Some(power) => {
-                // Burst after burst (every other crash), the kinds in turn: a run of four rounds sets
-                // each once.
-                let on = TRAPS[(self.traps_from + round / 2) % TRAPS.len()];
+                let on = trap_kind(self.traps_from, round);
                 let most = if on == TrapOn::Names { TRAP_NAMES_NTH } else { TRAP_NTH };
                 let trap = Trap { on, path: None, nth: 1 + r.below(most) };
                 let model = power.model(self.runner.harms().len(), r);

@@ -83,3 +83,38 @@ impl<H: Harness> Run<'_, H> {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{BITS, Churn, KEYS, length};
+    use crate::crashes::LONG;
+    use crate::crashes::recipes::{A, Step};
+    use crate::record::XorShift;
+
+    /// The lengths span every magnitude up to 2^BITS: none at times, and some in each power of two.
+    #[test]
+    fn a_churns_length_spans_every_magnitude_from_none_to_thousands() {
+        let mut r = XorShift(0x5eed | 1);
+        let lengths: Vec<u64> = (0..20_000).map(|_| length(&mut r)).collect();
+        assert!(lengths.contains(&0));
+        assert!(lengths.iter().all(|n| *n < 1 << BITS));
+        for bits in 0..BITS {
+            let (low, high) = (1u64 << bits, 1u64 << (bits + 1));
+            assert!(lengths.iter().any(|n| (low..high).contains(n)), "none in {low}..{high}");
+        }
+    }
+
+    /// Key after key from the first, each reserved, confirmed at 1, 2, 3 in turn, released.
+    #[test]
+    fn the_churn_goes_round_its_keys_reserving_confirming_and_releasing() {
+        let (reserve, release) = (Step::Reserve(A, 0, LONG), Step::Release(A, None));
+        let turns = [reserve, Step::Confirm(A, 1), release, reserve, Step::Confirm(A, 2), release];
+        let turns = turns.into_iter().chain([reserve, Step::Confirm(A, 3), release, reserve, Step::Confirm(A, 1)]);
+        let churn = Churn::new(5);
+        for (turn, step) in turns.enumerate() {
+            for key in 5..5 + KEYS {
+                assert_eq!(churn.next(), (key, step.call()), "turn {turn}");
+            }
+        }
+    }
+}

@@ -47,6 +47,13 @@ pub(super) const TRAP_NAMES_NTH: u64 = 2;
 /// of names.
 pub(super) const TRAPS: [TrapOn; 4] = [TrapOn::Write, TrapOn::Sync, TrapOn::Any, TrapOn::Names];
 
+/// The kind of trap the burst that ends in crash `crash` (from 0: every other crash, the odd
+/// ones, is a burst's) sets, in a run whose first burst sets `TRAPS[from]`: the kinds in turn, so
+/// that a run of four rounds sets each once.
+pub(super) fn trap_kind(from: usize, crash: usize) -> TrapOn {
+    TRAPS[(from + crash / 2) % TRAPS.len()]
+}
+
 /// The disk of a power-cut run, when `harness` declares a promise and FUSE mounts: `Ok(None)`
 /// when the check does not run.
 pub(super) fn mount_power<H: Harness>(harness: &H) -> Result<Option<Power>, Failure> {
@@ -187,3 +194,20 @@ impl CutOnce<'_> {
 /// How long past [`WATCH`] the thread that waits for a trap goes on waiting: the watch point cuts
 /// by then.
 const RECOVERY_MARGIN: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::{TRAPS, trap_kind};
+
+    /// Whatever kind a run starts from, its four bursts (crashes 1, 3, 5 and 7) set each kind once.
+    #[test]
+    fn four_bursts_set_each_kind_of_trap_once() {
+        for from in 0..TRAPS.len() {
+            let kinds: BTreeSet<String> = [1, 3, 5, 7].iter().map(|c| format!("{:?}", trap_kind(from, *c))).collect();
+            assert_eq!(kinds.len(), TRAPS.len(), "from {from}: {kinds:?}");
+            assert_eq!(trap_kind(from, 1), TRAPS[from], "the first burst sets the kind the run starts from");
+        }
+    }
+}
