@@ -367,7 +367,8 @@ fn p1_the_correct_log_store_passes_the_crash_check_on_every_seed() {
     }
 }
 
-/// Every seed's run of `bug` fails with `rule`, naming a key and a field.
+/// Every seed's run of `bug` fails with `rule`, naming a key and a field (`field`, or for a lost
+/// write [`LOST`]'s).
 fn caught(bug: Bug, rule: Rule, field: &str) {
     let mut first = None;
     for run in runs(Some(bug)) {
@@ -375,21 +376,26 @@ fn caught(bug: Bug, rule: Rule, field: &str) {
         let failure = run.verdict.expect_err(&format!("{bug:?} passed on seed {seed}: {}", run.report));
         let text = failure.to_string();
         assert_eq!(failure.rule, Some(rule), "{bug:?}, seed {seed}:\n{text}");
-        assert!(text.contains("after crash") && text.contains(field), "{bug:?}, seed {seed}:\n{text}");
+        let named = if field == LOST[0] { LOST.iter().any(|f| text.contains(f)) } else { text.contains(field) };
+        assert!(text.contains("after crash") && named, "{bug:?}, seed {seed}:\n{text}");
         assert!(text.contains(&format!("RESERVATION_CONFORMANCE_SEED={seed}")), "{text}");
         first.get_or_insert(text);
     }
     eprintln!("{bug:?}, caught on {SEEDS} of {SEEDS} seeds; seed 1:\n{}", first.unwrap_or_default());
 }
 
+/// What a lost write leaves: a reservation gone, or (its release lost: the churn before a quiet
+/// crash releases keys too) a reservation back where the key must be free.
+const LOST: [&str; 2] = ["gone", "a reservation is there where the key must be free"];
+
 #[test]
 fn p1_an_acknowledgement_before_the_record_is_written_is_caught() {
-    caught(Bug::AckBeforeWrite, Rule::P1, "gone");
+    caught(Bug::AckBeforeWrite, Rule::P1, LOST[0]);
 }
 
 #[test]
 fn p1_recovery_that_drops_the_last_record_is_caught() {
-    caught(Bug::DropLastRecord, Rule::P1, "gone");
+    caught(Bug::DropLastRecord, Rule::P1, LOST[0]);
 }
 
 #[test]
