@@ -27,7 +27,8 @@ impl<H: Harness> Run<'_, H> {
     ///
     /// A power cut's burst sets a trap first: the k-th write, sync, either, or change of names of
     /// the burst (the kind in turn, `k` drawn from `r`) is held, and a thread that waits for it
-    /// cuts the disk at once; a watch point that sees an unacknowledged write first cuts instead.
+    /// cuts the disk at once; a watch point that sees an unacknowledged write first cuts instead,
+    /// but for a trap on names, which waits for the store's compaction.
     /// Its churn makes changes until the cut (bounded), and the cut waits for it otherwise. The
     /// store is opened again once every thread has returned.
     pub(super) fn burst(
@@ -43,11 +44,15 @@ impl<H: Harness> Run<'_, H> {
             self.phase(store, r, keys, phase, round, true, events);
         }
         self.runner.recorder.advance(PHASE);
+        // A burst whose trap counts changes of names is there to cut inside a compaction: its watch
+        // point looks, but does not cut.
+        let mut on_names = false;
         let cut = match self.power {
             // A power-cut run's every crash is a cut.
             Some(power) => {
                 let on = trap_kind(self.traps_from, round);
-                let most = if on == TrapOn::Names { TRAP_NAMES_NTH } else { TRAP_NTH };
+                on_names = on == TrapOn::Names;
+                let most = if on_names { TRAP_NAMES_NTH } else { TRAP_NTH };
                 let trap = Trap { on, path: None, nth: 1 + r.below(most) };
                 let model = power.model(self.runner.harms().len(), r);
                 let seed = r.next();
@@ -106,7 +111,7 @@ impl<H: Harness> Run<'_, H> {
                 });
                 let seen = this.watch(store, round, watched, &done, started, &mut out);
                 writing = Some(writer);
-                if seen {
+                if seen && !on_names {
                     point = WATCHED;
                     break;
                 }
