@@ -230,11 +230,19 @@ fn a_failed_connection_closes_the_idle_ones_so_that_the_next_operation_connects_
     let keys: Vec<Key> = (0..4).map(|i| Key::new(format!("k{i}")).expect("key")).collect();
     let alice = owner();
     let confirm = |key| store.confirm(&scope, key, &alice, version());
-    let all = h
-        .runtime()
-        .block_on(async { tokio::join!(confirm(&keys[0]), confirm(&keys[1]), confirm(&keys[2]), confirm(&keys[3])) });
-    assert!(all.0.is_ok() && all.1.is_ok() && all.2.is_ok() && all.3.is_ok(), "{all:?}");
-    assert_eq!(store.connections(), 4, "four operations at once, four connections");
+    // Four operations at once open a connection each when they overlap; on a loaded machine one
+    // may end before the last starts, and the pool gives its connection to the next: run them
+    // again until the pool holds several idle connections (ten rounds at most).
+    for _ in 0..10 {
+        let all = h.runtime().block_on(async {
+            tokio::join!(confirm(&keys[0]), confirm(&keys[1]), confirm(&keys[2]), confirm(&keys[3]))
+        });
+        assert!(all.0.is_ok() && all.1.is_ok() && all.2.is_ok() && all.3.is_ok(), "{all:?}");
+        if store.connections() == 4 {
+            break;
+        }
+    }
+    assert!(store.connections() >= 2, "operations at once, and a single connection: {}", store.connections());
     inject(&h, Fault::CutConnections);
     let error = h.runtime().block_on(store.lookup(&scope, &keys[0])).expect_err("a cut connection answered");
     assert!(!error.is_indeterminate(), "{}", error_chain(&error));
