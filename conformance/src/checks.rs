@@ -1134,7 +1134,7 @@ pub fn faults(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
     judged(settings, "faults", settings.faults.ceilings(), |ceilings| {
         let faults = settings.faults.clone().with_ceilings(ceilings);
         let run = crate::faults::run(h.inner(), &settings.clone().with_faults(faults));
-        crate::report::say(run.report.to_string());
+        crate::said::say(run.report.to_string());
         (run.report.seed, run.verdict, run.history)
     })
 }
@@ -1179,7 +1179,7 @@ fn crash_rounds(
         let crashes = settings.crashes.clone().with_ceilings(ceilings);
         let run = run(h, &settings.clone().with_crashes(crashes));
         if !run.report.crashes.is_empty() {
-            crate::report::say(run.report.to_string());
+            crate::said::say(run.report.to_string());
         }
         (run.report.seed, run.verdict, run.history)
     })

@@ -260,6 +260,7 @@ pub mod oracle;
 mod protocol;
 mod record;
 mod report;
+mod said;
 #[doc(hidden)]
 pub mod search;
 pub mod services;

@@ -156,7 +156,7 @@ macro_rules! __run_all_list {
         $($name:ident => $check:ident $([$needs:ident])?),* $(,)?) => {
         $(
             if $filter(stringify!($name)) {
-            let _ = $crate::report::said();
+            let _ = $crate::said::said();
             let started = ::std::time::Instant::now();
             let requirement = $crate::__requirement!($($needs)?);
             let result = if let Some(why) = requirement.skipped($crate::Harness::capabilities($erased)) {
@@ -172,7 +172,7 @@ macro_rules! __run_all_list {
                 }
             };
             let took = started.elapsed();
-            $report.notes.extend($crate::report::said().into_iter().map(|s| format!("{}: {s}", stringify!($name))));
+            $report.notes.extend($crate::said::said().into_iter().map(|s| format!("{}: {s}", stringify!($name))));
             let mut result = result;
             $once.see(stringify!($name), &mut result);
             $on_check(stringify!($name), &result, took);
@@ -251,22 +251,6 @@ fn durability_note(harness: &Erased<'_>, report: &Report) -> Option<String> {
          store) passes these checks without running the store's recovery"
             .to_owned()
     })
-}
-
-std::thread_local! {
-    /// What the checks run on this thread said they did, since the runner last asked.
-    static SAID: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Says what a check did (`what`: its run's report), for the report of the run that called it:
-/// the runner takes it as a note of that check.
-pub(crate) fn say(what: String) {
-    SAID.with(|said| said.borrow_mut().push(what));
-}
-
-/// What the checks said since the last call, taken.
-pub(crate) fn said() -> Vec<String> {
-    SAID.with(|said| std::mem::take(&mut *said.borrow_mut()))
 }
 
 /// Reports an adapter that broke the protocol once: the first check it failed keeps the whole
