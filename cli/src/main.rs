@@ -202,8 +202,9 @@ fn seconds(s: &str) -> Result<Duration, String> {
 
 /// The checks of what a store keeps across a restart, a crash and a power cut: those that `conform
 /// redis` runs on an append-only `redis-server` of its own, the shared server keeping nothing.
-const DURABILITY_CHECKS: [&str; 4] = [
+const DURABILITY_CHECKS: [&str; 5] = [
     "p1_durable_reopen_keeps_every_reservation",
+    "p1_restarts_keep_every_spelling_of_the_differentials_scripts",
     "d10_the_clock_never_goes_back_across_a_restart",
     "p1_crashes_at_chosen_points_keep_every_state",
     "p1_power_cuts_take_back_nothing_the_store_promised",

@@ -17,6 +17,8 @@ use crate::harness::{Harness, Requirement, unique_namespace};
 use crate::session::Session;
 use crate::settings::Settings;
 
+mod churn;
+
 /// The ttl of the checks' reservations, in milliseconds.
 const TTL_MS: u64 = 1_000;
 
@@ -1035,9 +1037,11 @@ pub fn examples(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure>
 /// holds and exact expiry, and an expired one stays expired. The store is reopened after every
 /// operation, and every key is looked up after each reopen, so that an operation acknowledged
 /// but not persisted (a write that failed, or one still in a buffer) shows, whatever the
-/// operations after it do to the same row. A harness that declares the capability but whose
-/// [`Harness::reopen`] returns `None` fails it.
-pub fn durable(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+/// operations after it do to the same row. Once, between two reopens, a churn of 512 to 1,023
+/// changes (the length drawn from [`Settings::seed`]) on a key of its own crosses a compaction
+/// while pending, confirmed and expired reservations are there. A harness that declares the
+/// capability but whose [`Harness::reopen`] returns `None` fails it.
+pub fn durable(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
     let h = &Erased::new(h);
     if !Requirement::Durable.met_by(h.capabilities()) {
         return Ok(());
@@ -1046,6 +1050,8 @@ pub fn durable(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> 
     let k3 = key("carol");
     let k4 = key("dave");
     let k5 = key("erin");
+    let churned = key("churn");
+    let changes = churn::length(settings.seed_or(0), 1);
     // Each step, then a reopen and a lookup of every key.
     macro_rules! durable_step {
         ($rule:expr, $call:ident($($arg:expr),* $(,)?)) => {
@@ -1060,6 +1066,10 @@ pub fn durable(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> 
     durable_step!(Rule::C1, confirm(&f.scope, &f.k, &f.alice, v(2)));
     durable_step!(Rule::R1, reserve(&f.scope, &f.k2, &f.bob, &f.h1, f.ttl));
     durable_step!(Rule::R3, reserve(&f.scope, &f.k2, &f.bob, &f.h2, f.ttl));
+    // Enough changes on a key of their own to cross a compaction while a pending reservation
+    // with two holds, a confirmed one and an expired one are there.
+    churn::churn(&mut s, (&f.scope, &churned), (&f.alice, &f.h1, f.ttl), changes)?;
+    s.reopen()?;
     durable_step!(Rule::C1, confirm(&f.scope, &k3, &f.alice, v(1)));
     durable_step!(Rule::L4, release(&f.scope, &k3, &f.alice, at(1)));
     durable_step!(Rule::R1, reserve(&f.scope, &k4, &f.alice, &f.h1, f.ttl));
@@ -1081,8 +1091,10 @@ pub fn durable(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> 
 /// when bob's reservation was live and the store is reopened. Bob's reservation must stay expired
 /// (P1), and the store must decide at its latest instant (a reserve of bob's key by alice takes
 /// it, a new reservation expires a ttl after that instant), across a second reopen too, until the
-/// suite's clock passes it. Passes without running on a store that is not durable.
-pub fn d10_restart(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failure> {
+/// suite's clock passes it. Before the first reopen with the clock set back, a churn of 512 to
+/// 1,023 changes (drawn from [`Settings::seed`]) on a key of its own crosses a compaction, which
+/// must keep the latest instant. Passes without running on a store that is not durable.
+pub fn d10_restart(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
     let h = &Erased::new(h);
     if !Requirement::Durable.met_by(h.capabilities()) {
         return Ok(());
@@ -1094,6 +1106,8 @@ pub fn d10_restart(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failu
     s.reopen()?;
     s.advance(f.ttl.as_millis());
     step!(s, Rule::R1, reserve(&f.scope, &f.k2, &f.alice, &f.h1, f.ttl));
+    // The latest instant decided, the churn crosses a compaction, which must keep it.
+    churn::churn(&mut s, (&f.scope, &key("churn")), (&f.bob, &f.h2, f.ttl), churn::length(settings.seed_or(0), 2))?;
     let latest = s.now();
     s.set_clock(before);
     s.reopen()?;
@@ -1114,6 +1128,17 @@ pub fn d10_restart(h: &dyn DynHarness, _settings: &Settings) -> Result<(), Failu
 pub fn differential(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
     let h = &Erased::new(h);
     crate::differential::run(h.inner(), settings).map(drop)
+}
+
+/// The differential check across restarts ([`crate::differential::restarts::run`]), of a
+/// durable store: the differential's scripts over every spelling, the store closed and reopened
+/// at seeded steps, every key compared after each reopen.
+pub fn differential_restarts(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
+    let h = &Erased::new(h);
+    if !Requirement::Durable.met_by(h.capabilities()) {
+        return Ok(());
+    }
+    crate::differential::restarts::run(h.inner(), settings).map(drop)
 }
 
 /// The linearizability check ([`crate::linearizability::run`]): concurrent operations on a few

@@ -345,6 +345,7 @@ macro_rules! __for_each_check {
             linearizability_under_threads => linearizability,
             p1_faults_on_a_seeded_schedule_lose_no_acknowledged_confirmation => faults,
             p1_durable_reopen_keeps_every_reservation => durable [Durable],
+            p1_restarts_keep_every_spelling_of_the_differentials_scripts => differential_restarts [Durable],
             p1_crashes_at_chosen_points_keep_every_state => crashes [Durable],
             p1_power_cuts_take_back_nothing_the_store_promised => power_cuts [PowerCuts],
         }

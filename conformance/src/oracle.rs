@@ -157,23 +157,45 @@ impl Domain {
 /// reaches no store. A failure carries the transcript, whose legend names each scope (`s0`,
 /// `s1`, …), and the script as Rust, to replay it.
 pub fn ops(harness: &dyn DynHarness, script: &[Op]) -> Result<RuleSet, Failure> {
+    let steps: Vec<(Op, bool)> = script.iter().map(|op| (*op, false)).collect();
+    twice(harness, &steps, "differential").map_err(|mut failure| {
+        failure.replay = Some(replay(script));
+        failure
+    })
+}
+
+/// Runs `script` as [`ops()`] does, on one store that is closed and reopened through
+/// [`Harness::reopen`] after every step marked `true`, every key the script touched looked up and
+/// compared after each reopen: what a reopen loses or makes up fails P1 (D10 where the store's
+/// clock is ahead of the suite's). The differential check across restarts
+/// ([`crate::differential::restarts`]) draws these scripts. A failure's replay is this call.
+pub fn ops_across_restarts(harness: &dyn DynHarness, script: &[(Op, bool)]) -> Result<RuleSet, Failure> {
+    twice(harness, script, RESTARTS).map_err(|mut failure| {
+        failure.replay = Some(replay_across_restarts(script));
+        failure
+    })
+}
+
+/// [`ops_across_restarts`] without the second run that writes the transcript: whether `script`
+/// passes, for a search that runs many scripts (shrinking) and explains only the last.
+pub(crate) fn quietly_across_restarts(harness: &dyn DynHarness, script: &[(Op, bool)]) -> Result<RuleSet, Failure> {
+    run(&Erased::new(harness), script, false, RESTARTS)
+}
+
+/// The check [`ops_across_restarts`] runs for: its failures name it.
+const RESTARTS: &str = "differential_restarts";
+
+/// Runs `steps` quietly and, when that fails, again with the transcript on.
+fn twice(harness: &dyn DynHarness, steps: &[(Op, bool)], check: &'static str) -> Result<RuleSet, Failure> {
     let harness = &Erased::new(harness);
-    match run(harness, script, false) {
-        Ok(rules) => Ok(rules),
-        Err(quiet) => {
-            // Run again with the transcript on; a store that does not fail twice is flaky.
-            let mut failure = match run(harness, script, true) {
-                Err(loud) => loud,
-                Ok(_) => {
-                    let mut f = quiet;
-                    f.problem.push_str(" (a second run of the same script passed: the store is not deterministic)");
-                    f
-                }
-            };
-            failure.replay = Some(replay(script));
-            Err(failure)
-        }
-    }
+    run(harness, steps, false, check).map_err(|quiet| {
+        // Run again with the transcript on; a store that does not fail twice is flaky.
+        run(harness, steps, true, check).err().unwrap_or_else(|| {
+            let mut f = quiet;
+            f.problem.push_str(" (a second run of the same script passed: the store is not deterministic)");
+            f
+        })
+    })
 }
 
 /// One run of `script`. The quiet run (`record` off) looks up, after each operation, the key it
@@ -181,13 +203,17 @@ pub fn ops(harness: &dyn DynHarness, script: &[Op]) -> Result<RuleSet, Failure> 
 /// last step: a key that a step on another key changed differs there at the latest. The run
 /// that records a transcript, made once the quiet one failed, looks up every key after every
 /// step, so that it stops at the first step after which any key differs.
-fn run<H: Harness>(harness: &H, script: &[Op], record: bool) -> Result<RuleSet, Failure> {
+/// A step marked `true` is followed by a reopen; failures name `check`.
+fn run<H: Harness>(harness: &H, script: &[(Op, bool)], record: bool, check: &'static str) -> Result<RuleSet, Failure> {
     let d = Domain::new(unique_namespace("rc-script"));
-    let mut s = Session::new(harness, "differential", None);
+    let mut s = Session::new(harness, check, None);
     s.set_recording(record);
     s.set_lookup_all(record);
-    for op in script {
+    for (op, reopen) in script {
         apply(&mut s, &d, *op)?;
+        if *reopen {
+            s.reopen()?;
+        }
     }
     s.check_lookups()?;
     Ok(s.reached())
@@ -246,9 +272,21 @@ fn apply<H: Harness>(s: &mut Session<'_, H>, d: &Domain, op: Op) -> Result<(), F
 /// `script` as Rust, ready to paste into a test: it imports only the types it names, so that it
 /// compiles without a warning.
 pub(crate) fn replay(script: &[Op]) -> String {
+    let lines: Vec<String> = script.iter().map(rust).collect();
+    pasted("ops", &lines)
+}
+
+/// `script` with its reopens as Rust, as [`replay`] writes a script.
+pub(crate) fn replay_across_restarts(script: &[(Op, bool)]) -> String {
+    let lines: Vec<String> = script.iter().map(|(op, reopen)| format!("({}, {reopen})", rust(op))).collect();
+    pasted("ops_across_restarts", &lines)
+}
+
+/// A call of `function` of this module on the steps `lines`, importing only the types they name.
+fn pasted(function: &str, lines: &[String]) -> String {
     let mut ops = String::new();
-    for op in script {
-        let _ = writeln!(ops, "    {},", rust(op));
+    for line in lines {
+        let _ = writeln!(ops, "    {line},");
     }
     let used: Vec<&str> = ["ClockMove", "Op", "ReleasePick", "VersionPick"]
         .into_iter()
@@ -260,7 +298,7 @@ pub(crate) fn replay(script: &[Op]) -> String {
     };
     format!(
         "use reservation_conformance::ops::{names};\n\
-         reservation_conformance::oracle::ops(&harness, &[\n{ops}]).unwrap();"
+         reservation_conformance::oracle::{function}(&harness, &[\n{ops}]).unwrap();"
     )
 }
 

@@ -117,6 +117,11 @@ impl<'h, H: Harness> Session<'h, H> {
         self.record = on;
     }
 
+    /// Whether the transcript is on ([`Session::set_recording`]).
+    pub(crate) fn recording(&self) -> bool {
+        self.record
+    }
+
     /// Makes each step look up only its own key, for checks of thousands of keys; they call
     /// [`Session::check_lookups`] themselves at chosen points.
     pub(crate) fn set_lookup_all(&mut self, on: bool) {

@@ -807,7 +807,7 @@ impl Harness for Unreachable {
 fn a_harness_that_panics_fails_every_check_and_run_all_goes_on() {
     let report = run_all(&Unreachable, &settings());
     let failed = report.failures().count();
-    assert_eq!(failed, report.checks.len() - 4, "all but the four skipped durable checks fail:\n{report}");
+    assert_eq!(failed, report.checks.len() - 5, "all but the five skipped durable checks fail:\n{report}");
     assert!(report.failures().all(|f| f.to_string().contains("cannot connect to the database")), "{report}");
 }
 

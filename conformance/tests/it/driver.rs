@@ -447,7 +447,7 @@ fn python_store_with_durable_passes_every_check_that_reopens() {
     let report = run_matching(&h, &CommandHarness::settings(), |name| {
         name.starts_with("p1_") || name.starts_with("d10_") || name.starts_with("sweeper")
     });
-    assert_eq!(report.checks.len(), 7, "{report}");
+    assert_eq!(report.checks.len(), 8, "{report}");
     assert!(report.to_string().contains("checked only through the harness's reopen"), "{report}");
     // The driver has no way yet to tell an adapter where its storage must live: no power cuts.
     let power_cuts_skipped = |name: &str, r: &CheckResult| {

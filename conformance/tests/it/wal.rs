@@ -384,8 +384,10 @@ fn caught(bug: Bug, rule: Rule, fields: &[&str]) {
 }
 
 /// What a lost write leaves: a reservation gone, or (its release lost: the churn before a quiet
-/// crash releases keys too) a reservation back where the key must be free.
-const LOST: [&str; 2] = ["gone", "a reservation is there where the key must be free"];
+/// crash releases keys too) a reservation back where the key must be free, or (a group commit's
+/// whole batch lost: the churn's last release, reserve and confirmation) the reservation the
+/// round before confirmed, at another version.
+const LOST: [&str; 3] = ["gone", "a reservation is there where the key must be free", "the version changed"];
 
 #[test]
 fn p1_an_acknowledgement_before_the_record_is_written_is_caught() {

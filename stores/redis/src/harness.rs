@@ -567,8 +567,15 @@ impl Drop for RedisHarness {
 impl Harness for RedisHarness {
     type Store = RedisStore<ManualClock>;
 
+    /// A store on the harness's pool; on a server of the harness's own, which a reopen or a crash
+    /// kills and restarts (breaking every connection the pool held), on a pool of its own.
     fn store(&self, clock: ManualClock) -> Self::Store {
-        self.base.with_time(Time::Local(clock))
+        if self.server().is_none() {
+            return self.base.with_time(Time::Local(clock));
+        }
+        let store = self.runtime.block_on(RedisStore::connect(&self.url, Time::Local(clock), self.options.clone()));
+        store
+            .unwrap_or_else(|e| panic!("connecting to the Redis server failed: {}", reservation_store::error_chain(&e)))
     }
 
     fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {

@@ -1,0 +1,176 @@
+//! The differential check across restarts: the differential's scripts, over every spelling of
+//! key, scope, tenant and hold that its slots hold ([`crate::oracle::ops`]), run on one durable
+//! store that is closed and reopened at steps the seed draws, every key the script touched
+//! compared with the specification after each reopen.
+//!
+//! A store's recovery reads back what it wrote: its log, and the snapshot or checkpoint it
+//! compacts the log into every so many changes. The checks that restart a store use plain names;
+//! the differential, which draws every spelling, never restarts. A snapshot that writes a scope
+//! as text and reads `SYSTEM_TENANT` back as the system tenant, or trims a key's trailing space,
+//! passes both and loses keys at its first restart after a compaction. The scripts here are long
+//! (up to [`LONGEST`] steps, a few hundred changes on average) so that they cross the
+//! compactions of stores whose periods span tens to hundreds of changes, and one step in
+//! [`RESTART_ONE_IN`] is followed by a restart, so that restarts fall before, between and after
+//! them. A failing script shrinks as the differential's do, restarts included.
+
+use std::time::{Duration, Instant as WallInstant};
+
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{Config, TestRunner};
+
+use crate::erased::DynHarness;
+use crate::failure::Failure;
+use crate::ops::Op;
+use crate::oracle;
+
+/// The check's function name; failures give its test name.
+const CHECK: &str = "differential_restarts";
+
+/// The most steps of one script.
+pub const LONGEST: usize = 1_024;
+
+/// One step in this many, on average, is followed by a restart.
+pub const RESTART_ONE_IN: u32 = 48;
+
+/// The fewest steps of one script: enough to cross a compaction every 64 changes.
+pub const SHORTEST: usize = 256;
+
+/// Scripts per run, whatever [`crate::Settings::cases`] says: the differential's scripts are
+/// many and short, these few and long, and each restart costs what a store's recovery costs.
+pub const SCRIPTS: u32 = 4;
+
+/// What a run did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Stats {
+    /// The seed; set `RESERVATION_CONFORMANCE_SEED` to it to run the same scripts again.
+    pub seed: u64,
+    /// Scripts run.
+    pub scripts: u32,
+    /// Steps run, over all scripts.
+    pub ops: u64,
+    /// Restarts made, over all scripts.
+    pub restarts: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// One step: an operation, and whether the store is closed and reopened after it (one in
+/// [`RESTART_ONE_IN`]; shrinks to no restart).
+pub fn step() -> impl Strategy<Value = (Op, bool)> {
+    (super::op(), proptest::bool::weighted(1.0 / f64::from(RESTART_ONE_IN)))
+}
+
+/// A script of [`SHORTEST`] to [`LONGEST`] steps.
+pub fn script() -> impl Strategy<Value = Vec<(Op, bool)>> {
+    proptest::collection::vec(step(), SHORTEST..=LONGEST)
+}
+
+/// Runs the differential check across restarts on `harness` with `settings`: [`SCRIPTS`]
+/// scripts, each on one store of `harness`, closed and reopened
+/// through [`crate::Harness::reopen`] at seeded steps. Fails on the first script whose outcomes
+/// or lookups differ from the specification's ([`shrink`]ed), P1 where a reopen lost or made up a
+/// state. The seed is the differential's ([`crate::Settings::seed`], drawn when unset and printed
+/// on failure).
+pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats, Failure> {
+    let seed = settings.seed_or_else(super::draw_seed);
+    let started = WallInstant::now();
+    let mut runner = TestRunner::new_with_rng(Config::default(), super::rng(seed ^ SALT));
+    let mut stats = Stats { seed, scripts: 0, ops: 0, restarts: 0, elapsed: Duration::ZERO };
+    let replay_env = format!("to run the same scripts again: RESERVATION_CONFORMANCE_SEED={seed}");
+    for _ in 0..SCRIPTS {
+        let script = script()
+            .new_tree(&mut runner)
+            .map_err(|reason| Failure::without_rule(CHECK, format!("no script drawn: {reason}; {replay_env}")))?
+            .current();
+        stats.scripts += 1;
+        stats.ops += script.len() as u64;
+        stats.restarts += script.iter().filter(|(_, reopen)| *reopen).count() as u64;
+        match oracle::quietly_across_restarts(harness, &script) {
+            Ok(_) => {}
+            // A script on an adapter that broke the protocol says nothing of the store: reported
+            // alone, not shrunk.
+            Err(f) if f.is_protocol() => return Err(f),
+            Err(first) => return Err(explained(harness, shrink(harness, script), first, &replay_env)),
+        }
+    }
+    stats.elapsed = started.elapsed();
+    crate::said::say(format!(
+        "{} scripts of {} steps over every spelling the differential draws, the store closed and reopened {} times \
+         at steps the seed ({seed}) drew",
+        stats.scripts, stats.ops, stats.restarts
+    ));
+    Ok(stats)
+}
+
+/// The failure of the failing script `minimal`, run again with its transcript, the script and the
+/// replay lines beside it; `first`, the drawn script's failure, where `minimal` then passed (a
+/// store that is not deterministic).
+fn explained(harness: &dyn DynHarness, minimal: Vec<(Op, bool)>, first: Failure, replay_env: &str) -> Failure {
+    let mut failure = oracle::ops_across_restarts(harness, &minimal).err().unwrap_or_else(|| {
+        let mut f = first;
+        f.problem.push_str(
+            " (on the script drawn; shrunk, the script below then passed, as a second run of it: the store is not \
+             deterministic)",
+        );
+        f.replay = Some(oracle::replay_across_restarts(&minimal));
+        f
+    });
+    let reopens = minimal.iter().filter(|(_, reopen)| *reopen).count();
+    failure.problem = format!("{} (script shrunk to {} steps and {reopens} restarts)", failure.problem, minimal.len());
+    let script: Vec<String> = minimal
+        .iter()
+        .map(|(op, reopen)| if *reopen { format!("  {op}, then a restart") } else { format!("  {op}") })
+        .collect();
+    failure.context.push(format!("the minimal script:\n{}", script.join("\n")));
+    let replay = failure.replay.take().unwrap_or_default();
+    failure.replay = Some(format!("{replay}\n{replay_env}"));
+    failure
+}
+
+/// How long [`shrink`] goes on removing steps.
+const SHRINK_FOR: Duration = Duration::from_secs(10);
+
+/// A shorter script that still fails, from the failing `script`: its shortest failing prefix
+/// (a deterministic store fails a longer prefix at the same step or before), then chunks of
+/// steps removed, halving their size, while the script still fails, then each restart that the
+/// failure does not need, for at most [`SHRINK_FOR`]. A script of a few hundred steps fails only
+/// where a compaction precedes a restart, so the removal is by chunks, not by the one step at a
+/// time that proptest's shrinking of a list starts with.
+fn shrink(harness: &dyn DynHarness, mut script: Vec<(Op, bool)>) -> Vec<(Op, bool)> {
+    let fails = |s: &[(Op, bool)]| oracle::quietly_across_restarts(harness, s).is_err_and(|f| !f.is_protocol());
+    let (mut passes, mut failing) = (0, script.len());
+    while failing - passes > 1 {
+        let mid = passes + (failing - passes) / 2;
+        if fails(&script[..mid]) {
+            failing = mid;
+        } else {
+            passes = mid;
+        }
+    }
+    script.truncate(failing);
+    let deadline = WallInstant::now() + SHRINK_FOR;
+    let mut chunk = script.len() / 2;
+    while chunk > 0 && WallInstant::now() < deadline {
+        let mut at = 0;
+        while at + chunk < script.len() && WallInstant::now() < deadline {
+            let candidate: Vec<_> = script[..at].iter().chain(&script[at + chunk..]).copied().collect();
+            if fails(&candidate) {
+                script = candidate;
+            } else {
+                at += chunk;
+            }
+        }
+        chunk /= 2;
+    }
+    for at in 0..script.len() {
+        if script[at].1 && WallInstant::now() < deadline {
+            script[at].1 = false;
+            script[at].1 = !fails(&script);
+        }
+    }
+    script
+}
+
+/// Mixed into the seed, so that these scripts are not the differential's first ones.
+const SALT: u64 = 0x5e57_a127_0000_0001;
