@@ -445,6 +445,9 @@ impl<'h, H: Harness> Session<'h, H> {
             // boundary is not merely a millisecond late (D1).
             found = Some(Rule::D7);
         }
+        // After a reopen (the one caller that blames a rule), a write the lookup lacks was lost
+        // there, not read stale.
+        let reopened = rule.is_some();
         let rule = found.or(written).or(self.rule).unwrap_or(Rule::D7);
         let label = self.scope_label(&scope);
         let act = match (&actual, shape) {
@@ -464,14 +467,21 @@ impl<'h, H: Harness> Session<'h, H> {
             "after step {}, lookup of {key:?} in {label} returned {act}; the specification says {exp}",
             self.steps
         );
-        if let Some(step) = before_last {
-            problem.push_str(&format!(
+        match before_last {
+            Some(step) if reopened => problem.push_str(&format!(
+                ", which is the key as it was before step {step}, whose answer was right: the store lost that \
+                 step's write when it was closed and reopened (step {})",
+                self.steps
+            )),
+            Some(step) => problem.push_str(&format!(
                 ", which is the key as it was before step {step}, whose answer was right: the lookup does not show \
                  that step's write"
-            ));
+            )),
+            None => {}
         }
         let mut f = self.fail(Some(rule), problem);
-        f.finding = Some(if before_last.is_some() { Finding::LookupBeforeLastStep } else { Finding::Lookup });
+        f.finding =
+            Some(if before_last.is_some() && !reopened { Finding::LookupBeforeLastStep } else { Finding::Lookup });
         f.cause = misread.map(|(_, cause)| cause);
         Err(f)
     }

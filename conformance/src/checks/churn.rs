@@ -57,3 +57,25 @@ pub(super) fn churn<H: Harness>(
     s.set_lookup_all(true);
     s.check_lookups()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lengths stay between [`LEAST`] and twice it, spread over that range by the seed, differ
+    /// between the two checks' salts, and are the same on every version for a seed (a replay line
+    /// printed by one replays the same churn on the next).
+    #[test]
+    fn a_churns_length_is_the_seeds_between_least_and_twice_it() {
+        let lengths: Vec<u64> = (0..256).map(|seed| length(seed, 1)).collect();
+        assert!(lengths.iter().all(|n| (LEAST..2 * LEAST).contains(n)), "{lengths:?}");
+        let mut distinct = lengths.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > 150, "{distinct:?}");
+        let mean = lengths.iter().sum::<u64>() / 256;
+        assert!((LEAST + LEAST / 3..LEAST + 2 * LEAST / 3).contains(&mean), "{mean}");
+        assert!((0..64).filter(|seed| length(*seed, 1) != length(*seed, 2)).count() > 60);
+        assert_eq!([length(0, 1), length(1, 1), length(1, 2)], [998, 783, 691]);
+    }
+}

@@ -31,14 +31,14 @@ const CHECK: &str = "differential_restarts";
 pub const LONGEST: usize = 1_024;
 
 /// One step in this many, on average, is followed by a restart.
-pub const RESTART_ONE_IN: u32 = 48;
+pub const RESTART_ONE_IN: u32 = 32;
 
 /// The fewest steps of one script: enough to cross a compaction every 64 changes.
 pub const SHORTEST: usize = 256;
 
 /// Scripts per run, whatever [`crate::Settings::cases`] says: the differential's scripts are
 /// many and short, these few and long, and each restart costs what a store's recovery costs.
-pub const SCRIPTS: u32 = 4;
+pub const SCRIPTS: u32 = 6;
 
 /// What a run did.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -91,7 +91,10 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats
             // A script on an adapter that broke the protocol says nothing of the store: reported
             // alone, not shrunk.
             Err(f) if f.is_protocol() => return Err(f),
-            Err(first) => return Err(explained(harness, shrink(harness, script), first, &replay_env)),
+            Err(first) => {
+                let drawn = script.len();
+                return Err(explained(harness, (drawn, shrink(harness, script)), first, &replay_env));
+            }
         }
     }
     stats.elapsed = started.elapsed();
@@ -103,10 +106,15 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats
     Ok(stats)
 }
 
-/// The failure of the failing script `minimal`, run again with its transcript, the script and the
+/// The failure of the failing script `minimal` (shrunk from one of `drawn` steps), run again with its transcript, the script and the
 /// replay lines beside it; `first`, the drawn script's failure, where `minimal` then passed (a
 /// store that is not deterministic).
-fn explained(harness: &dyn DynHarness, minimal: Vec<(Op, bool)>, first: Failure, replay_env: &str) -> Failure {
+fn explained(
+    harness: &dyn DynHarness,
+    (drawn, minimal): (usize, Vec<(Op, bool)>),
+    first: Failure,
+    replay_env: &str,
+) -> Failure {
     let mut failure = oracle::ops_across_restarts(harness, &minimal).err().unwrap_or_else(|| {
         let mut f = first;
         f.problem.push_str(
@@ -117,7 +125,11 @@ fn explained(harness: &dyn DynHarness, minimal: Vec<(Op, bool)>, first: Failure,
         f
     });
     let reopens = minimal.iter().filter(|(_, reopen)| *reopen).count();
-    failure.problem = format!("{} (script shrunk to {} steps and {reopens} restarts)", failure.problem, minimal.len());
+    failure.problem = format!(
+        "{} (a script of {drawn} steps, shrunk to {} steps and {reopens} restarts)",
+        failure.problem,
+        minimal.len()
+    );
     let script: Vec<String> = minimal
         .iter()
         .map(|(op, reopen)| if *reopen { format!("  {op}, then a restart") } else { format!("  {op}") })
@@ -137,8 +149,13 @@ const SHRINK_FOR: Duration = Duration::from_secs(10);
 /// failure does not need, for at most [`SHRINK_FOR`]. A script of a few hundred steps fails only
 /// where a compaction precedes a restart, so the removal is by chunks, not by the one step at a
 /// time that proptest's shrinking of a list starts with.
-fn shrink(harness: &dyn DynHarness, mut script: Vec<(Op, bool)>) -> Vec<(Op, bool)> {
+fn shrink(harness: &dyn DynHarness, script: Vec<(Op, bool)>) -> Vec<(Op, bool)> {
     let fails = |s: &[(Op, bool)]| oracle::quietly_across_restarts(harness, s).is_err_and(|f| !f.is_protocol());
+    shrunk(script, fails, SHRINK_FOR)
+}
+
+/// [`shrink`], by `fails`: the prefix searched whole, the removals for at most `budget` after.
+fn shrunk(mut script: Vec<(Op, bool)>, fails: impl Fn(&[(Op, bool)]) -> bool, budget: Duration) -> Vec<(Op, bool)> {
     let (mut passes, mut failing) = (0, script.len());
     while failing - passes > 1 {
         let mid = passes + (failing - passes) / 2;
@@ -149,7 +166,7 @@ fn shrink(harness: &dyn DynHarness, mut script: Vec<(Op, bool)>) -> Vec<(Op, boo
         }
     }
     script.truncate(failing);
-    let deadline = WallInstant::now() + SHRINK_FOR;
+    let deadline = WallInstant::now() + budget;
     let mut chunk = script.len() / 2;
     while chunk > 0 && WallInstant::now() < deadline {
         let mut at = 0;
@@ -174,3 +191,26 @@ fn shrink(harness: &dyn DynHarness, mut script: Vec<(Op, bool)>) -> Vec<(Op, boo
 
 /// Mixed into the seed, so that these scripts are not the differential's first ones.
 const SALT: u64 = 0x5e57_a127_0000_0001;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A script that fails when a lookup of key 2 follows a reserve of key 2 with a restart after
+    /// it shrinks to those two steps: the prefix after the lookup cut, every other step removed,
+    /// the lookup's own restart dropped and the reserve's kept.
+    #[test]
+    fn a_failing_script_shrinks_to_the_steps_its_failure_needs() {
+        let reserve = Op::Reserve { owner: 0, key: 2, hold: 0, ttl: 9 };
+        let lookup = Op::Lookup { key: 2 };
+        let mut script: Vec<(Op, bool)> =
+            (0..300u32).map(|i| (Op::Lookup { key: (i % 2) as u8 }, i % 7 == 0)).collect();
+        script[40] = (reserve, true);
+        script[200] = (lookup, true);
+        let fails = |s: &[(Op, bool)]| {
+            let restarted = s.iter().position(|step| *step == (reserve, true));
+            restarted.is_some_and(|r| s[r + 1..].iter().any(|(op, _)| *op == lookup))
+        };
+        assert_eq!(shrunk(script, fails, Duration::from_secs(60)), vec![(reserve, true), (lookup, false)]);
+    }
+}

@@ -698,6 +698,16 @@ fn acknowledged_writes_lost_by_a_reopen() {
     caught(Bug::AcksUnflushed, &[("p1_durable_reopen_keeps_every_reservation", "rule P1 broken")]);
 }
 
+/// A write lost at a reopen is said to be lost there, not taken for a stale read.
+#[test]
+fn a_write_lost_at_a_reopen_is_said_lost_there() {
+    let failure = reservation_conformance::checks::durable(&BrokenHarness(Bug::AcksUnflushed), &settings())
+        .expect_err("the unflushed acknowledgement was caught");
+    let text = failure.to_string();
+    assert!(text.contains("the store lost that step's write when it was closed and reopened (step "), "{text}");
+    assert!(!text.contains("the lookup does not show"), "{text}");
+}
+
 /// Passed the linearizability check while it froze the clock during a round: the instant read
 /// before the lock was the instant under it.
 #[test]
