@@ -810,3 +810,20 @@ fn p1_the_durable_reopen_check_crosses_a_compaction_and_catches_a_snapshot_that_
         assert!(after.is_some_and(|after| after.contains("store closed and reopened")), "{text}");
     }
 }
+
+/// A passing run's figures: its six scripts of 256 to 1,024 steps, a restart after about one step
+/// in 32 over all of them, and the seed it ran; another seed draws other scripts.
+#[test]
+fn p1_restarts_over_every_spelling_count_their_scripts_steps_and_restarts() {
+    use reservation_conformance::differential::restarts::{self, LONGEST, RESTART_ONE_IN, SCRIPTS, SHORTEST};
+    let mut harness = FileLogHarness::new(None);
+    harness.durable = true;
+    let run = |seed| restarts::run(&harness, &Settings::default().with_seed(seed)).unwrap_or_else(|f| panic!("{f}"));
+    let stats = run(1);
+    assert_eq!((stats.seed, stats.scripts), (1, SCRIPTS), "{stats:?}");
+    let scripts = u64::from(SCRIPTS);
+    assert!((scripts * SHORTEST as u64..=scripts * LONGEST as u64).contains(&stats.ops), "{stats:?}");
+    let expected = stats.ops / u64::from(RESTART_ONE_IN);
+    assert!((expected / 2..=expected * 2).contains(&stats.restarts), "{stats:?}");
+    assert_ne!(run(2).ops, stats.ops, "another seed, other scripts");
+}
