@@ -385,9 +385,15 @@ fn caught(bug: Bug, rule: Rule, fields: &[&str]) {
 
 /// What a lost write leaves: a reservation gone, or (its release lost: the churn before a quiet
 /// crash releases keys too) a reservation back where the key must be free, or (a group commit's
-/// whole batch lost: the churn's last release, reserve and confirmation) the reservation the
-/// round before confirmed, at another version.
-const LOST: [&str; 3] = ["gone", "a reservation is there where the key must be free", "the version changed"];
+/// whole batch lost: the churn's last changes) the key as an earlier change left it: confirmed at
+/// another version, or confirmed where its last reserve made it pending. ("gone" covers a lost
+/// confirmation too: "the confirmation is gone".)
+const LOST: [&str; 4] = [
+    "gone",
+    "a reservation is there where the key must be free",
+    "the version changed",
+    "the key is confirmed where it must be pending",
+];
 
 #[test]
 fn p1_an_acknowledgement_before_the_record_is_written_is_caught() {
@@ -520,6 +526,7 @@ mod long {
         /// churn before a quiet crash leaves a reservation where the key must be free).
         const LOST: &[&str] = &[
             "gone",
+            "the key is confirmed where it must be pending",
             "the holds changed",
             "the expiry changed",
             "the owner changed",
