@@ -11,7 +11,7 @@ use reservation_store::{ManualClock, StoreError};
 use reservation_testkit::Silent;
 use reservation_testkit::proxy::CuttingProxy;
 
-use crate::harness_with;
+use crate::{harness, harness_with};
 
 /// The bounds of the stores that go through the proxy: short, to keep the tests short, yet far
 /// above any answer a loaded machine gives on a working path.
@@ -21,6 +21,14 @@ fn bounded() -> PostgresOptions {
     options.response_timeout = Duration::from_secs(3);
     options.idle_transaction_timeout = Duration::from_secs(2);
     options
+}
+
+/// `options` in the harness's schema, under its connections' name: the stores under test take
+/// their bounds from `options`, while the harness made its schema and tables with the default
+/// ones (a loaded server may take more than the short bounds to create tables; only the paths
+/// through the proxy are meant to be bounded short).
+fn in_harness(options: PostgresOptions, h: &reservation_postgres::PostgresHarness) -> PostgresOptions {
+    options.with_schema(h.options().schema.clone()).with_application_name(h.options().application_name.clone())
 }
 
 /// A proxy to the test server, and a connection string to the server through it.
@@ -44,10 +52,10 @@ fn proxy() -> (CuttingProxy, String) {
 /// Pauses the proxy at `pattern` (forwarding it or not) during a first reserve of a free key by
 /// a store of one connection with `options`, through the proxy.
 fn silent_reserve(label: &str, options: PostgresOptions, pattern: &[u8], forward: bool) -> Option<Silent> {
-    let h = harness_with(options)?;
+    let h = harness()?;
     let (proxy, url) = proxy();
     let clock = ManualClock::new(START);
-    let options = h.options().clone().with_max_connections(1);
+    let options = in_harness(options, &h).with_max_connections(1);
     let through = h
         .runtime()
         .block_on(PostgresStore::connect(&url, Time::Local(clock.clone()), options))
@@ -101,9 +109,9 @@ fn a_reserve_that_goes_silent_after_the_commit_was_sent_fails_in_time_indetermin
 
 #[test]
 fn a_connect_through_a_silent_path_fails_in_time() {
-    let Some(h) = harness_with(bounded()) else { return };
+    let Some(h) = harness() else { return };
     let (proxy, url) = proxy();
-    let options = h.options().clone();
+    let options = in_harness(bounded(), &h);
     let connect = || PostgresStore::connect(&url, Time::Local(ManualClock::new(START)), options.clone());
     let (error, _) = reservation_testkit::silent_connect(h.runtime(), &proxy, "silent-connect", connect);
     assert!(!error.is_indeterminate(), "{}", error_chain(&error));
@@ -130,9 +138,9 @@ fn a_reserve_waiting_for_the_pool_while_its_only_connection_is_silent_fails_in_t
     let mut options = bounded();
     options.connect_timeout = Duration::from_secs(2);
     options.response_timeout = Duration::from_secs(6);
-    let Some(h) = harness_with(options) else { return };
+    let Some(h) = harness() else { return };
     let (proxy, url) = proxy();
-    let options = h.options().clone().with_max_connections(1);
+    let options = in_harness(options, &h).with_max_connections(1);
     let through = h
         .runtime()
         .block_on(PostgresStore::connect(&url, Time::Local(ManualClock::new(START)), options))
