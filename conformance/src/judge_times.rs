@@ -85,6 +85,14 @@ pub fn measure(
     let Some(first) = harnesses.first() else { return Vec::new() };
     let durable = Erased::new(*first).capabilities().durable;
     let stop = AtomicBool::new(false);
+    /// Stops the spinning threads when dropped: when the checks end, or while a panic of one
+    /// unwinds (the scope would otherwise wait for them for ever).
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     std::thread::scope(|s| {
         for _ in 0..load.busy {
             s.spawn(|| {
@@ -93,14 +101,13 @@ pub fn measure(
                 }
             });
         }
-        let figures = CHECKS
+        let _stop = Stop(&stop);
+        CHECKS
             .iter()
             .filter(|check| durable || **check != "crashes")
             .filter(|check| wanted(crate::failure::check_name(check).unwrap_or(check)))
             .map(|check| one_check(harnesses, settings, check, load))
-            .collect();
-        stop.store(true, Ordering::Relaxed);
-        figures
+            .collect()
     })
 }
 

@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
 use reservation_conformance::linearizability::{self, Event, Names, Return, StorageErrors};
@@ -392,6 +393,26 @@ pub fn silent_connect<T, E: std::error::Error, F: Future<Output = Result<T, E>>>
     }
     eprintln!("{label}: a connect through a silent proxy failed after {waited:.2?}: {}", error_chain(&error));
     (error, waited)
+}
+
+/// Runs `work` here while `beside` (a fault, a load) runs on another thread until its flag says
+/// stop, and returns what `work` returned once `beside` has ended. The flag is set when `work`
+/// ends however it ends: a panic of `work` is raised again after `beside` has stopped, never left
+/// behind a thread that loops on (a test that hangs rather than fails).
+pub fn while_running<T>(beside: impl FnOnce(&AtomicBool) + Send, work: impl FnOnce() -> T) -> T {
+    /// Sets the flag when dropped: at the end of `work`, or while its panic unwinds.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| beside(&stop));
+        let _stop = Stop(&stop);
+        work()
+    })
 }
 
 /// Judges a history recorded under faults: only storage errors (at least one), unseen by no

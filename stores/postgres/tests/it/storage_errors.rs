@@ -32,11 +32,9 @@ fn owner(id: &str) -> AggregateRef {
 fn killed_backends_give_storage_errors_and_linearizable_histories() {
     let Some(h) = harness_with(PostgresOptions::default()) else { return };
     let app = h.options().application_name.clone();
-    let stop = AtomicBool::new(false);
     let killed = AtomicU64::new(0);
-    let (names, events) = std::thread::scope(|s| {
-        s.spawn(|| {
-            h.runtime().block_on(async {
+    let terminate = |stop: &AtomicBool| {
+        h.runtime().block_on(async {
                 let admin = admin().await;
                 let mut i = 0u64;
                 while !stop.load(Ordering::SeqCst) {
@@ -51,12 +49,10 @@ fn killed_backends_give_storage_errors_and_linearizable_histories() {
                         .map_or(0, |r| r.get::<_, i64>(0));
                     killed.fetch_add(n.unsigned_abs(), Ordering::SeqCst);
                 }
-            });
         });
-        let recorded = linearizability::record(&h, 8, 4_000, 0x0bad_c0de);
-        stop.store(true, Ordering::SeqCst);
-        recorded
-    });
+    };
+    let (names, events) =
+        reservation_testkit::while_running(terminate, || linearizability::record(&h, 8, 4_000, 0x0bad_c0de));
     assert!(killed.load(Ordering::SeqCst) > 0, "no backend was killed mid-operation");
     reservation_testkit::judge_faults(&names, &events, "terminated backends");
 }

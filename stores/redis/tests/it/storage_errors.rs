@@ -33,14 +33,8 @@ fn port_of(h: &RedisHarness) -> u16 {
 }
 
 /// Records a history on `h` while `fault` runs on another thread, until the history is done.
-fn record_under(h: &RedisHarness, fault: impl Fn(&AtomicBool) + Sync) -> (Names, Vec<Event>) {
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| fault(&stop));
-        let recorded = linearizability::record(h, 8, 4_000, 0x0bad_c0de);
-        stop.store(true, Ordering::SeqCst);
-        recorded
-    })
+fn record_under(h: &RedisHarness, fault: impl Fn(&AtomicBool) + Send) -> (Names, Vec<Event>) {
+    reservation_testkit::while_running(fault, || linearizability::record(h, 8, 4_000, 0x0bad_c0de))
 }
 
 #[test]
@@ -148,17 +142,16 @@ fn an_operation_gives_up_after_one_attempt_more_than_its_retries() {
     let member = crate::row_key(&h, &scope, &key);
     let mut conn = crate::raw(&h);
     let bytes: Vec<u8> = h.runtime().block_on(redis::cmd("GET").arg(&member).query_async(&mut conn)).expect("the row");
-    let stop = AtomicBool::new(false);
-    let messages = std::thread::scope(|s| {
-        s.spawn(|| {
-            while !stop.load(Ordering::SeqCst) {
-                let mut p = redis::pipe();
-                for _ in 0..64 {
-                    p.cmd("SET").arg(&member).arg(&bytes).ignore();
-                }
-                let _: Result<(), _> = h.runtime().block_on(p.query_async(&mut conn.clone()));
+    let writer = |stop: &AtomicBool| {
+        while !stop.load(Ordering::SeqCst) {
+            let mut p = redis::pipe();
+            for _ in 0..64 {
+                p.cmd("SET").arg(&member).arg(&bytes).ignore();
             }
-        });
+            let _: Result<(), _> = h.runtime().block_on(p.query_async(&mut conn.clone()));
+        }
+    };
+    let messages = reservation_testkit::while_running(writer, || {
         let hold = reservation_store::HoldId::new("h").expect("hold");
         let ttl = reservation_store::Ttl::from_millis(60_000).expect("ttl");
         let mut messages = Vec::new();
@@ -170,11 +163,31 @@ fn an_operation_gives_up_after_one_attempt_more_than_its_retries() {
                 }
             }
         }
-        stop.store(true, Ordering::SeqCst);
         messages
     });
     assert!(!messages.is_empty(), "no operation gave up under a writer that never pauses");
     for message in &messages {
         assert!(message.contains("Redis: 3 attempts in a row met another client's write"), "{message}");
     }
+}
+
+#[test]
+fn a_recording_that_panics_stops_the_fault_beside_it_and_fails_rather_than_hang() {
+    // The fault loops until told to stop; the recording beside it panics (as a store that cannot
+    // connect under the fault once made it): the panic must reach the test, the fault stopped.
+    let (sender, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let fault = |stop: &AtomicBool| {
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        let run = std::panic::catch_unwind(|| {
+            reservation_testkit::while_running(fault, || -> u32 { panic!("the recording failed") })
+        });
+        let said = run.err().and_then(|p| p.downcast_ref::<&str>().map(|s| (*s).to_owned()));
+        let _ = sender.send(said);
+    });
+    let said = ended.recv_timeout(Duration::from_secs(10)).expect("the fault never stopped: a hang");
+    assert_eq!(said.as_deref(), Some("the recording failed"));
 }
