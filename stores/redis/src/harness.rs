@@ -16,11 +16,18 @@ use tokio::runtime::Runtime;
 
 use crate::{RedisOptions, RedisStore, Time};
 
+mod sentinels;
+
+use sentinels::Sentinels;
+
 /// The longest wait for a server to start, load its data or catch up as a replica.
 const START_WITHIN: Duration = Duration::from_secs(10);
 
 /// The bound of each command the harness sends a server itself, and of each `kill` it runs.
 const ADMIN: Duration = Duration::from_secs(2);
+
+/// How many times a store of a harness with a server of its own tries its first connection.
+const CONNECT_TRIES: u32 = 5;
 
 /// How long [`Fault::Pause`] stops the server.
 const PAUSE: Duration = Duration::from_millis(300);
@@ -67,6 +74,21 @@ fn wait_until(what: &str, mut ready: impl FnMut() -> Result<bool, StorageError>)
         std::thread::sleep(Duration::from_millis(20));
     }
     Err(StorageError::new(format!("{what} within {START_WITHIN:?}")))
+}
+
+/// Sends `commands` to the `redis-server` (a server or a sentinel), called `what`, on the
+/// loopback port `port`, on a connection of its own, every wait bounded by [`ADMIN`].
+fn admin_at<T: redis::FromRedisValue>(
+    port: u16,
+    what: &str,
+    commands: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+) -> Result<T, StorageError> {
+    let error = |e: redis::RedisError| StorageError::with_source(what.to_owned(), e);
+    let client = redis::Client::open(("127.0.0.1", port)).map_err(error)?;
+    let mut conn = client.get_connection_with_timeout(ADMIN).map_err(error)?;
+    conn.set_read_timeout(Some(ADMIN)).map_err(error)?;
+    conn.set_write_timeout(Some(ADMIN)).map_err(error)?;
+    commands(&mut conn).map_err(error)
 }
 
 /// The server the tests use: `RESERVATION_REDIS_URL`, or `redis://127.0.0.1:6379/`.
@@ -222,13 +244,7 @@ impl AofServer {
         &self,
         commands: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T, StorageError> {
-        let what = format!("redis-server on port {}", self.port);
-        let error = |e: redis::RedisError| StorageError::with_source(what.clone(), e);
-        let client = redis::Client::open(("127.0.0.1", self.port)).map_err(error)?;
-        let mut conn = client.get_connection_with_timeout(ADMIN).map_err(error)?;
-        conn.set_read_timeout(Some(ADMIN)).map_err(error)?;
-        conn.set_write_timeout(Some(ADMIN)).map_err(error)?;
-        commands(&mut conn).map_err(error)
+        admin_at(self.port, &format!("redis-server on port {}", self.port), commands)
     }
 
     /// Closes every client connection (not a replica's): `CLIENT KILL TYPE normal`.
@@ -251,9 +267,14 @@ impl AofServer {
         })
     }
 
-    /// Whether this server, a primary, has a replica that acknowledges a write within 100 ms:
-    /// `WAIT 1` after a `PUBLISH`, a write that changes no data but is replicated.
+    /// Whether this server, a primary, has a replica that acknowledges a write within 100 ms.
     fn has_replica_that_acknowledges(&self) -> bool {
+        self.has_replicas_that_acknowledge(1)
+    }
+
+    /// Whether this server, a primary, has `n` replicas that acknowledge a write within 100 ms:
+    /// `WAIT n` after a `PUBLISH`, a write that changes no data but is replicated.
+    fn has_replicas_that_acknowledge(&self, n: u64) -> bool {
         let acks = self.admin(|conn| {
             let (acks,): (u64,) = redis::pipe()
                 .cmd("PUBLISH")
@@ -261,12 +282,26 @@ impl AofServer {
                 .arg("is a replica there?")
                 .ignore()
                 .cmd("WAIT")
-                .arg(1)
+                .arg(n)
                 .arg(100)
                 .query(conn)?;
             Ok(acks)
         });
-        acks.is_ok_and(|acks| acks >= 1)
+        acks.is_ok_and(|acks| acks >= n)
+    }
+
+    /// Whether the server answers that its `ROLE` is `master`.
+    fn is_primary(&self) -> bool {
+        let role = self.admin(|conn| redis::cmd("ROLE").query::<Vec<redis::Value>>(conn));
+        role.ok()
+            .and_then(|role| role.into_iter().next())
+            .and_then(|first| redis::from_redis_value::<String>(first).ok())
+            .is_some_and(|role| role == "master")
+    }
+
+    /// Makes the server start, at its next start, as a replica of the server on port `primary`.
+    fn follow(&self, primary: u16) {
+        *lock(&self.primary) = Some(primary);
     }
 
     /// Makes this replica a primary (`REPLICAOF NO ONE`); a restart keeps it one.
@@ -364,6 +399,8 @@ enum Servers {
     Durable(AofServer),
     /// A primary and its replica, of its own.
     Replicated(Box<Replicated>),
+    /// A primary, two replicas and three sentinels, of its own.
+    Sentinel(Box<Sentinels>),
 }
 
 /// `RedisStore`s on one server under a key prefix of this harness's own, so that runs never
@@ -446,6 +483,25 @@ impl RedisHarness {
         Ok(harness)
     }
 
+    /// A harness on a Redis Sentinel topology of its own, as users run one: a primary and two
+    /// replicas ([`AofServer`]s, every write on disk), watched by three sentinels (a quorum of
+    /// two, a node called down after a second without an answer); each server and sentinel a
+    /// `redis-server` process on a loopback port, all killed when the harness is dropped (a
+    /// sentinel's log kept, its path said, when that happens while a test panics). Its stores
+    /// connect through the sentinels (`redis+sentinel://…`); `options` may ask them to wait for
+    /// replicas ([`RedisOptions::with_replica_acks`]). It offers [`Fault::CutConnections`],
+    /// [`Fault::Pause`] (300 ms, shorter than the sentinels' down-after) and, once,
+    /// [`Fault::Failover`] by the sentinels: both replicas fall behind for 300 ms (stopped, their
+    /// links cut) while the primary takes writes alone, the primary is killed, and the sentinels
+    /// promote a replica; the harness promotes nothing. Without a wait for both replicas, what
+    /// the store acknowledged in those 300 ms is lost. Not durable: its store is never reopened.
+    pub fn sentinel(options: RedisOptions) -> Result<Self, StorageError> {
+        let topology = Sentinels::start()?;
+        let mut harness = Self::connect(&topology.url(), options)?;
+        harness.servers = Servers::Sentinel(Box::new(topology));
+        Ok(harness)
+    }
+
     /// A harness on the server at `url`; `options.prefix` is replaced by the harness's own.
     pub fn connect(url: &str, options: RedisOptions) -> Result<Self, StorageError> {
         use std::sync::atomic::AtomicU32;
@@ -491,6 +547,12 @@ impl RedisHarness {
         self.server().map_or(&self.url, |server| &server.url)
     }
 
+    /// The `redis+sentinel://` URL a harness made by [`RedisHarness::sentinel`] connects its
+    /// stores with; `None` for the others.
+    pub fn sentinel_url(&self) -> Option<&str> {
+        matches!(self.servers, Servers::Sentinel(_)).then_some(self.url.as_str())
+    }
+
     /// The options of the harness's stores: its key prefix.
     pub fn options(&self) -> &RedisOptions {
         &self.options
@@ -502,6 +564,7 @@ impl RedisHarness {
             Servers::Shared => None,
             Servers::Durable(server) => Some(server),
             Servers::Replicated(servers) => Some(servers.primary()),
+            Servers::Sentinel(topology) => Some(topology.primary()),
         }
     }
 
@@ -568,14 +631,26 @@ impl Harness for RedisHarness {
     type Store = RedisStore<ManualClock>;
 
     /// A store on the harness's pool; on a server of the harness's own, which a reopen or a crash
-    /// kills and restarts (breaking every connection the pool held), on a pool of its own.
+    /// kills and restarts (breaking every connection the pool held), on a pool of its own. A test
+    /// may be cutting that server's connections already while the store connects: the connection
+    /// is tried up to [`CONNECT_TRIES`] times, 25 ms apart.
     fn store(&self, clock: ManualClock) -> Self::Store {
         if self.server().is_none() {
             return self.base.with_time(Time::Local(clock));
         }
-        let store = self.runtime.block_on(RedisStore::connect(&self.url, Time::Local(clock), self.options.clone()));
-        store
-            .unwrap_or_else(|e| panic!("connecting to the Redis server failed: {}", reservation_store::error_chain(&e)))
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let connect = RedisStore::connect(&self.url, Time::Local(clock.clone()), self.options.clone());
+            match self.runtime.block_on(connect) {
+                Ok(store) => return store,
+                Err(_) if tries < CONNECT_TRIES => std::thread::sleep(Duration::from_millis(25)),
+                Err(e) => panic!(
+                    "connecting to the Redis server failed, {tries} times: {}",
+                    reservation_store::error_chain(&e)
+                ),
+            }
+        }
     }
 
     fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
@@ -589,7 +664,7 @@ impl Harness for RedisHarness {
     /// a cut that takes back unsynced names takes the whole append-only file. With `everysec`, no
     /// power cut, not even under `process` ([`RedisHarness::durable_everysec`]).
     fn capabilities(&self) -> Capabilities {
-        match (self.server().is_some(), self.fsync) {
+        match (self.server().is_some() && !matches!(self.servers, Servers::Sentinel(_)), self.fsync) {
             (false, _) => Capabilities::default(),
             (true, "always") => Capabilities::default().with_power_cuts(Persistence::Data),
             (true, _) => Capabilities::default().with_durable(true),
@@ -600,7 +675,7 @@ impl Harness for RedisHarness {
     /// policy: the server started there at the first call, killed and started again on what a
     /// cut left at every later one (the machine that lost power restarting it).
     fn store_in(&self, dir: &Path, clock: ManualClock) -> Option<Self::Store> {
-        self.server()?;
+        self.server().filter(|_| !matches!(self.servers, Servers::Sentinel(_)))?;
         let mut powered = lock(&self.powered);
         let server = match powered.take() {
             Some(server) if server.dir == dir => server.restart().map(|()| server),
@@ -617,7 +692,7 @@ impl Harness for RedisHarness {
     }
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
-        self.server()?;
+        self.server().filter(|_| !matches!(self.servers, Servers::Sentinel(_)))?;
         drop(store);
         self.crash()
             .unwrap_or_else(|e| panic!("restarting the Redis server failed: {}", reservation_store::error_chain(&e)));
@@ -638,6 +713,13 @@ impl Harness for RedisHarness {
                 }
                 faults
             }
+            Servers::Sentinel(topology) => {
+                let mut faults = vec![Fault::CutConnections, Fault::Pause];
+                if topology.offers_failover() {
+                    faults.push(Fault::Failover);
+                }
+                faults
+            }
         }
     }
 
@@ -645,9 +727,11 @@ impl Harness for RedisHarness {
         let server = self.server().ok_or_else(|| not_offered(fault))?;
         match (fault, &self.servers) {
             (Fault::CutConnections, _) => server.cut_connections().map(drop),
+            (Fault::Crash, Servers::Sentinel(_)) => Err(not_offered(fault)),
             (Fault::Crash, _) => self.crash(),
             (Fault::Pause, _) => server.pause(PAUSE),
             (Fault::Failover, Servers::Replicated(servers)) => servers.failover(),
+            (Fault::Failover, Servers::Sentinel(topology)) => topology.failover(),
             _ => Err(not_offered(fault)),
         }
     }

@@ -75,6 +75,32 @@
 //!   them, every write the store acknowledged is on the new primary. A primary with no replica
 //!   left fails every operation until one is back.
 //!
+//! # Redis Sentinel
+//!
+//! Connected with a `redis+sentinel://` URL, the store asks Sentinel where the master is:
+//!
+//! ```text
+//! redis+sentinel://[user:password@]host[:port][,host[:port]…]/master[/db]
+//! redis+sentinel://10.0.0.5:26379,10.0.0.6:26379,10.0.0.7:26379/reservations/0
+//! ```
+//!
+//! the sentinels' addresses (port 26379 by default), the name they watch the master under, the
+//! database (0 by default); the user and password are the data nodes' (the sentinels are asked
+//! without them). Each new connection asks the sentinels in turn
+//! (`SENTINEL get-master-addr-by-name`) and goes to the first node named whose `ROLE` is
+//! `master`; every connect and answer, a sentinel's included, is bounded by
+//! [`RedisOptions::timeout`], and when none names a master that is one, the operation fails with a
+//! determinate [`StorageError`] that says what each sentinel answered. A malformed URL, one with a
+//! query string, or one given with [`RedisOptions::nodes`], is refused at
+//! [`RedisStore::connect`] with a [`StorageError`], the URL not quoted (it may hold a password).
+//!
+//! Sentinel promotes the replica it judges most up to date, and what the previous paragraphs say
+//! of a failover holds: without [`RedisOptions::with_replica_acks`], a confirmation the old
+//! primary acknowledged and had not yet sent is lost when a replica is promoted; with `n` the
+//! number of replicas, every acknowledged write is on whichever replica Sentinel promotes. What a
+//! partition does (an old primary, cut off from the sentinels, that goes on acknowledging writes
+//! the new primary never gets, unless `min-replicas-to-write` stops it) is not yet tested here.
+//!
 //! The expiry sweep of a local clock deletes without waiting: a deletion lost in a failover
 //! brings back an expired row, which the specification already treats as free.
 //!
@@ -123,6 +149,7 @@
 mod harness;
 mod pool;
 mod row;
+mod sentinel;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -427,8 +454,10 @@ impl RedisStore<SystemClock> {
 }
 
 impl<C: Clock> RedisStore<C> {
-    /// Connects to the server at `url` (`redis://host:port/db`), deciding expiry by `time`. The
-    /// first connection is made (and answers `PING`) before this returns.
+    /// Connects to the server at `url` (`redis://host:port/db`), or to the master the sentinels
+    /// of a `redis+sentinel://` URL name (see "Redis Sentinel" in the crate documentation),
+    /// deciding expiry by `time`. The first connection is made (and answers `PING`) before this
+    /// returns.
     pub async fn connect(url: &str, time: Time<C>, options: RedisOptions) -> Result<Self, StorageError> {
         if options.prefix.is_empty() {
             return Err(StorageError::new("Redis: the key prefix is empty"));

@@ -2,9 +2,10 @@
 //! its connection). Bounded: at most `max` connections, and every wait ends after `timeout`.
 //!
 //! Given several nodes, the pool makes each new connection to the first of them, in order, whose
-//! `ROLE` is `master`: never to a replica. A connection that failed is dropped by its user, and
-//! the idle ones with it, so after a failover the next operation makes a new connection, which
-//! finds the promoted node.
+//! `ROLE` is `master`: never to a replica. Given sentinels (a `redis+sentinel://` URL), it asks
+//! them, in order, which node is the master, and connects to the first node named whose `ROLE`
+//! is `master`. A connection that failed is dropped by its user, and the idle ones with it, so
+//! after a failover the next operation makes a new connection, which finds the promoted node.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -14,9 +15,19 @@ use redis::{AsyncConnectionConfig, Client, Value};
 use reservation_store::StorageError;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
+use crate::sentinel::SentinelUrl;
+
+/// Where new connections go.
+enum Route {
+    /// The nodes, in the order they are tried: one is used as it is; of several, the first whose
+    /// `ROLE` is `master`.
+    Nodes(Vec<Client>),
+    /// The master the sentinels name.
+    Sentinel(SentinelUrl),
+}
+
 pub(crate) struct Pool {
-    /// The nodes, in the order they are tried.
-    nodes: Vec<Client>,
+    route: Route,
     config: AsyncConnectionConfig,
     idle: Mutex<Vec<MultiplexedConnection>>,
     permits: Semaphore,
@@ -35,15 +46,26 @@ pub(crate) struct Conn<'p> {
 impl Pool {
     /// A pool of connections to the node at `url`, or, when `others` are given, to whichever of
     /// `url` and `others` is the primary.
+    /// With a `redis+sentinel://` URL, to the master its sentinels name (no `others` then).
     pub(crate) fn new(url: &str, others: &[String], max: usize, timeout: Duration) -> Result<Pool, StorageError> {
-        let nodes = std::iter::once(url)
-            .chain(others.iter().map(String::as_str))
-            .map(|url| Client::open(url).map_err(|e| StorageError::with_source("Redis: the connection URL", e)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let route = match SentinelUrl::parse(url)? {
+            Some(_) if !others.is_empty() => {
+                return Err(StorageError::new(
+                    "Redis: a Sentinel URL finds the master itself: give no other nodes (`RedisOptions::nodes`)",
+                ));
+            }
+            Some(sentinels) => Route::Sentinel(sentinels),
+            None => Route::Nodes(
+                std::iter::once(url)
+                    .chain(others.iter().map(String::as_str))
+                    .map(|url| Client::open(url).map_err(|e| StorageError::with_source("Redis: the connection URL", e)))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
         let config =
             AsyncConnectionConfig::new().set_connection_timeout(Some(timeout)).set_response_timeout(Some(timeout));
         let max = max.max(1);
-        Ok(Pool { nodes, config, idle: Mutex::new(Vec::new()), permits: Semaphore::new(max), max, timeout })
+        Ok(Pool { route, config, idle: Mutex::new(Vec::new()), permits: Semaphore::new(max), max, timeout })
     }
 
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<MultiplexedConnection>> {
@@ -69,17 +91,22 @@ impl Pool {
         Ok(Conn { conn: Some(conn), pool: self, _permit: permit })
     }
 
-    /// A new connection: to the one node, or to the first node whose `ROLE` is `master`. Each
-    /// node's connect and answer is bounded by the timeout.
+    /// A new connection: to the one node, or to the first node whose `ROLE` is `master`, or to
+    /// the master a sentinel names. Each node's and sentinel's connect and answer is bounded by
+    /// the timeout.
     async fn connect(&self) -> Result<MultiplexedConnection, StorageError> {
-        if let [node] = self.nodes.as_slice() {
+        let nodes = match &self.route {
+            Route::Nodes(nodes) => nodes,
+            Route::Sentinel(sentinels) => return self.through(sentinels).await,
+        };
+        if let [node] = nodes.as_slice() {
             return node
                 .get_multiplexed_async_connection_with_config(&self.config)
                 .await
                 .map_err(|e| StorageError::with_source("Redis: no connection", e));
         }
-        let mut seen = Vec::with_capacity(self.nodes.len());
-        for node in &self.nodes {
+        let mut seen = Vec::with_capacity(nodes.len());
+        for node in nodes {
             match self.primary(node).await {
                 Ok(conn) => return Ok(conn),
                 Err(why) => seen.push(format!("{}: {why}", node.get_connection_info().addr())),
@@ -87,7 +114,33 @@ impl Pool {
         }
         Err(StorageError::new(format!(
             "Redis: no connection: none of the {} nodes is the primary ({})",
-            self.nodes.len(),
+            nodes.len(),
+            seen.join("; ")
+        )))
+    }
+
+    /// A connection to the master a sentinel names, asking each in turn until one names a node
+    /// whose `ROLE` is `master`.
+    async fn through(&self, url: &SentinelUrl) -> Result<MultiplexedConnection, StorageError> {
+        let mut seen = Vec::with_capacity(url.sentinels.len());
+        for sentinel in &url.sentinels {
+            let at = sentinel.get_connection_info().addr().to_string();
+            let named = match url.ask(sentinel, &self.config).await {
+                Ok(named) => named,
+                Err(why) => {
+                    seen.push(format!("sentinel {at}: {why}"));
+                    continue;
+                }
+            };
+            match self.primary(&named).await {
+                Ok(conn) => return Ok(conn),
+                Err(why) => seen.push(format!("sentinel {at} named {}: {why}", named.get_connection_info().addr())),
+            }
+        }
+        Err(StorageError::new(format!(
+            "Redis: no connection: none of the {} sentinels named a master `{}` that is one ({})",
+            url.sentinels.len(),
+            url.master,
             seen.join("; ")
         )))
     }

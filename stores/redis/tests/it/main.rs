@@ -10,6 +10,7 @@ mod fault_check;
 mod linearizability;
 mod options;
 mod power_cut;
+mod sentinel;
 mod servers;
 mod silent;
 mod storage_errors;

@@ -1,0 +1,216 @@
+//! The store through Redis Sentinel, on a topology of the test's own (a primary, two replicas,
+//! three sentinels: `RedisHarness::sentinel`): the `redis+sentinel://` URL, malformed ones
+//! refused; the store finds the primary the sentinels name and follows their failover; and the
+//! suite's fault check across that failover, which loses acknowledged confirmations unless the
+//! store waits for both replicas, and loses none when it does.
+
+use std::time::{Duration, Instant as WallInstant};
+
+use reservation_conformance::faults::{Fault, FaultSettings};
+use reservation_conformance::services::service;
+use reservation_conformance::{Harness, START, unique_namespace};
+use reservation_redis::{RedisHarness, RedisOptions, RedisStore};
+use reservation_store::rules::Rule;
+use reservation_store::spec::Reservation;
+use reservation_store::{
+    AggregateRef, ConfirmOutcome, Key, ManualClock, ReservationScope, ReservationStore, Version, error_chain,
+};
+
+/// A harness on a Sentinel topology of its own; or `None` (said once) without `redis-server`.
+fn sentinel(options: RedisOptions) -> Option<RedisHarness> {
+    service("redis-server (for the Sentinel topology's servers and sentinels)", RedisHarness::sentinel(options))
+}
+
+/// Every replica's acknowledgement, within 500 ms: what the store needs under Sentinel to keep
+/// what it acknowledged across a failover.
+fn both_replicas() -> RedisOptions {
+    RedisOptions::default().with_replica_acks(2, Duration::from_millis(500))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime")
+}
+
+#[test]
+fn a_malformed_sentinel_url_is_refused_with_a_storage_error_that_does_not_quote_it() {
+    let rt = runtime();
+    let malformed = [
+        ("redis+sentinel://", "names no master"),
+        ("redis+sentinel://127.0.0.1:26379", "names no master"),
+        ("redis+sentinel://127.0.0.1:26379/", "the master's name is empty"),
+        ("redis+sentinel://127.0.0.1:26379/my master", "holds a space"),
+        ("redis+sentinel://127.0.0.1:0/mymaster", "not host[:port]"),
+        ("redis+sentinel://127.0.0.1:70000/mymaster", "not host[:port]"),
+        ("redis+sentinel://127.0.0.1:x/mymaster", "not host[:port]"),
+        ("redis+sentinel://127.0.0.1:1,/mymaster", "not host[:port]"),
+        ("redis+sentinel://[::1/mymaster", "not host[:port]"),
+        ("redis+sentinel://[::1]x/mymaster", "not host[:port]"),
+        ("redis+sentinel://127.0.0.1/mymaster/-1", "not a number of 0 or more"),
+        ("redis+sentinel://127.0.0.1/mymaster/zero", "not a number of 0 or more"),
+        ("redis+sentinel://127.0.0.1/mymaster?db=1", "a query or a fragment"),
+        ("redis+sentinel://127.0.0.1/mymaster#x", "a query or a fragment"),
+    ];
+    for (url, why) in malformed {
+        let connected = rt.block_on(RedisStore::connect_system(url, RedisOptions::default()));
+        let error = connected.expect_err(url);
+        let said = error_chain(&error);
+        assert!(said.contains("Redis: the Sentinel URL: ") && said.contains(why), "{url}: {said}");
+        assert!(!error.is_indeterminate(), "{url}: {said}");
+    }
+    // The password is never quoted.
+    let secret = "redis+sentinel://:hunter2@127.0.0.1/mymaster/x";
+    let said =
+        error_chain(&rt.block_on(RedisStore::connect_system(secret, RedisOptions::default())).expect_err(secret));
+    assert!(!said.contains("hunter2"), "{said}");
+    // A Sentinel URL finds the primary itself: other nodes beside it are refused.
+    let with_nodes = RedisOptions::default().with_nodes(["redis://127.0.0.1:6379/"]);
+    let error = rt.block_on(RedisStore::connect_system("redis+sentinel://127.0.0.1/m", with_nodes)).expect_err("nodes");
+    assert!(error_chain(&error).contains("give no other nodes"), "{}", error_chain(&error));
+}
+
+#[test]
+fn sentinels_that_do_not_answer_or_watch_no_such_master_fail_in_time_and_say_so() {
+    let rt = runtime();
+    let mut options = RedisOptions::default();
+    options.timeout = Duration::from_secs(1);
+    // Nothing listens on the port: every sentinel fails, each named with its reason.
+    let port = reservation_conformance::services::loopback_port().expect("a free port");
+    let url = format!("redis+sentinel://127.0.0.1:{port},127.0.0.1:{port}/mymaster");
+    let started = WallInstant::now();
+    let error = rt.block_on(RedisStore::connect_system(&url, options.clone())).expect_err("nothing listens");
+    let said = error_chain(&error);
+    assert!(said.contains("none of the 2 sentinels named a master `mymaster`"), "{said}");
+    assert!(said.matches(&format!("sentinel 127.0.0.1:{port}: ")).count() == 2, "{said}");
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(!error.is_indeterminate(), "{said}");
+    // Sentinels that answer, and watch another name.
+    let Some(h) = sentinel(RedisOptions::default()) else { return };
+    let url = sentinel_url(&h).replace("/reservation", "/another");
+    let error = rt.block_on(RedisStore::connect_system(&url, options)).expect_err("no such master");
+    let said = error_chain(&error);
+    assert_eq!(said.matches("it watches no master named `another`").count(), 3, "{said}");
+}
+
+/// The URL the harness's stores connect with.
+fn sentinel_url(h: &RedisHarness) -> String {
+    h.sentinel_url().expect("a Sentinel harness").to_owned()
+}
+
+fn scope(label: &str) -> ReservationScope {
+    ReservationScope::parse("user", Some("acme"), unique_namespace(label).as_str()).expect("scope")
+}
+
+fn owner() -> AggregateRef {
+    AggregateRef::parse("user", Some("acme"), "alice").expect("owner")
+}
+
+#[test]
+fn through_sentinel_the_store_writes_to_the_primary_and_follows_the_sentinels_failover() {
+    let started = WallInstant::now();
+    let Some(h) = sentinel(both_replicas()) else { return };
+    eprintln!("the Sentinel topology started in {:.2?}", started.elapsed());
+    let before = h.url().to_owned();
+    let store = h.store(ManualClock::new(START));
+    let scope = scope("sentinel-failover");
+    let version = Version::stream(1).expect("a version");
+    let confirm = |key: &str| {
+        let key = Key::new(key).expect("key");
+        h.runtime().block_on(store.confirm(&scope, &key, &owner(), version))
+    };
+    assert_eq!(confirm("before").expect("confirmed through the sentinels"), ConfirmOutcome::Confirmed);
+    // The write went to the primary, and both replicas have it.
+    let mut conn = crate::raw(&h);
+    let found: Option<Vec<u8>> = h
+        .runtime()
+        .block_on(
+            redis::cmd("GET").arg(crate::row_key(&h, &scope, &Key::new("before").expect("key"))).query_async(&mut conn),
+        )
+        .expect("read on the primary");
+    assert!(found.is_some(), "the row is not on the server the sentinels name");
+    let started = WallInstant::now();
+    h.inject(Fault::Failover).unwrap_or_else(|e| panic!("the sentinels' failover: {}", error_chain(&e)));
+    let took = started.elapsed();
+    assert_ne!(h.url(), before, "the sentinels name the old primary still");
+    assert!(!h.faults().contains(&Fault::Failover), "a second failover is offered");
+    // The store's connections led to the dead primary: the next operations fail until one finds
+    // the new primary through the sentinels, within a few tries.
+    let mut tries = 0;
+    let after = loop {
+        tries += 1;
+        match confirm("after") {
+            Ok(outcome) => break outcome,
+            Err(e) if tries < 5 => eprintln!("after the failover, try {tries}: {}", error_chain(&e)),
+            Err(e) => panic!("the store never reached the new primary: {}", error_chain(&e)),
+        }
+    };
+    assert_eq!(after, ConfirmOutcome::Confirmed);
+    let found = h.runtime().block_on(store.lookup(&scope, &Key::new("before").expect("key"))).expect("looked up");
+    assert_eq!(found, Some(Reservation::confirmed(owner(), version)), "a confirmation both replicas had was lost");
+    eprintln!("the sentinels' failover took {took:.2?}; the store answered again after {tries} tries");
+}
+
+/// The fault check on `h` with the sentinels' failover alone, once; its report printed.
+fn failover_run(h: &RedisHarness, label: &str) -> reservation_conformance::faults::FaultRun {
+    let settings = FaultSettings::default().with_faults(&[Fault::Failover]).with_max_faults(1);
+    let started = WallInstant::now();
+    let run = reservation_conformance::faults::run(h, &settings.into());
+    eprintln!("redis, {label}: {} in {:.2?}", run.report, started.elapsed());
+    let fired: Vec<Fault> = run.report.fired.iter().map(|f| f.fault).collect();
+    assert_eq!(fired, [Fault::Failover], "{label}: {}", run.report);
+    assert!(run.report.fired.iter().all(|f| f.recovered_after.is_some()), "{label}: {}", run.report);
+    run
+}
+
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    use super::*;
+
+    #[test]
+    fn the_fault_check_catches_a_sentinel_failover_without_wait_losing_acknowledged_confirmations() {
+        if !reservation_conformance::tiers::long_tier(
+            "sentinel::long::the_fault_check_catches_a_sentinel_failover_without_wait_losing_acknowledged_confirmations",
+        ) {
+            return;
+        }
+        let Some(h) = sentinel(RedisOptions::default()) else { return };
+        let run = failover_run(&h, "Sentinel, failover without WAIT");
+        let failure = run.verdict.expect_err("a failover to replicas that fell behind lost nothing");
+        assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
+        assert!(run.report.lost > 0, "{}", run.report);
+        let said = failure.to_string();
+        assert!(said.contains("acknowledged confirmations lost") && said.contains("failover"), "{said}");
+    }
+
+    #[test]
+    fn with_wait_for_both_replicas_a_sentinel_failover_loses_nothing() {
+        if !reservation_conformance::tiers::long_tier(
+            "sentinel::long::with_wait_for_both_replicas_a_sentinel_failover_loses_nothing",
+        ) {
+            return;
+        }
+        let Some(h) = sentinel(both_replicas()) else { return };
+        let run = failover_run(&h, "Sentinel, failover with WAIT 2");
+        if let Err(failure) = run.verdict {
+            panic!("{failure}");
+        }
+        assert_eq!(run.report.lost, 0, "{}", run.report);
+        assert!(run.report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {}", run.report);
+        assert!(run.report.indeterminate > 0, "no write waited in vain for the stopped replicas: {}", run.report);
+    }
+
+    #[test]
+    fn the_whole_suite_passes_through_sentinel_waiting_for_both_replicas() {
+        if !reservation_conformance::tiers::long_tier(
+            "sentinel::long::the_whole_suite_passes_through_sentinel_waiting_for_both_replicas",
+        ) {
+            return;
+        }
+        let Some(h) = sentinel(both_replicas()) else { return };
+        let started = WallInstant::now();
+        let report = reservation_conformance::run_all(&h, &RedisHarness::settings());
+        eprintln!("the suite through Sentinel, in {:.2?}", started.elapsed());
+        if let Err(report) = report.into_result() {
+            panic!("{report}");
+        }
+    }
+}
