@@ -134,7 +134,10 @@
 //!   across a server crash needs it, as this crate's fault tests do; only a server the harness
 //!   started can be killed. A durable harness offers the conformance suite's faults (connections
 //!   cut, a crash, a pause of the server); `RedisHarness::replicated` (a primary that keeps
-//!   every write on disk and its replica, servers of its own) offers a failover besides.
+//!   every write on disk and its replica, servers of its own) offers a failover besides, and
+//!   `RedisHarness::sentinel` (a primary, two replicas and three sentinels of its own, its stores
+//!   connected through the sentinels at `RedisHarness::sentinel_url`) a failover by the
+//!   sentinels.
 //! - Feature `broken-variants`: `RedisOptions::broken_without_watch`,
 //!   `RedisOptions::broken_without_write_back`, `RedisOptions::broken_forgets_clock` and
 //!   `RedisHarness::broken_forgetful`, for this crate's tests only (above).
