@@ -123,6 +123,7 @@ fn host_and_port(host: &str) -> Option<(&str, u16)> {
         None => SENTINEL_PORT,
         Some(port) => port.parse::<u16>().ok().filter(|p| *p != 0)?,
     };
-    let valid = !name.is_empty() && !name.chars().any(|c| c.is_whitespace() || c.is_control() || c == '@');
+    // No `@` can be here: the user and password were split off at the last one.
+    let valid = !name.is_empty() && !name.chars().any(|c| c.is_whitespace() || c.is_control());
     valid.then_some((name, port))
 }

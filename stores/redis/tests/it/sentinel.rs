@@ -69,6 +69,43 @@ fn a_malformed_sentinel_url_is_refused_with_a_storage_error_that_does_not_quote_
 }
 
 #[test]
+fn every_documented_form_of_a_sentinel_url_is_accepted_and_its_sentinels_asked() {
+    let rt = runtime();
+    let mut options = RedisOptions::default();
+    options.timeout = Duration::from_secs(1);
+    // Nothing listens on these ports (26379 by default included, on a machine of the tests): each
+    // URL is accepted, and the store asks every sentinel it names, in order.
+    let port = reservation_conformance::services::loopback_port().expect("a free port");
+    let accepted = [
+        (format!("redis+sentinel://127.0.0.1:{port}/mymaster"), vec![format!("127.0.0.1:{port}")]),
+        (format!("redis+sentinel://127.0.0.1:{port}/mymaster/"), vec![format!("127.0.0.1:{port}")]),
+        (format!("redis+sentinel://127.0.0.1:{port}/mymaster/3"), vec![format!("127.0.0.1:{port}")]),
+        (
+            format!("redis+sentinel://user:secret@127.0.0.1:{port},localhost:{port}/mymaster/0"),
+            vec![format!("127.0.0.1:{port}"), format!("localhost:{port}")],
+        ),
+        ("redis+sentinel://127.0.0.1/mymaster".to_owned(), vec!["127.0.0.1:26379".to_owned()]),
+        (format!("redis+sentinel://[::1]:{port}/mymaster"), vec![format!("::1:{port}")]),
+        ("redis+sentinel://[::1]/mymaster".to_owned(), vec!["::1:26379".to_owned()]),
+    ];
+    for (url, asked) in accepted {
+        let error = rt.block_on(RedisStore::connect_system(&url, options.clone())).expect_err(&url);
+        let said = error_chain(&error);
+        let count = format!("none of the {} sentinels named a master `mymaster`", asked.len());
+        assert!(said.contains(&count), "{url}: {said}");
+        for sentinel in asked {
+            assert!(said.contains(&format!("sentinel {sentinel}: ")), "{url}: {sentinel} not asked: {said}");
+        }
+        assert!(!said.contains("secret"), "{said}");
+    }
+    // A space or a control character in a sentinel's host is refused, not asked.
+    for url in ["redis+sentinel://bad host:1/mymaster", "redis+sentinel://bad\thost:1/mymaster"] {
+        let error = rt.block_on(RedisStore::connect_system(url, options.clone())).expect_err(url);
+        assert!(error_chain(&error).contains("not host[:port]"), "{url}: {}", error_chain(&error));
+    }
+}
+
+#[test]
 fn sentinels_that_do_not_answer_or_watch_no_such_master_fail_in_time_and_say_so() {
     let rt = runtime();
     let mut options = RedisOptions::default();
