@@ -63,7 +63,7 @@ func main() {
 				answer.(chan any) <- r["now"]
 			}
 		case "hello":
-			write(r["id"], map[string]any{"protocol": 2, "durable": false}, nil)
+			write(r["id"], map[string]any{"protocol": 3, "durable": false, "power_cuts": nil}, nil)
 		case "open": // in order: later requests name the store
 			stores.Store(r["store"], NewStore())
 			write(r["id"], nil, nil)

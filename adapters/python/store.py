@@ -54,6 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 BUG = os.environ.get("RESERVATION_PY_BUG", "")
 DURABLE = "--durable" in sys.argv[1:]
+POWER_CUTS = None  # what the store survives when the machine loses power: nothing it promises
 U64 = (1 << 64) - 1
 MAX_KEY, MAX_HOLD, MAX_NAME = 512, 128, 256
 
@@ -297,6 +298,15 @@ class Store:
         self.clock = clock
         self.lock = threading.Lock()
 
+    @classmethod
+    def opened(cls, directory=None):
+        """A new store; `directory` is where a store that survives power cuts keeps its storage
+        (PROTOCOL.md, "Power cuts"), never given to this one, which promises none."""
+        return cls()
+
+    def close(self):
+        """The driver is done with the store."""
+
     def reopened(self, now):
         """This store after a restart (--durable): its rows, and its clock, which never goes back
         (D10), even when the reopen's now is earlier."""
@@ -412,12 +422,12 @@ def main():
         try:
             op = request.get("op")
             if op == "hello":
-                result = {"protocol": 2, "durable": DURABLE}
+                result = {"protocol": 3, "durable": DURABLE, "power_cuts": POWER_CUTS}
             elif op == "open":
-                stores[request["store"]] = Store()
+                stores[request["store"]] = Store.opened(request.get("dir"))
                 result = None
             elif op == "close":
-                del stores[request["store"]]  # a store not open: KeyError, answered below
+                stores.pop(request["store"]).close()  # a store not open: KeyError, answered below
                 result = None
             elif op == "reopen":
                 if not DURABLE:

@@ -17,8 +17,7 @@ const LIMIT: Duration = Duration::from_secs(180);
 const CEILING: u64 = 4 << 20;
 
 /// The answer to `hello` (id 0) and to the first `open` (id 1), of an adapter written in sh.
-const HELLO_OPEN: &str =
-    r#"read l; echo '{"id":0,"ok":{"protocol":2,"durable":false}}'; read l; echo '{"id":1,"ok":null}'"#;
+const HELLO_OPEN: &str = r#"read l; echo '{"id":0,"ok":{"protocol":3,"durable":false,"power_cuts":null}}'; read l; echo '{"id":1,"ok":null}'"#;
 
 /// An adapter in Python that answers hello, open and close, and every other request with a
 /// storage error whose message is 1,000,000 bytes: a line of about 1 MB, under the line bound.
@@ -27,7 +26,7 @@ message = "m" * 1_000_000
 for line in sys.stdin:
     r = json.loads(line)
     if r["op"] == "hello":
-        a = {"id": r["id"], "ok": {"protocol": 2, "durable": False}}
+        a = {"id": r["id"], "ok": {"protocol": 3, "durable": False, "power_cuts": None}}
     elif r["op"] in ("open", "close"):
         a = {"id": r["id"], "ok": None}
     else:
@@ -145,7 +144,7 @@ fn main() {
         ("stops reading after hello and open", format!("{HELLO_OPEN}; exec sleep 600")),
         (
             "exits right after hello",
-            r#"read l; echo '{"id":0,"ok":{"protocol":2,"durable":false}}'; exit 0"#.to_owned(),
+            r#"read l; echo '{"id":0,"ok":{"protocol":3,"durable":false,"power_cuts":null}}'; exit 0"#.to_owned(),
         ),
         (
             "writes a line that is not JSON after hello and open",

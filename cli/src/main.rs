@@ -585,6 +585,7 @@ fn conform_command(
             "millis": started.elapsed().as_millis() as u64,
             "seed": settings.seed,
             "protocol": harness.hello().protocol,
+            "power_cuts": harness.hello().power_cuts.map(|model| model.name()),
         });
         if !report.is_ok() {
             summary["replay"] = replay.into();

@@ -265,7 +265,8 @@ impl<'a, H: Harness> Runner<'a, H> {
         }
     }
 
-    /// Where a harm begins: now.
+    /// Where a harm begins: now. Its stamp is the counter's next one, so that an event stamped
+    /// before the harm has a stamp below it, and one stamped at it or later came after.
     pub(crate) fn begin(&self) -> Began {
         Began { at: self.started.elapsed(), wall: WallInstant::now(), stamp: self.stamp() }
     }

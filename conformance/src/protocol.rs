@@ -17,7 +17,7 @@ use reservation_store::{
 };
 use serde_json::{Value, json};
 
-use crate::harness::Harness;
+use crate::harness::{Harness, Persistence};
 
 /// The longest line, in bytes without its `\n`, that the driver reads from an adapter and that
 /// `serve` reads from the driver: 1 MiB. The longest legal answer is a lookup of a pending
@@ -30,16 +30,22 @@ pub const MAX_LINE: usize = 1 << 20;
 pub const SCHEMA: &str = include_str!("../schema/protocol.schema.json");
 
 /// The protocol's version: the one the driver runs, sent in `hello` (`PROTOCOL.md`, "Versions").
-pub const PROTOCOL: u64 = 2;
+pub const PROTOCOL: u64 = 3;
 
 /// Each version of the protocol and what it added, oldest first: the driver's refusal of an
 /// older adapter names what changed since its version; `PROTOCOL.md`'s history says the same.
-pub const VERSIONS: [(u64, &str); 2] = [
+pub const VERSIONS: [(u64, &str); 3] = [
     (1, "requests and answers as JSON lines, `hello`, `open`, `reopen`, the four operations and `lookup`"),
     (
         2,
         "clock questions (an operation's or lookup's `now` may be \"ask\": the adapter asks `{\"clock\": ID}` and the \
          driver answers `{\"clock\": ID, \"now\": T}`), `close`, a line of at most 1 MiB, `hello` negotiated",
+    ),
+    (
+        3,
+        "power cuts: `hello`'s answer declares what the store survives (`\"power_cuts\"`: null or a persistence \
+         model), and an adapter that declares one is sent `open` with a `dir`, where the store keeps its storage, \
+         and is killed and started again at each cut",
     ),
 ];
 
@@ -112,14 +118,20 @@ pub(crate) fn hello_json() -> Value {
     json!({"op": Verb::Hello.name(), "protocol": PROTOCOL})
 }
 
-/// The `ok` of the answer to `hello`: this protocol, and whether the stores are `durable`.
+/// The `ok` of the answer to `hello`: this protocol, whether the stores are `durable`, and the
+/// promise to survive power cuts, none.
 pub(crate) fn hello_answer_json(durable: bool) -> Value {
-    json!({"protocol": PROTOCOL, "durable": durable})
+    json!({"protocol": PROTOCOL, "durable": durable, "power_cuts": null})
 }
 
-/// The request that opens store `store` at `now`, without its id.
-pub(crate) fn open_json(store: u64, now: Instant) -> Value {
-    json!({"op": Verb::Open.name(), "store": store, "now": now.as_millis()})
+/// The request that opens store `store` at `now`, without its id; with `dir`, the directory where
+/// the store keeps its storage (the power-cut check's mount).
+pub(crate) fn open_json(store: u64, now: Instant, dir: Option<&str>) -> Value {
+    let mut request = json!({"op": Verb::Open.name(), "store": store, "now": now.as_millis()});
+    if let (Some(dir), Some(fields)) = (dir, request.as_object_mut()) {
+        fields.insert("dir".into(), dir.into());
+    }
+    request
 }
 
 /// The request that reopens store `old` as store `new` at `now`, without its id.
@@ -435,9 +447,21 @@ pub(crate) fn parse_hello(ok: &Value) -> Result<Hello, Bad> {
     if !spoken.contains(&PROTOCOL) {
         return Err(refusal(&spoken));
     }
-    exact(ok, "the hello answer", &["protocol", "durable"])?;
+    exact(ok, "the hello answer", &["protocol", "durable", "power_cuts"])?;
     let durable = ok.get("durable").and_then(Value::as_bool).ok_or("`durable` is not a boolean")?;
-    Ok(Hello { protocol: PROTOCOL, durable })
+    let power_cuts = match ok.get("power_cuts") {
+        Some(Value::Null) | None => None,
+        Some(v) => Some(v.as_str().and_then(Persistence::from_name).ok_or_else(|| {
+            let names: Vec<&str> = Persistence::ALL.iter().map(|m| m.name()).collect();
+            format!("`power_cuts` is {v}, neither null nor one of the models {}", names.join(", "))
+        })?),
+    };
+    if power_cuts.is_some() && !durable {
+        return Err("`power_cuts` declares a promise, but `durable` is false: a store that survives a power cut \
+                    survives a restart"
+            .into());
+    }
+    Ok(Hello { protocol: PROTOCOL, durable, power_cuts })
 }
 
 /// The versions a `hello` answer's `protocol` names: one version (an integer from 1), or a
@@ -451,6 +475,9 @@ fn versions(protocol: Option<&Value>) -> Result<Vec<u64>, Bad> {
         Some(v) => version(v).map(|n| vec![n]),
     }
 }
+
+/// How every refusal of an adapter's version ([`refusal`]) begins.
+pub(crate) const REFUSED: &str = "it speaks protocol ";
 
 /// Why the driver does not run an adapter that speaks only the versions `spoken` (none of them
 /// [`PROTOCOL`], each at least 1): for an older version, what changed since it; for one the
@@ -466,13 +493,14 @@ pub(crate) fn refusal(spoken: &[u64]) -> String {
             .map(|(v, added)| format!("protocol {v} added {added}"))
             .collect();
         format!(
-            "it speaks protocol {list}, which this driver no longer runs (it runs protocol {PROTOCOL} only): {}. \
-             Read {VERSIONS_SECTION}, then answer `hello` with protocol {PROTOCOL}",
+            "{REFUSED}{list}, which this driver no longer runs (it runs protocol {PROTOCOL} only): {}. \
+             Read {VERSIONS_SECTION}, then answer `hello` with {{\"protocol\": {PROTOCOL}, \"durable\": true or \
+             false, \"power_cuts\": null or the persistence model the store survives}}",
             since.join("; ")
         )
     } else {
         format!(
-            "it speaks protocol {list}, which this driver does not know (it runs protocol {PROTOCOL} only): run the \
+            "{REFUSED}{list}, which this driver does not know (it runs protocol {PROTOCOL} only): run the \
              `reservation` that speaks {newest}, or have the adapter also speak {PROTOCOL} ({VERSIONS_SECTION})"
         )
     }
@@ -537,6 +565,9 @@ pub struct Hello {
     pub protocol: u64,
     /// Whether its store survives `reopen`.
     pub durable: bool,
+    /// What its store survives when the machine loses power (`power_cuts`): `None` promises
+    /// nothing ([`crate::Capabilities::power_cuts`]).
+    pub power_cuts: Option<Persistence>,
 }
 
 /// The error object of a value the typed API cannot hold (`Unrepresentable`), saying `why`.

@@ -240,6 +240,15 @@ fn durability_note(harness: &Erased<'_>, report: &Report) -> Option<String> {
         return None;
     }
     let crashes = harness.faults().contains(&crate::faults::Fault::Crash);
+    let cut = harness.capabilities().power_cuts.filter(|_| ran("p1_power_cuts_take_back_nothing_the_store_promised"));
+    if let Some(model) = cut {
+        let caused = if crashes { ", through crashes the harness caused (Fault::Crash)" } else { "" };
+        return Some(format!(
+            "durability (P1, and D10 across a restart) was checked through power cuts (the store's storage on a disk \
+             that lost power under `{model}` and every milder model, the store ended and opened again on what the cut \
+             left){caused} and through the harness's reopen"
+        ));
+    }
     Some(if crashes {
         "durability (P1, and D10 across a restart) was checked through crashes the harness caused \
          (Fault::Crash) and through its reopen"

@@ -347,6 +347,9 @@ fn memory_store_behind_serve_conforms_through_the_driver_and_reports_json() {
         "{out}"
     );
     assert_eq!(lines.last().expect("a summary")["conforms"], true, "{out}");
+    // serve's MemoryStore promises nothing about power cuts.
+    assert_eq!(lines.last().expect("a summary")["power_cuts"], serde_json::Value::Null, "{out}");
+    assert_eq!(lines.last().expect("a summary")["protocol"], 3, "{out}");
     let (requests, outside) = valid_lines(&sent, "driver_line");
     let (answers, wrong) = valid_lines(&answered, "adapter_line");
     assert_eq!(wrong, Vec::<u64>::new(), "answers of serve outside the protocol's schema");
@@ -519,7 +522,8 @@ fn conform_command_prints_the_replay_command_and_writes_no_file_unless_asked() {
     let seed = summary["seed"].as_u64().unwrap_or_else(|| panic!("no seed: {summary}"));
     let replay = summary["replay"].as_str().unwrap_or_else(|| panic!("no replay: {summary}"));
     assert!(replay.contains(&format!(" --seed {seed} ")), "{summary}");
-    assert_eq!(summary["protocol"], 2, "{summary}");
+    assert_eq!(summary["protocol"], 3, "{summary}");
+    assert_eq!(summary["power_cuts"], serde_json::Value::Null, "{summary}");
 
     // The flag's seed, not the environment's, in the differential test's own replay line.
     let out = String::from_utf8_lossy(&flag.stdout);

@@ -124,10 +124,11 @@ impl<H: Harness> Run<'_, H> {
 /// answer given after the power went off. A lookup that had not returned by then is dropped (an
 /// in-process store may still answer one from its memory, which a machine without power could
 /// not); an operation that had not returned may or may not have taken effect, whatever the store
-/// said, and so has an indeterminate error.
+/// said, and so has an indeterminate error. `began` is the counter's next stamp when the power
+/// went off ([`crate::harm::Runner::begin`]): an answer stamped `began` or later came after.
 pub(super) fn unheard(out: &mut Vec<Event>, began: u64) {
     out.retain_mut(|e| {
-        if e.returned <= began {
+        if e.returned < began {
             return true;
         }
         match e.call {

@@ -5,24 +5,27 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
 use reservation_store::{
     Clock, Instant, Key, ManualClock, Outcome, Request, ReservationScope, ReservationStore, StorageError, StoreError,
     StoreResult, StoredReservation, error_chain,
 };
+use rustix::process::Signal;
 use serde_json::Value;
 
 use super::lock;
 use super::pipe::{self, Line, quote};
 use crate::harness::{Capabilities, Fault, Harness, RawAnswer, RawRequest};
 use crate::protocol::{
-    ASK, Hello, MAX_LINE, PROTOCOL, ProtocolError, STORAGE_ERROR, ShapeError, VERSIONS_SECTION, clock_json, close_json,
-    hello_json, invalid_by_name, lookup_json, open_json, operation_json, parse_hello, parse_outcome, parse_reservation,
-    reopen_json, split_answer,
+    ASK, Hello, MAX_LINE, PROTOCOL, ProtocolError, REFUSED, STORAGE_ERROR, ShapeError, VERSIONS_SECTION, clock_json,
+    close_json, hello_json, invalid_by_name, lookup_json, open_json, operation_json, parse_hello, parse_outcome,
+    parse_reservation, reopen_json, split_answer,
 };
 use crate::settings::Settings;
 
@@ -72,6 +75,9 @@ struct Adapter {
     next: AtomicU64,
     child: Arc<Mutex<Child>>,
     timeout: Duration,
+    /// Whether the power was cut under it ([`Adapter::power_cut`]): it was killed, and every
+    /// request to it fails as one in flight at a power cut does.
+    cut: AtomicBool,
 }
 
 /// Marks the adapter broken for `why` (unless it already is, for an earlier reason), and fails
@@ -127,7 +133,9 @@ fn read_answers(stdout: impl Read, waiting: &Waiting) -> String {
 
 impl Adapter {
     fn start(command: &str, timeout: Duration) -> Result<Adapter, StorageError> {
+        // A process group of its own, so that a power cut kills whatever it started too.
         let mut child = shell(command)
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -148,6 +156,7 @@ impl Adapter {
             next: AtomicU64::new(0),
             child: Arc::new(Mutex::new(child)),
             timeout,
+            cut: AtomicBool::new(false),
         };
         if let Some(stderr) = stderr {
             let tail = adapter.stderr.clone();
@@ -356,6 +365,9 @@ impl Adapter {
     /// was answered with an error (an `open` while the store's database is down), and for the
     /// requests that fail because the adapter is already broken.
     fn refused(&self, request: &Value, why: &str) -> StorageError {
+        if self.cut.load(Ordering::SeqCst) {
+            return StorageError::indeterminate(format!("driver: request {request}: {POWER_CUT}"));
+        }
         ProtocolError::error(format!(
             "driver: adapter `{}`: request {request}: {why}; {}",
             self.command,
@@ -366,6 +378,17 @@ impl Adapter {
     /// Why the adapter is broken, if it is.
     fn broken(&self) -> Option<String> {
         lock(&self.broken).clone()
+    }
+
+    /// The power is cut under the adapter: every process of its process group is killed at once
+    /// (`SIGKILL`), as a machine that loses power stops, and every request in flight or to come
+    /// fails with an indeterminate error that says so, not as a breach of the protocol.
+    fn power_cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        // Broken first, so that the end of its output, which the kill brings, is not the reason.
+        break_adapter(&self.broken, &self.waiting, &self.outbox, POWER_CUT.to_owned());
+        let child = lock(&self.child);
+        let _ = rustix::process::kill_process_group(rustix::process::Pid::from_child(&child), Signal::KILL);
     }
 
     /// `sent` had no answer within the timeout: the adapter is broken, every request in flight
@@ -391,10 +414,15 @@ impl Drop for Adapter {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        // Its whole process group: a server it started goes with it.
+        let _ = rustix::process::kill_process_group(rustix::process::Pid::from_child(&child), Signal::KILL);
         let _ = child.kill();
         let _ = child.wait();
     }
 }
+
+/// Why every request fails once the power was cut under the adapter.
+const POWER_CUT: &str = "the power was cut: the adapter's processes were killed";
 
 /// Why the adapter is broken when its standard output ends.
 const CLOSED: &str = "the adapter closed its standard output";
@@ -440,11 +468,16 @@ fn shell(command: &str) -> Command {
 
 /// The suite's harness for a store behind an adapter command (see the [module](super)).
 pub struct CommandHarness {
-    adapter: Arc<Adapter>,
+    /// The adapter running now: another one after each power cut.
+    adapter: Mutex<Arc<Adapter>>,
     hello: Hello,
     stores: AtomicU64,
     /// The faults the harness can cause, each by its command.
     faults: Vec<(Fault, String)>,
+    /// The requests sent to the adapters that power cuts killed.
+    sent_before: AtomicU64,
+    /// Why the adapter could not be started again after a power cut, once that happened.
+    restart: Mutex<Option<String>>,
 }
 
 impl CommandHarness {
@@ -476,14 +509,63 @@ impl CommandHarness {
                 return Err(not_started(adapter.fail(&hello_json(), &why)));
             }
         };
-        let hello = parse_hello(&ok)
-            .map_err(|e| not_started(adapter.fail(&hello_json(), &format!("{e}: {}", quote(&ok.to_string())))))?;
-        Ok(CommandHarness { adapter, hello, stores: AtomicU64::new(0), faults: Vec::new() })
+        // A refusal of its version says what to send; any other fault quotes what it sent.
+        let hello = parse_hello(&ok).map_err(|e| {
+            let why = if e.starts_with(REFUSED) { e } else { format!("{e}: {}", quote(&ok.to_string())) };
+            not_started(adapter.fail(&hello_json(), &why))
+        })?;
+        Ok(CommandHarness {
+            adapter: Mutex::new(adapter),
+            hello,
+            stores: AtomicU64::new(0),
+            faults: Vec::new(),
+            sent_before: AtomicU64::new(0),
+            restart: Mutex::new(None),
+        })
     }
 
-    /// How many requests the driver has sent the adapter so far, `hello` and `open` included.
+    /// The adapter running now: after a power cut ([`Harness::store_in`]), the command started
+    /// again and its `hello` exchanged, which must declare what the first one did.
+    fn adapter(&self) -> Result<Arc<Adapter>, StorageError> {
+        let mut current = lock(&self.adapter);
+        if !current.cut.load(Ordering::SeqCst) {
+            return Ok(current.clone());
+        }
+        if let Some(why) = lock(&self.restart).clone() {
+            return Err(StorageError::new(why));
+        }
+        let started = CommandHarness::start_with(&current.command, current.timeout).and_then(|again| {
+            if again.hello == self.hello {
+                Ok(again)
+            } else {
+                Err(StorageError::new(format!(
+                    "it declared {:?} at its first `hello` and {:?} after the power cut",
+                    self.hello, again.hello
+                )))
+            }
+        });
+        match started {
+            Ok(again) => {
+                self.sent_before.fetch_add(current.next.load(Ordering::SeqCst), Ordering::SeqCst);
+                *current = again.adapter.into_inner().unwrap_or_else(PoisonError::into_inner);
+                Ok(current.clone())
+            }
+            Err(e) => {
+                let why = format!(
+                    "driver: adapter `{}`: started again after a power cut, it failed: {}",
+                    current.command,
+                    error_chain(&e)
+                );
+                *lock(&self.restart) = Some(why.clone());
+                Err(StorageError::new(why))
+            }
+        }
+    }
+
+    /// How many requests the driver has sent the adapter so far, `hello` and `open` included
+    /// (and those sent to it before each power cut).
     pub fn requests(&self) -> u64 {
-        self.adapter.next.load(Ordering::SeqCst)
+        self.sent_before.load(Ordering::SeqCst) + lock(&self.adapter).next.load(Ordering::SeqCst)
     }
 
     /// What the adapter declared.
@@ -514,20 +596,28 @@ impl CommandHarness {
         self
     }
 
-    fn open(&self, clock: ManualClock, reopen: Option<u64>) -> CommandStore {
+    /// Opens store `reopen` again, or a new store, in `dir` when given (a power-cut run's).
+    fn open(&self, clock: ManualClock, reopen: Option<u64>, dir: Option<&str>) -> CommandStore {
         let id = self.stores.fetch_add(1, Ordering::SeqCst);
         // A peek: opening is not the store deciding, so it takes no reading a check holds.
         let now = clock.peek();
         let request = match reopen {
-            None => open_json(id, now),
+            None => open_json(id, now, dir),
             Some(old) => reopen_json(old, id, now),
         };
-        let opened = match self.adapter.expect_ok(request.clone()) {
+        let adapter = match self.adapter() {
+            Ok(adapter) => adapter,
+            Err(e) => {
+                let adapter = lock(&self.adapter).clone();
+                return CommandStore { adapter, id, clock, opened: Some(e), in_dir: false };
+            }
+        };
+        let opened = match adapter.expect_ok(request.clone()) {
             Ok(Value::Null) => None,
-            Ok(ok) => Some(self.adapter.fail(&request, &format!("the answer's `ok` is {ok}, not null"))),
+            Ok(ok) => Some(adapter.fail(&request, &format!("the answer's `ok` is {ok}, not null"))),
             Err(e) => Some(e),
         };
-        CommandStore { adapter: self.adapter.clone(), id, clock, opened }
+        CommandStore { adapter, id, clock, opened, in_dir: dir.is_some() }
     }
 }
 
@@ -535,15 +625,31 @@ impl Harness for CommandHarness {
     type Store = CommandStore;
 
     fn store(&self, clock: ManualClock) -> CommandStore {
-        self.open(clock, None)
+        self.open(clock, None, None)
     }
 
+    /// What the adapter's `hello` declared: `durable`, and the promise to survive power cuts.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default().with_durable(self.hello.durable)
+        let durable = Capabilities::default().with_durable(self.hello.durable);
+        self.hello.power_cuts.map_or(durable, |model| durable.with_power_cuts(model))
     }
 
     fn reopen(&self, store: CommandStore, clock: ManualClock) -> Option<CommandStore> {
-        self.hello.durable.then(|| self.open(clock, Some(store.id)))
+        self.hello.durable.then(|| self.open(clock, Some(store.id), None))
+    }
+
+    /// For an adapter that declared a promise to survive power cuts: `open` with `dir`. The
+    /// store is the machine's only one: when it is dropped (at a cut, its disk dead, or at the end
+    /// of the check), the adapter's process group is killed, and the next store is opened in
+    /// the adapter started again, which finds in `dir` what the cut left.
+    fn store_in(&self, dir: &Path, clock: ManualClock) -> Option<CommandStore> {
+        self.hello.power_cuts?;
+        let Some(dir) = dir.to_str() else {
+            let adapter = lock(&self.adapter).clone();
+            let e = StorageError::new(format!("the power-cut check's directory {dir:?} is not UTF-8"));
+            return Some(CommandStore { adapter, id: u64::MAX, clock, opened: Some(e), in_dir: false });
+        };
+        Some(self.open(clock, None, Some(dir)))
     }
 
     /// The faults given by [`CommandHarness::with_fault`].
@@ -568,13 +674,18 @@ impl Harness for CommandHarness {
         if let Some(e) = &store.opened {
             return Some(requests.iter().map(|_| Err(not_opened(e))).collect());
         }
-        let sent = self.adapter.send_raw(store.id, requests);
-        Some(sent.into_iter().map(|s| s.and_then(|s| self.adapter.wait(&s, Some(&store.clock)))).collect())
+        let sent = store.adapter.send_raw(store.id, requests);
+        Some(sent.into_iter().map(|s| s.and_then(|s| store.adapter.wait(&s, Some(&store.clock)))).collect())
     }
 
     /// Why the adapter is broken, once it is: no request is sent to it any more.
     fn broken(&self) -> Option<String> {
-        self.adapter.broken()
+        if let Some(why) = lock(&self.restart).clone() {
+            return Some(why);
+        }
+        let adapter = lock(&self.adapter);
+        // One that a power cut killed is started again for the next store.
+        if adapter.cut.load(Ordering::SeqCst) { None } else { adapter.broken() }
     }
 
     /// Sends every lookup, then waits for their answers: one round trip for all.
@@ -587,7 +698,7 @@ impl Harness for CommandHarness {
             return keys.iter().map(|_| Err(not_opened(e).into())).collect();
         }
         let requests = keys.iter().map(|(scope, key)| store.lookup_request(scope, key)).collect();
-        let sent = self.adapter.send_all(requests);
+        let sent = store.adapter.send_all(requests);
         sent.into_iter().map(|s| s.map_err(StoreError::from).and_then(|s| store.found(&s))).collect()
     }
 }
@@ -599,6 +710,8 @@ pub struct CommandStore {
     clock: ManualClock,
     /// Why opening it failed, reported by every operation.
     opened: Option<StorageError>,
+    /// Whether it was opened in a directory of the power-cut check ([`Harness::store_in`]).
+    in_dir: bool,
 }
 
 impl CommandStore {
@@ -662,9 +775,12 @@ impl CommandStore {
 }
 
 impl Drop for CommandStore {
-    /// Asks the adapter to close the store (`close`), without waiting for its answer.
+    /// Asks the adapter to close the store (`close`), without waiting for its answer; for a store
+    /// opened in a power-cut check's directory, kills the adapter instead ([`Adapter::power_cut`]).
     fn drop(&mut self) {
-        if self.opened.is_none() {
+        if self.in_dir {
+            self.adapter.power_cut();
+        } else if self.opened.is_none() {
             self.adapter.close(self.id);
         }
     }

@@ -125,7 +125,7 @@ fn find(names: &Names, ops: &[Event], harms: &[Harm], set_back: &BTreeMap<u64, I
     // their outcomes are taken as unknown.
     let after: Vec<Event> = ops[..len]
         .iter()
-        .filter(|e| e.returned > harm.began)
+        .filter(|e| e.returned >= harm.began)
         .map(|e| match set_back.get(&e.called) {
             _ if e.called < harm.ended => unknown(e),
             Some(back) => Event { clock_at_call: *back, clock_at_return: *back, ..e.clone() },

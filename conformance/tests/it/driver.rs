@@ -513,7 +513,7 @@ fn scripted(durable: bool, answer: &str) -> Option<(CommandHarness, std::path::P
     service("python3 (for a scripted adapter)", if present { Ok(()) } else { Err("not installed") })?;
     let durable = if durable { "True" } else { "False" };
     let script = format!(
-        "import json,sys,time\nfor l in sys.stdin:\n r=json.loads(l)\n a={{'id':r['id'],'ok':{{'protocol':2,'durable':{durable}}}}} if r['op']=='hello' else {{'id':r['id'],'ok':None}} if r['op'] in ('open','reopen') else {{'id':r['id'],{answer}}}\n print(json.dumps(a),flush=True)\ntime.sleep(30)\n"
+        "import json,sys,time\nfor l in sys.stdin:\n r=json.loads(l)\n a={{'id':r['id'],'ok':{{'protocol':3,'durable':{durable},'power_cuts':None}}}} if r['op']=='hello' else {{'id':r['id'],'ok':None}} if r['op'] in ('open','reopen') else {{'id':r['id'],{answer}}}\n print(json.dumps(a),flush=True)\ntime.sleep(30)\n"
     );
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -639,13 +639,13 @@ fn an_invalid_argument_answer_becomes_the_error_of_its_name() {
 
 #[test]
 fn a_hello_answer_with_a_field_missing_or_unknown_is_refused() {
-    refused("read line; echo '{\"id\":0,\"ok\":{\"protocol\":2}}'; sleep 5", "has no field `durable`");
+    refused("read line; echo '{\"id\":0,\"ok\":{\"protocol\":3}}'; sleep 5", "has no field `durable`");
     refused(
-        "read line; echo '{\"id\":0,\"ok\":{\"protocol\":2,\"durable\":false,\"version\":2}}'; sleep 5",
+        "read line; echo '{\"id\":0,\"ok\":{\"protocol\":3,\"durable\":false,\"power_cuts\":null,\"version\":2}}'; sleep 5",
         "has a field `version`",
     );
     refused(
-        "read line; echo '{\"id\":0,\"ok\":{\"protocol\":2,\"durable\":\"no\"}}'; sleep 5",
+        "read line; echo '{\"id\":0,\"ok\":{\"protocol\":3,\"durable\":\"no\",\"power_cuts\":null}}'; sleep 5",
         "`durable` is not a boolean",
     );
 }
@@ -678,7 +678,7 @@ fn an_answer_or_error_with_a_field_missing_or_unknown_is_the_adapters_failure() 
 fn an_open_answered_with_anything_but_null_is_the_adapters_failure() {
     use reservation_conformance::Harness;
     use reservation_store::{ManualClock, ReservationStore, StoreError};
-    let adapter = "read l; echo '{\"id\":0,\"ok\":{\"protocol\":2,\"durable\":false}}'; read l; echo '{\"id\":1,\"ok\":true}'; sleep 5";
+    let adapter = "read l; echo '{\"id\":0,\"ok\":{\"protocol\":3,\"durable\":false,\"power_cuts\":null}}'; read l; echo '{\"id\":1,\"ok\":true}'; sleep 5";
     let h = CommandHarness::start_with(adapter, Duration::from_secs(2)).expect("the adapter starts");
     let store = h.store(ManualClock::new(reservation_store::Instant::from_millis(5)));
     let (scope, owner, key, hold, ttl) = arguments();
@@ -753,7 +753,7 @@ fn an_adapter_that_asks_the_clock_of_an_unknown_id_is_a_failure() {
 fn always_asking() -> Option<CommandHarness> {
     let present = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
     service("python3 (for a scripted adapter)", if present { Ok(()) } else { Err("not installed") })?;
-    let script = "import json,sys\nfor l in sys.stdin:\n r=json.loads(l)\n if 'op' not in r: print(json.dumps({'id':r['clock'],'ok':'Taken' if r['now']==6 else 'Kept'}),flush=True); continue\n if r['op']=='hello': print(json.dumps({'id':r['id'],'ok':{'protocol':2,'durable':False}}),flush=True)\n elif r['op']=='open': print(json.dumps({'id':r['id'],'ok':None}),flush=True)\n else: print(json.dumps({'clock':r['id']}),flush=True)\n";
+    let script = "import json,sys\nfor l in sys.stdin:\n r=json.loads(l)\n if 'op' not in r: print(json.dumps({'id':r['clock'],'ok':'Taken' if r['now']==6 else 'Kept'}),flush=True); continue\n if r['op']=='hello': print(json.dumps({'id':r['id'],'ok':{'protocol':3,'durable':False,'power_cuts':None}}),flush=True)\n elif r['op']=='open': print(json.dumps({'id':r['id'],'ok':None}),flush=True)\n else: print(json.dumps({'clock':r['id']}),flush=True)\n";
     let command = format!("python3 -c \"{script}\"");
     Some(CommandHarness::start(&command).expect("the adapter starts"))
 }

@@ -14,7 +14,7 @@ use reservation_store::{
 };
 
 /// The answer to `hello` (id 0) of an adapter written in sh.
-const HELLO: &str = r#"read l; echo '{"id":0,"ok":{"protocol":2,"durable":false}}'"#;
+const HELLO: &str = r#"read l; echo '{"id":0,"ok":{"protocol":3,"durable":false,"power_cuts":null}}'"#;
 /// The answer to the first `open` (id 1) of an adapter written in sh.
 const OPENED: &str = r#"read l; echo '{"id":1,"ok":null}'"#;
 /// In an adapter written in sh: the id of the request in `$l`, in `$id`.
@@ -291,11 +291,11 @@ impl std::io::Read for FailsOnce {
 #[test]
 fn serve_retries_an_interrupted_read_and_returns_any_other_error() {
     use reservation_conformance::driver::serve;
-    let hello: &[u8] = b"{\"id\":0,\"op\":\"hello\",\"protocol\":2}\n";
+    let hello: &[u8] = b"{\"id\":0,\"op\":\"hello\",\"protocol\":3}\n";
     let mut out = Vec::new();
     let input = FailsOnce { kind: Some(std::io::ErrorKind::Interrupted), data: hello };
     serve(input, &mut out).expect("an interrupted read is tried again");
-    assert!(String::from_utf8_lossy(&out).contains("\"protocol\":2"), "{}", String::from_utf8_lossy(&out));
+    assert!(String::from_utf8_lossy(&out).contains("\"protocol\":3"), "{}", String::from_utf8_lossy(&out));
     let input = FailsOnce { kind: Some(std::io::ErrorKind::BrokenPipe), data: hello };
     let failed = serve(input, Vec::new()).err().map(|e| e.kind());
     assert_eq!(failed, Some(std::io::ErrorKind::BrokenPipe));

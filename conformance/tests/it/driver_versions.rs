@@ -43,31 +43,92 @@ fn an_adapter_of_protocol_1_frozen_as_written_is_refused_at_hello_naming_what_ch
     }
     let error = refusal(&format!("python3 {PROTOCOL1_STORE}"));
     for says in [
-        "it speaks protocol 1, which this driver no longer runs (it runs protocol 2 only)",
+        "it speaks protocol 1, which this driver no longer runs (it runs protocol 3 only)",
         "protocol 2 added clock questions",
         "\"ask\"",
         "`close`",
         "1 MiB",
+        "protocol 3 added power cuts",
         "Read PROTOCOL.md, \"Versions\"",
-        "answer `hello` with protocol 2",
+        ANSWER_WITH,
     ] {
         assert!(error.contains(says), "the refusal does not say {says:?}: {error}");
     }
     // What changed since protocol 1, not what protocol 1 itself was.
     assert!(!error.contains("protocol 1 added"), "{error}");
+    // What to send, not the adapter's own answer back.
+    assert!(!error.contains("\"durable\":false,\"protocol\":1"), "{error}");
+}
+
+/// What every refusal of an older adapter tells it to answer.
+const ANSWER_WITH: &str = "answer `hello` with {\"protocol\": 3, \"durable\": true or false, \"power_cuts\": null or \
+                           the persistence model the store survives}";
+
+/// An adapter of protocol 2: the `hello` answer of the Python store as it was when PROTOCOL.md
+/// said protocol 2 (before power cuts), `{"protocol": 2, "durable": …}` without `power_cuts`.
+const PROTOCOL2_STORE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/adapters/protocol2_store.py");
+
+#[test]
+fn an_adapter_of_protocol_2_is_refused_at_hello_naming_what_changed_and_what_to_send() {
+    if python3().is_none() {
+        return;
+    }
+    for durable in ["", " --durable"] {
+        let error = refusal(&format!("python3 {PROTOCOL2_STORE}{durable}"));
+        for says in [
+            "it speaks protocol 2, which this driver no longer runs (it runs protocol 3 only)",
+            "protocol 3 added power cuts",
+            "`\"power_cuts\"`",
+            "`dir`",
+            ANSWER_WITH,
+        ] {
+            assert!(error.contains(says), "the refusal does not say {says:?}: {error}");
+        }
+        assert!(!error.contains("protocol 2 added"), "{error}");
+        assert!(!error.contains("\"protocol\":2"), "the refusal quotes the adapter's answer: {error}");
+    }
+}
+
+/// A `hello` answer's `power_cuts`: a model's name or null; a promise without `durable` is
+/// refused, and so is an answer without the field.
+#[test]
+fn a_hello_whose_power_cuts_is_not_a_model_or_null_or_promised_without_durable_is_refused() {
+    let error = refusal("read line; echo '{\"id\":0,\"ok\":{\"protocol\":3,\"durable\":true}}'; sleep 5");
+    assert!(error.contains("has no field `power_cuts`"), "{error}");
+    let error = refusal(
+        "read line; echo '{\"id\":0,\"ok\":{\"protocol\":3,\"durable\":true,\"power_cuts\":\"lazy\"}}'; sleep 5",
+    );
+    assert!(error.contains("neither null nor one of the models process, data, names, torn, reorder"), "{error}");
+    let error =
+        refusal("read line; echo '{\"id\":0,\"ok\":{\"protocol\":3,\"durable\":true,\"power_cuts\":true}}'; sleep 5");
+    assert!(error.contains("`power_cuts` is true, neither null nor"), "{error}");
+    let error = refusal(
+        "read line; echo '{\"id\":0,\"ok\":{\"protocol\":3,\"durable\":false,\"power_cuts\":\"names\"}}'; sleep 5",
+    );
+    assert!(error.contains("`power_cuts` declares a promise, but `durable` is false"), "{error}");
+    for model in ["process", "data", "names", "torn", "reorder"] {
+        let h = CommandHarness::start_with(
+            &format!(
+                "read line; echo '{{\"id\":0,\"ok\":{{\"protocol\":3,\"durable\":true,\"power_cuts\":\"{model}\"}}}}'; sleep 5"
+            ),
+            Duration::from_secs(2),
+        )
+        .expect("a promise of a model starts");
+        assert_eq!(h.hello().power_cuts.map(|m| m.name()), Some(model));
+    }
 }
 
 #[test]
 fn an_adapter_of_a_version_the_driver_does_not_know_is_refused_at_hello() {
-    let error = refusal("read line; echo '{\"id\":0,\"ok\":{\"protocol\":3,\"durable\":false}}'; sleep 5");
+    let error = refusal("read line; echo '{\"id\":0,\"ok\":{\"protocol\":4,\"durable\":false}}'; sleep 5");
     assert!(
-        error.contains("it speaks protocol 3, which this driver does not know (it runs protocol 2 only)"),
+        error.contains("it speaks protocol 4, which this driver does not know (it runs protocol 3 only)"),
         "{error}"
     );
     assert!(error.contains(VERSIONS_SECTION), "{error}");
     // A list of versions without the driver's: refused, naming them.
-    let error = refusal("read line; echo '{\"id\":0,\"ok\":{\"protocol\":[3,4],\"durable\":false}}'; sleep 5");
-    assert!(error.contains("it speaks protocol 3, 4, which this driver does not know"), "{error}");
+    let error = refusal("read line; echo '{\"id\":0,\"ok\":{\"protocol\":[4,5],\"durable\":false}}'; sleep 5");
+    assert!(error.contains("it speaks protocol 4, 5, which this driver does not know"), "{error}");
     // No version at all.
     let error = refusal("read line; echo '{\"id\":0,\"ok\":{\"protocol\":0,\"durable\":false}}'; sleep 5");
     assert!(error.contains("`protocol` is neither a version"), "{error}");
@@ -80,16 +141,16 @@ fn an_adapter_of_a_version_the_driver_does_not_know_is_refused_at_hello() {
     let error = refusal(
         "read line; echo '{\"id\":0,\"error\":{\"kind\":\"InvalidArgument\",\"name\":\"Unrepresentable\",\"message\":\"protocol 1 only\"}}'; sleep 5",
     );
-    assert!(error.contains("this driver runs protocol 2") && error.contains(VERSIONS_SECTION), "{error}");
+    assert!(error.contains("this driver runs protocol 3") && error.contains(VERSIONS_SECTION), "{error}");
 }
 
 #[test]
 fn an_adapter_that_speaks_several_versions_runs_the_drivers() {
     let h = CommandHarness::start_with(
-        "read line; echo '{\"id\":0,\"ok\":{\"protocol\":[1,2,3],\"durable\":false}}'; sleep 5",
+        "read line; echo '{\"id\":0,\"ok\":{\"protocol\":[1,2,3,4],\"durable\":false,\"power_cuts\":null}}'; sleep 5",
         Duration::from_secs(2),
     )
-    .expect("an adapter that speaks 2 among others starts");
+    .expect("an adapter that speaks 3 among others starts");
     assert_eq!(h.hello().protocol, PROTOCOL);
     let error = refusal("read line; echo '{\"id\":0,\"ok\":{\"protocol\":[1],\"durable\":false}}'; sleep 5");
     assert!(error.contains("it speaks protocol 1, which this driver no longer runs"), "{error}");
@@ -139,7 +200,7 @@ const AT_ONCE: Duration = Duration::from_secs(5);
 fn an_adapter_that_exits_right_after_hello_ends_the_run_at_once() {
     // It closes its output, then exits a moment later: the driver waits for the exit status.
     ends_at_once(
-        "read l; echo '{\"id\":0,\"ok\":{\"protocol\":2,\"durable\":false}}'; exec >&-; sleep 0.03; exit 3",
+        "read l; echo '{\"id\":0,\"ok\":{\"protocol\":3,\"durable\":false,\"power_cuts\":null}}'; exec >&-; sleep 0.03; exit 3",
         CommandHarness::TIMEOUT,
         AT_ONCE,
         "closed its standard output: it exited (exit status: 3)",
@@ -148,7 +209,7 @@ fn an_adapter_that_exits_right_after_hello_ends_the_run_at_once() {
 
 #[test]
 fn an_adapter_that_writes_garbage_or_a_wrong_id_or_invalid_utf8_ends_the_run_at_once() {
-    let hello = "read l; echo '{\"id\":0,\"ok\":{\"protocol\":2,\"durable\":false}}'; read l;";
+    let hello = "read l; echo '{\"id\":0,\"ok\":{\"protocol\":3,\"durable\":false,\"power_cuts\":null}}'; read l;";
     ends_at_once(&format!("{hello} echo garbage; exec cat > /dev/null"), CommandHarness::TIMEOUT, AT_ONCE, "not JSON");
     ends_at_once(
         &format!("{hello} echo '{{\"id\":999,\"ok\":null}}'; exec cat > /dev/null"),
@@ -168,7 +229,7 @@ fn an_adapter_that_writes_garbage_or_a_wrong_id_or_invalid_utf8_ends_the_run_at_
 fn a_silent_adapter_ends_the_run_within_one_timeout() {
     // It reads on and stays alive, but answers nothing after `hello`; and one that stops reading.
     let timeout = Duration::from_secs(2);
-    let hello = "read l; echo '{\"id\":0,\"ok\":{\"protocol\":2,\"durable\":false}}';";
+    let hello = "read l; echo '{\"id\":0,\"ok\":{\"protocol\":3,\"durable\":false,\"power_cuts\":null}}';";
     let bound = timeout + AT_ONCE;
     ends_at_once(&format!("{hello} while read l; do :; done"), timeout, bound, "no answer within 2s");
     ends_at_once(&format!("{hello} exec sleep 600"), timeout, bound, "no answer within 2s");

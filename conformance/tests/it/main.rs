@@ -13,6 +13,7 @@ mod judge;
 mod linearizability;
 mod memory;
 mod oracle;
+mod power_driver;
 mod schema;
 mod search;
 mod services;
