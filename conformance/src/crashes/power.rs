@@ -200,7 +200,38 @@ const RECOVERY_MARGIN: Duration = Duration::from_secs(5);
 mod tests {
     use std::collections::BTreeSet;
 
-    use super::{TRAPS, trap_kind};
+    use reservation_store::{Instant, Operation, Outcome};
+
+    use super::{TRAPS, trap_kind, unheard};
+    use crate::history::{Call, Event, Return};
+
+    fn event(call: Call, ret: Return, called: u64, returned: u64) -> Event {
+        let (clock_at_call, clock_at_return) = (Instant::ZERO, Instant::ZERO);
+        Event { thread: 0, round: 0, clock_at_call, clock_at_return, key: 0, call, ret, called, returned }
+    }
+
+    /// A cut that began at stamp 10 (the counter's next stamp when the power went off): an answer
+    /// stamped 9 was heard; one stamped 10 or later came after the cut, a lookup's dropped, an
+    /// operation's outcome unknown.
+    #[test]
+    fn an_answer_stamped_at_the_cut_or_later_was_not_heard() {
+        let confirm = Call::Op(Operation::Confirm { owner: 0, version: reservation_store::Version::UNVERSIONED });
+        let taken = Return::Outcome(Outcome::Confirmed);
+        let mut out = vec![
+            event(Call::Lookup, Return::Lookup(None), 7, 9),
+            event(Call::Lookup, Return::Lookup(None), 8, 10),
+            event(confirm.clone(), taken.clone(), 5, 9),
+            event(confirm.clone(), taken.clone(), 6, 10),
+            event(confirm, taken.clone(), 6, 11),
+        ];
+        unheard(&mut out, 10);
+        let kept: Vec<(u64, bool)> = out.iter().map(|e| (e.returned, e.ret == taken)).collect();
+        assert_eq!(kept, [(9, false), (9, true), (10, false), (11, false)], "{out:?}");
+        assert!(matches!(out[0].ret, Return::Lookup(None)));
+        for e in &out[2..] {
+            assert!(matches!(&e.ret, Return::Storage { indeterminate: true, .. }), "{e:?}");
+        }
+    }
 
     /// Whatever kind a run starts from, its four bursts (crashes 1, 3, 5 and 7) set each kind once.
     #[test]
