@@ -440,7 +440,14 @@ fn run_with(harness: &dyn DynHarness, settings: &crate::Settings, cuts: bool) ->
     report.clock_set_back = capabilities.durable || cuts;
     let judged = WallInstant::now();
     let verdict = match trouble {
-        Some(f) => Err(f),
+        // A store that could not be opened again after a cut: the cut, with what it took back, is
+        // its cause as much as the store's error.
+        Some(mut f) => {
+            if let Some((n, cut)) = report.crashes.last().and_then(|c| c.cut.as_ref().map(|cut| (c.n, cut))) {
+                f.context.insert(0, format!("crash {n} was {cut}"));
+            }
+            Err(f)
+        }
         None => judge(check, &names, &events, (&harms, &report.crashes), &labels, &set_back),
     };
     report.judge = judged.elapsed();

@@ -220,8 +220,8 @@ mod tests {
         let mut out = vec![
             event(Call::Lookup, Return::Lookup(None), 7, 9),
             event(Call::Lookup, Return::Lookup(None), 8, 10),
-            event(confirm.clone(), taken.clone(), 5, 9),
-            event(confirm.clone(), taken.clone(), 6, 10),
+            event(confirm, taken.clone(), 5, 9),
+            event(confirm, taken.clone(), 6, 10),
             event(confirm, taken.clone(), 6, 11),
         ];
         unheard(&mut out, 10);
@@ -236,10 +236,10 @@ mod tests {
     /// Whatever kind a run starts from, its four bursts (crashes 1, 3, 5 and 7) set each kind once.
     #[test]
     fn four_bursts_set_each_kind_of_trap_once() {
-        for from in 0..TRAPS.len() {
+        for (from, first) in TRAPS.iter().enumerate() {
             let kinds: BTreeSet<String> = [1, 3, 5, 7].iter().map(|c| format!("{:?}", trap_kind(from, *c))).collect();
             assert_eq!(kinds.len(), TRAPS.len(), "from {from}: {kinds:?}");
-            assert_eq!(trap_kind(from, 1), TRAPS[from], "the first burst sets the kind the run starts from");
+            assert_eq!(trap_kind(from, 1), *first, "the first burst sets the kind the run starts from");
         }
     }
 }

@@ -405,17 +405,19 @@ impl Adapter {
 
 impl Drop for Adapter {
     fn drop(&mut self) {
-        // Closing standard input asks the adapter to exit; then it is killed, by its process id.
+        // Closing standard input asks the adapter to exit, for half a second; then it is killed.
+        // Either way every process left in its process group is killed (a server it started and
+        // did not stop): the group lives on, under the adapter's id, while one of them does.
         self.outbox.close();
         let mut child = lock(&self.child);
+        let pid = rustix::process::Pid::from_child(&child);
         for _ in 0..50 {
             if matches!(child.try_wait(), Ok(Some(_))) {
-                return;
+                break;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        // Its whole process group: a server it started goes with it.
-        let _ = rustix::process::kill_process_group(rustix::process::Pid::from_child(&child), Signal::KILL);
+        let _ = rustix::process::kill_process_group(pid, Signal::KILL);
         let _ = child.kill();
         let _ = child.wait();
     }

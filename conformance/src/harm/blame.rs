@@ -72,9 +72,10 @@ pub(crate) fn blame(
 }
 
 /// The operations of `ops` called before `at`, those that had not returned by then taken as
-/// operations whose outcome is unknown.
+/// operations whose outcome is unknown. `at` is a harm's start, the history counter's next stamp
+/// then: an event stamped `at` or later came after it.
 fn called_before(ops: &[Event], at: u64) -> Vec<Event> {
-    ops.iter().filter(|e| e.called < at).map(|e| if e.returned > at { unknown(e) } else { e.clone() }).collect()
+    ops.iter().filter(|e| e.called < at).map(|e| if e.returned >= at { unknown(e) } else { e.clone() }).collect()
 }
 
 /// `e`, its outcome unknown.

@@ -77,12 +77,15 @@ fn p1_the_correct_file_store_passes_the_power_cut_check_through_the_driver_resta
     assert!(run.report.to_string().contains("inside the disk"), "{}", run.report);
     // Requests were sent to the adapters started after each cut, and counted.
     assert!(harness.requests() > before + 100, "{} requests", harness.requests() - before);
-    // After the check the adapter, killed at its end, is started again for the next store.
+    // After the check the adapter, killed at its end, is started again for the next store: its
+    // `hello`, the `open` and a lookup are three more requests, counted on top of the others.
     assert!(harness.broken().is_none());
+    let sent = harness.requests();
     let store = harness.store(reservation_store::ManualClock::new(reservation_store::Instant::ZERO));
     let scope = reservation_store::ReservationScope::parse("user", Some("acme"), "user-name").expect("a scope");
     let key = reservation_store::Key::new("alice").expect("a key");
     assert_eq!(harness.block_on(reservation_store::ReservationStore::lookup(&store, &scope, &key)).ok(), Some(None));
+    assert_eq!(harness.requests() - sent, 3);
 }
 
 /// Every adapter process a cut ended is gone (killed, not left running beside the next one on
@@ -114,6 +117,30 @@ fn p1_each_cut_kills_the_adapters_process_group_and_starts_it_again() {
     assert!(left.is_empty(), "processes a cut should have killed are running: {left:?} of {started:?}");
 }
 
+/// A harness dropped takes its adapter's whole process group with it: a process the adapter
+/// started and left running (a server of its own) does not outlive the run.
+#[test]
+fn a_harness_dropped_leaves_no_process_of_its_adapter_running() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let pid = dir.path().join("pid");
+    let adapter = format!("sleep 600 & echo $! > {}; {}", pid.display(), command("", ""));
+    let harness = CommandHarness::start(&adapter).expect("the Python file store starts");
+    let pid = std::fs::read_to_string(&pid).expect("the child's process id");
+    let stat = format!("/proc/{}/stat", pid.trim());
+    let alive =
+        || std::fs::read_to_string(&stat).is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, r)| !r.starts_with('Z')));
+    assert!(alive(), "the adapter's child is not running");
+    drop(harness);
+    let started = std::time::Instant::now();
+    while alive() && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(), "the adapter's child outlived its harness");
+}
+
 /// An adapter that cannot be started again after a cut, or declares another promise when it is,
 /// fails the check with that reason, and the harness is broken from then on: no later check runs
 /// on it.
@@ -133,6 +160,8 @@ fn an_adapter_that_does_not_come_back_alike_after_a_cut_fails_the_check_and_brea
         let run = power_cuts(&harness, &Settings::default().with_seed(1));
         let failure = run.verdict.expect_err("the check went on without its adapter");
         assert!(failure.to_string().contains(says), "{says:?}: {failure}");
+        // The cut it did not come back from is named beside its error.
+        assert!(failure.context.first().is_some_and(|c| c.contains("was a power cut under the `")), "{failure}");
         let broken = harness.broken().expect("the harness is broken");
         assert!(broken.contains(says), "{broken}");
     }

@@ -10,7 +10,7 @@
 //! Making a cluster needs root (the server itself runs as the `postgres` user) and Linux (the
 //! processes are found through `/proc`); signals are sent with the `kill` command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -77,13 +77,25 @@ pub(crate) struct Cluster {
 }
 
 impl Cluster {
-    /// A new cluster, not started, with `settings` in its `postgresql.conf`.
+    /// A new cluster, not started, with `settings` in its `postgresql.conf`, its data in
+    /// postgresql-common's place.
     fn create(version: &str, n: u32, role: &str, settings: &[(&str, &str)]) -> Result<Cluster, StorageError> {
+        Cluster::create_at(version, n, role, settings, None)
+    }
+
+    /// As [`Cluster::create`], its data directory `data` when given.
+    fn create_at(
+        version: &str,
+        n: u32,
+        role: &str,
+        settings: &[(&str, &str)],
+        data: Option<PathBuf>,
+    ) -> Result<Cluster, StorageError> {
         let me = std::process::id();
         let started = process::stat(me).map_or(0, |s| s.started);
         let name = format!("{PREFIX}{me}-{started}-{n}-{role}");
         let port = free_port()?;
-        let data = PathBuf::from(format!("/var/lib/postgresql/{version}/{name}"));
+        let data = data.unwrap_or_else(|| PathBuf::from(format!("/var/lib/postgresql/{version}/{name}")));
         let cluster = Cluster { version: version.to_owned(), name, port, data, server: None };
         let port = port.to_string();
         let settings: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -94,8 +106,14 @@ impl Cluster {
             args.extend(["-o", setting.as_str()]);
         }
         // initdb's own writes are not synced: only an operating-system crash could lose them,
-        // and the tests crash the server, never the system. The server runs with `fsync` on.
-        args.extend(["--", "--auth-local=trust", "--auth-host=trust", "--no-sync"]);
+        // and the tests crash the server, never the system (the server runs with `fsync` on).
+        // A cluster in a power-cut check's directory is synced whole by initdb: a power cut would
+        // take back a cluster that was never synced, and the check is about what the server
+        // acknowledges, not what initdb made.
+        args.extend(["--", "--auth-local=trust", "--auth-host=trust"]);
+        if role != POWERED {
+            args.push("--no-sync");
+        }
         process::run("pg_createcluster", &args, COMMAND_LIMIT)?;
         Ok(cluster)
     }
@@ -334,6 +352,53 @@ fn ask(runtime: &Runtime, port: u16, sql: &str) -> Result<bool, StorageError> {
     })
 }
 
+/// The settings of every cluster that must keep what it acknowledged: each commit's WAL synced
+/// before it is acknowledged.
+const DURABLE: [(&str, &str); 3] = [("fsync", "on"), ("synchronous_commit", "on"), ("shared_buffers", "32MB")];
+
+/// The role in the name of a cluster in a power-cut check's directory.
+const POWERED: &str = "powered";
+
+/// A cluster whose data directory is in a directory the power-cut check mounts a disk on: made
+/// there at the first start, started again on what each cut left.
+pub(crate) struct Powered {
+    cluster: Cluster,
+    /// The directory the check gave.
+    pub(crate) dir: PathBuf,
+}
+
+impl Powered {
+    /// A new cluster with its data in `dir/data`, with [`DURABLE`]'s settings and then
+    /// `settings` (a later one of a name wins), started.
+    pub(crate) fn start_in(runtime: &Runtime, dir: &Path, settings: &[(&str, &str)]) -> Result<Powered, StorageError> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let version = version()?;
+        drop_stale(&version);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let all: Vec<(&str, &str)> = DURABLE.iter().chain(settings).copied().collect();
+        let mut cluster = Cluster::create_at(&version, n, POWERED, &all, Some(dir.join("data")))?;
+        // initdb synced the data directory and everything in it, not the name of the directory
+        // in its parent: made durable here, as it would be on a machine set up before it ran.
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| StorageError::with_source(format!("syncing {}", dir.display()), e))?;
+        cluster.start(runtime)?;
+        Ok(Powered { cluster, dir: dir.to_path_buf() })
+    }
+
+    /// Kills whatever is left of the server (it ran on a disk that lost power) and starts it
+    /// again on the data the cut left: the server's own crash recovery runs.
+    pub(crate) fn restart(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
+        self.cluster.crash()?;
+        self.cluster.start(runtime)
+    }
+
+    /// The connection string of the server.
+    pub(crate) fn url(&self) -> String {
+        format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.cluster.port())
+    }
+}
+
 /// A primary and, replicated, its standby, each a cluster of its own; clusters taken out of
 /// service by a failover stay, stopped, until these are dropped.
 pub(crate) struct Clusters {
@@ -352,7 +417,7 @@ impl Clusters {
         let version = version()?;
         drop_stale(&version);
         let n = N.fetch_add(1, Ordering::Relaxed);
-        let mut settings = vec![("fsync", "on"), ("synchronous_commit", "on"), ("shared_buffers", "32MB")];
+        let mut settings = DURABLE.to_vec();
         if replication == Replication::Synchronous {
             settings.push(("synchronous_standby_names", "*"));
         }

@@ -1,15 +1,16 @@
 //! [`PostgresHarness`]: the conformance suite's harness for [`PostgresStore`] (feature
 //! `conformance`).
 
+use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reservation_conformance::faults::{Fault, not_offered};
-use reservation_conformance::{Capabilities, Harness, Settings};
+use reservation_conformance::{Capabilities, Harness, Persistence, Settings};
 use reservation_store::{ManualClock, StorageError};
 use tokio::runtime::Runtime;
 
-use crate::cluster::{Clusters, Replication};
+use crate::cluster::{Clusters, Powered, Replication};
 use crate::schema::quote;
 use crate::{PostgresOptions, PostgresStore, Time};
 
@@ -50,6 +51,11 @@ const STALE: Duration = Duration::from_secs(6 * 3600);
 ///   primary dies, an indeterminate error (the commit is on the dead primary's disk, not on the
 ///   standby's). Stopping the standby's WAL receiver instead would lose nothing: what the
 ///   primary had sent would wait in the standby's socket, and be read once it went on.
+///
+/// Power cuts: a harness made by [`PostgresHarness::on_cluster`] declares that its server
+/// survives a power cut under `names` ([`Capabilities::power_cuts`]), and for the power-cut check
+/// ([`Harness::store_in`]) starts a server of its own whose data directory is in the directory
+/// the check mounts its disk on, killed and started again on what each cut left.
 pub struct PostgresHarness {
     runtime: Runtime,
     url: String,
@@ -58,6 +64,10 @@ pub struct PostgresHarness {
     /// The servers of a harness made by [`PostgresHarness::on_cluster`]; dropped last, once the
     /// runtime and its connections are gone.
     clusters: Option<Mutex<Clusters>>,
+    /// The server in the power-cut check's directory ([`Harness::store_in`]), while there is one.
+    powered: Mutex<Option<Powered>>,
+    /// The settings of that server beyond the durable ones (test only: `fsync = off`).
+    power_settings: Vec<(&'static str, &'static str)>,
 }
 
 impl PostgresHarness {
@@ -109,7 +119,15 @@ impl PostgresHarness {
             Ok::<_, StorageError>(store)
         })?;
         let clusters = clusters.map(Mutex::new);
-        Ok(PostgresHarness { runtime, url: url.to_owned(), options, base, clusters })
+        Ok(PostgresHarness {
+            runtime,
+            url: url.to_owned(),
+            options,
+            base,
+            clusters,
+            powered: Mutex::new(None),
+            power_settings: Vec::new(),
+        })
     }
 
     /// The settings that suit this store, for the run to start from: 300 differential scripts
@@ -171,6 +189,23 @@ impl PostgresHarness {
     }
 }
 
+/// Planted bugs, for the crate's own tests only (feature `broken-variants`).
+#[cfg(feature = "broken-variants")]
+impl PostgresHarness {
+    /// BROKEN ON PURPOSE: the server this harness starts in the power-cut check's directory runs
+    /// with `fsync = off`, so nothing it writes is ever synced, while the harness still promises
+    /// to survive power cuts: a cut takes back commits it acknowledged.
+    pub fn broken_without_fsync(mut self) -> Self {
+        self.power_settings.push(("fsync", "off"));
+        self
+    }
+}
+
+/// What a harness that runs its own servers promises when the machine loses power: a server with
+/// `fsync` and `synchronous_commit` on keeps every acknowledged commit through a power cut that
+/// takes back every unsynced byte and name (the power-cut check's measure, RELIABILITY.md).
+const POWER_PROMISE: Persistence = Persistence::Names;
+
 /// The harness's runtime: two worker threads.
 fn runtime() -> Result<Runtime, StorageError> {
     tokio::runtime::Builder::new_multi_thread()
@@ -231,10 +266,39 @@ impl Harness for PostgresHarness {
         self.runtime.block_on(future)
     }
 
+    /// Durable; a harness that runs its own servers ([`PostgresHarness::on_cluster`]) promises
+    /// too that a power cut under `names` takes back nothing acknowledged: its server
+    /// in the power-cut check's directory syncs each commit's WAL before it is acknowledged.
     fn capabilities(&self) -> Capabilities {
         // The store persists the instant of every change per scope (D10 across a restart); the
         // checks share the schema, each in a namespace of its own, so none moves another's clock.
-        Capabilities::default().with_durable(true)
+        let durable = Capabilities::default().with_durable(true);
+        if self.clusters.is_some() { durable.with_power_cuts(POWER_PROMISE) } else { durable }
+    }
+
+    /// For a harness that runs its own servers: a store on a server of its own whose data
+    /// directory is in `dir`, made there at the first call; at every later one the server that
+    /// ran there (on a disk that lost power) is killed and started again on what the cut left,
+    /// and its crash recovery runs, as on a machine restarting.
+    fn store_in(&self, dir: &Path, clock: ManualClock) -> Option<Self::Store> {
+        self.clusters.as_ref()?;
+        let mut powered = self.powered.lock().unwrap_or_else(PoisonError::into_inner);
+        let server = match powered.take() {
+            Some(mut server) if server.dir == dir => server.restart(&self.runtime).map(|()| server),
+            other => {
+                drop(other);
+                Powered::start_in(&self.runtime, dir, &self.power_settings)
+            }
+        };
+        let server = server.unwrap_or_else(|e| {
+            panic!("starting PostgreSQL in {}: {}", dir.display(), reservation_store::error_chain(&e))
+        });
+        let store =
+            self.runtime.block_on(PostgresStore::connect(&server.url(), Time::Local(clock), self.options.clone()));
+        *powered = Some(server);
+        Some(store.unwrap_or_else(|e| {
+            panic!("connecting to PostgreSQL in {}: {}", dir.display(), reservation_store::error_chain(&e))
+        }))
     }
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {

@@ -111,8 +111,9 @@
 //! - `broken-variants`: test only, never for use. Planted bugs that the conformance suite must
 //!   catch: a key locked by `SELECT … FOR UPDATE` alone, which misses a row not yet written; and
 //!   sessions with `synchronous_commit = off`, whose commits a server crash can lose after they
-//!   were acknowledged; and a store that does not persist the instant of its changes, whose clock
-//!   goes back across a restart. Only the crate's own tests enable it, through their dev-dependency on the
+//!   were acknowledged; a store that does not persist the instant of its changes, whose clock
+//!   goes back across a restart; and a harness whose server in the power-cut check's directory
+//!   runs with `fsync = off`. Only the crate's own tests enable it, through their dev-dependency on the
 //!   crate. A normal build has no way to make the store skip its advisory lock or its durable
 //!   commit.
 //!

@@ -8,6 +8,7 @@ mod corrupt;
 mod fault_check;
 mod linearizability;
 mod options;
+mod power_cut;
 mod schema;
 mod silent;
 mod storage_errors;
