@@ -19,7 +19,7 @@ use reservation_conformance::faults::Fault;
 use reservation_conformance::judge_times::{Load, measure};
 use reservation_conformance::{CheckResult, DynHarness, Harness, MemoryHarness, Report, Settings, run_matching_with};
 use reservation_model::cli::{BAD_ARGUMENTS, parse};
-use reservation_postgres::{PostgresHarness, PostgresOptions};
+use reservation_postgres::{PostgresHarness, PostgresOptions, Replication};
 use reservation_redis::{RedisHarness, RedisOptions};
 use reservation_sqlite::SqliteHarness;
 use reservation_store::error_chain;
@@ -182,7 +182,8 @@ enum Stores {
     Memory,
     /// SqliteStore, on a scratch database file
     Sqlite,
-    /// PostgresStore, on the server at --pg-url
+    /// PostgresStore, on the server at --pg-url, and its crash and power-cut checks on a cluster
+    /// of its own (Debian's pg_createcluster, as root; skipped, saying so, elsewhere)
     Postgres,
     /// RedisStore, on the server at --redis-url, and its durable check on a redis-server of its
     /// own with an append-only file
@@ -209,6 +210,11 @@ const DURABILITY_CHECKS: [&str; 5] = [
     "p1_crashes_at_chosen_points_keep_every_state",
     "p1_power_cuts_take_back_nothing_the_store_promised",
 ];
+
+/// The checks that `conform postgres` runs again on a cluster of its own, which it can crash and
+/// start on a disk that can lose power: the shared server can be neither.
+const OWN_SERVER_CHECKS: [&str; 2] =
+    ["p1_crashes_at_chosen_points_keep_every_state", "p1_power_cuts_take_back_nothing_the_store_promised"];
 
 /// `FAULT=COMMAND`: a fault the harness causes, by its name, and the command that causes it.
 fn fault_command(s: &str) -> Result<(Fault, String), String> {
@@ -459,7 +465,31 @@ fn conform(stores: Stores, suite: &Suite) -> bool {
             let harness = PostgresHarness::connect(&suite.pg_url, PostgresOptions::default());
             let named = stores == Stores::Postgres;
             let base = PostgresHarness::settings();
-            conform_service(suite, ("PostgresStore", "postgres"), &suite.pg_url, harness, base, named)
+            let (mut ok, mut text) =
+                conform_service(suite, ("PostgresStore", "postgres"), &suite.pg_url, harness, base, named);
+            // Crashes and power cuts need servers of its own (Debian's pg_createcluster, as
+            // root): the crash check kills its server, the power-cut check starts one on a disk
+            // that can lose power. Without them the part is skipped, saying why.
+            let checks = OWN_SERVER_CHECKS.into_iter().filter(|name| suite.runs(name)).collect::<Vec<_>>();
+            if !checks.is_empty() {
+                let name = "PostgresStore on a cluster of its own";
+                match PostgresHarness::on_cluster(Replication::None, PostgresOptions::default()) {
+                    Ok(cluster) => {
+                        let settings = PostgresHarness::settings();
+                        let (own_ok, own_text) =
+                            section(suite, (name, "postgres"), &cluster, settings, |n| checks.contains(&n));
+                        ok &= own_ok;
+                        text.push_str(&own_text);
+                    }
+                    Err(e) => {
+                        let required = reservation_conformance::services::services_required();
+                        let verdict = if required { "DOES NOT CONFORM" } else { "skipped" };
+                        ok &= !required;
+                        text.push_str(&format!("{name}: {verdict}: no cluster of its own: {}\n\n", error_chain(&e)));
+                    }
+                }
+            }
+            (ok, text)
         }));
     }
     if matches!(stores, Stores::Redis | Stores::All) {

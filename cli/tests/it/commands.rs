@@ -887,6 +887,24 @@ fn conform_postgres_runs_the_checks_asked_for_and_the_durable_check_or_says_why_
     assert!(out.contains("p1_durable"), "the durable check did not run:\n{out}");
     assert!(out.contains("ok      r1_"), "the check asked for did not run:\n{out}");
     assert_only_ran(&out, &["r1_", "p1_"]);
+    // The crash and power-cut checks on a cluster of its own, which it crashes and starts on a
+    // disk that can lose power; or a line saying why not.
+    let own = "PostgresStore on a cluster of its own";
+    if out.contains(&format!("{own}: skipped: no cluster of its own")) {
+        assert!(!reservation_conformance::services::services_required(), "{out}");
+        return;
+    }
+    assert!(out.contains(&format!("{own}: conforms")), "{out}");
+    // Its crash note (the shared server's, before it, crashes nothing).
+    let crashed = out.lines().any(|l| {
+        l.starts_with("note: p1_crashes") && l.contains("crashes through Fault::Crash") && !l.contains(" 0 crashes")
+    });
+    assert!(crashed, "no crash of its own server:\n{out}");
+    assert!(out.contains("ok      p1_power_cuts"), "the power-cut check did not run:\n{out}");
+    // Where FUSE mounts (required with the services), eight cuts were made.
+    if reservation_conformance::services::services_required() {
+        assert!(out.contains("8 power cuts"), "{out}");
+    }
 }
 
 /// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
