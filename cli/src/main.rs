@@ -473,21 +473,19 @@ fn conform(stores: Stores, suite: &Suite) -> bool {
             let checks = OWN_SERVER_CHECKS.into_iter().filter(|name| suite.runs(name)).collect::<Vec<_>>();
             if !checks.is_empty() {
                 let name = "PostgresStore on a cluster of its own";
-                match PostgresHarness::on_cluster(Replication::None, PostgresOptions::default()) {
-                    Ok(cluster) => {
-                        let settings = PostgresHarness::settings();
-                        let (own_ok, own_text) =
-                            section(suite, (name, "postgres"), &cluster, settings, |n| checks.contains(&n));
-                        ok &= own_ok;
-                        text.push_str(&own_text);
-                    }
-                    Err(e) => {
-                        let required = reservation_conformance::services::services_required();
-                        let verdict = if required { "DOES NOT CONFORM" } else { "skipped" };
-                        ok &= !required;
-                        text.push_str(&format!("{name}: {verdict}: no cluster of its own: {}\n\n", error_chain(&e)));
-                    }
-                }
+                let (own_ok, own_text) =
+                    match PostgresHarness::on_cluster(Replication::None, PostgresOptions::default()) {
+                        Ok(cluster) => section(suite, (name, "postgres"), &cluster, PostgresHarness::settings(), |n| {
+                            checks.contains(&n)
+                        }),
+                        Err(e) => {
+                            let required = reservation_conformance::services::services_required();
+                            let verdict = if required { "DOES NOT CONFORM" } else { "skipped" };
+                            (!required, format!("{name}: {verdict}: no cluster of its own: {}\n\n", error_chain(&e)))
+                        }
+                    };
+                ok &= own_ok;
+                text.push_str(&own_text);
             }
             (ok, text)
         }));

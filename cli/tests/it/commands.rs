@@ -907,6 +907,37 @@ fn conform_postgres_runs_the_checks_asked_for_and_the_durable_check_or_says_why_
     }
 }
 
+/// Without the means to make a cluster of its own (no `pg_createcluster` on the `PATH`), `conform
+/// postgres` skips the checks it runs there, saying why, and still conforms; with the services
+/// required, it does not conform.
+#[test]
+fn conform_postgres_without_clusters_of_its_own_skips_their_checks_or_fails_when_required() {
+    for required in [false, true] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_reservation"));
+        command.args(["conform", "postgres", "--only", "p1_crashes"]).env("PATH", "/nonexistent");
+        if required {
+            command.env("RESERVATION_REQUIRE_SERVICES", "1");
+        } else {
+            command.env_remove("RESERVATION_REQUIRE_SERVICES");
+        }
+        let o = command.output().expect("reservation ran");
+        let out = text(&o);
+        if out.contains("PostgresStore: DOES NOT CONFORM: no server at") {
+            assert!(!reservation_conformance::services::services_required(), "no PostgreSQL server answered:\n{out}");
+            return;
+        }
+        let own = "PostgresStore on a cluster of its own";
+        if required {
+            assert!(out.contains(&format!("{own}: DOES NOT CONFORM: no cluster of its own: ")), "{out}");
+            assert_eq!(o.status.code(), Some(1), "{out}");
+        } else {
+            assert!(out.contains(&format!("{own}: skipped: no cluster of its own: ")), "{out}");
+            assert!(out.contains("PostgresStore: conforms"), "{out}");
+            assert_eq!(o.status.code(), Some(0), "{out}");
+        }
+    }
+}
+
 /// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
 mod long {
     use super::*;

@@ -50,6 +50,12 @@ fn p1_the_power_cut_check_passes_postgres_with_fsync_and_synchronous_commit() {
         panic!("{failure}");
     }
     assert_eq!(run.report.crashes.len(), if mounts() { 8 } else { 0 }, "{}", run.report);
+    // A second run of the check on the same harness, in a directory of its own: a server of its
+    // own there, not the first run's started again on a disk that is gone.
+    let again = cut(&h, 2);
+    if let Err(failure) = again.verdict {
+        panic!("the second run: {failure}");
+    }
 }
 
 /// Whether `text`, a failure, names WAL bytes that were written and never synced.
