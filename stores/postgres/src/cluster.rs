@@ -74,7 +74,12 @@ pub(crate) struct Cluster {
     data: PathBuf,
     /// The postmaster: `pg_ctlcluster --foreground` becomes it.
     server: Option<Child>,
+    /// The last lines `pg_ctlcluster` wrote on its standard error, since its last start.
+    said: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
 }
+
+/// How many lines of `pg_ctlcluster`'s standard error a cluster keeps.
+const SAID_LINES: usize = 5;
 
 impl Cluster {
     /// A new cluster, not started, with `settings` in its `postgresql.conf`, its data in
@@ -96,7 +101,7 @@ impl Cluster {
         let name = format!("{PREFIX}{me}-{started}-{n}-{role}");
         let port = free_port()?;
         let data = data.unwrap_or_else(|| PathBuf::from(format!("/var/lib/postgresql/{version}/{name}")));
-        let cluster = Cluster { version: version.to_owned(), name, port, data, server: None };
+        let cluster = Cluster { version: version.to_owned(), name, port, data, server: None, said: Default::default() };
         let port = port.to_string();
         let settings: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let mut args = vec![version, cluster.name.as_str(), "-p", &port, "-d"];
@@ -130,13 +135,32 @@ impl Cluster {
 
     /// Starts the server and waits until it answers.
     fn start(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
-        let child = Command::new("pg_ctlcluster")
+        let mut child = Command::new("pg_ctlcluster")
             .args(["--foreground", "--stdlog", &self.version, &self.name, "start"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| StorageError::with_source("running `pg_ctlcluster --foreground`", e))?;
+        // What `pg_ctlcluster` says before the server logs anything (a data directory that is
+        // gone), its last lines kept for an error, read to its end so that it never blocks.
+        let said = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+        let (read_out, all_read) = std::sync::mpsc::channel::<()>();
+        if let Some(stderr) = child.stderr.take() {
+            let said = std::sync::Arc::clone(&said);
+            std::thread::spawn(move || {
+                let _read_out = read_out;
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let mut said = said.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if said.len() == SAID_LINES {
+                        said.pop_front();
+                    }
+                    said.push_back(line.chars().take(300).collect::<String>());
+                }
+            });
+        }
+        self.said = said;
         self.server = Some(child);
         let mut ended = None;
         // Another server answering on the port is not this one: the answer must come from the
@@ -150,19 +174,28 @@ impl Cluster {
             (Ok(()), None) => Ok(()),
             (Ok(()), Some(status)) => {
                 self.server = None;
+                // What it said, read to its end (the channel closes then), for at most a second.
+                let _ = all_read.recv_timeout(Duration::from_secs(1));
                 Err(StorageError::new(format!("cluster {}: the server ended ({status}){}", self.name, self.log_tail())))
             }
             (Err(e), _) => Err(StorageError::new(format!("{e}{}", self.log_tail()))),
         }
     }
 
-    /// The last lines of the server's log, for an error message.
+    /// The last lines of the server's log, and of what `pg_ctlcluster` said, for an error
+    /// message.
     fn log_tail(&self) -> String {
         let log = format!("/var/log/postgresql/postgresql-{}-{}.log", self.version, self.name);
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let tail = lines.get(lines.len().saturating_sub(5)..).unwrap_or_default();
-        if tail.is_empty() { String::new() } else { format!("; its log ends:\n{}", tail.join("\n")) }
+        let mut shown = if tail.is_empty() { String::new() } else { format!("; its log ends:\n{}", tail.join("\n")) };
+        let said = self.said.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !said.is_empty() {
+            let said: Vec<&str> = said.iter().map(String::as_str).collect();
+            shown.push_str(&format!("; pg_ctlcluster said:\n{}", said.join("\n")));
+        }
+        shown
     }
 
     /// Every live process of the cluster: the postmaster, whose command line names the cluster's
@@ -328,7 +361,14 @@ fn drop_stale(version: &str) {
             .is_some_and(|s| s.started == started && !matches!(s.state, 'Z' | 'X'));
         if !running {
             // Its drop stops and removes it.
-            drop(Cluster { version: version.to_owned(), name, port: 0, data: PathBuf::new(), server: None });
+            drop(Cluster {
+                version: version.to_owned(),
+                name,
+                port: 0,
+                data: PathBuf::new(),
+                server: None,
+                said: Default::default(),
+            });
         }
     }
 }

@@ -145,3 +145,24 @@ fn power_cut_rates_of_postgres() {
     }
     assert!(all, "a broken server went uncaught on some seed, or the durable one failed");
 }
+
+/// A server that cannot start again (its data directory gone, as a cut can take it) fails with
+/// what `pg_ctlcluster` said, not only with its exit status.
+#[test]
+fn a_server_that_cannot_start_again_says_why() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(h) = cluster(options()) else { return };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // The server runs as the `postgres` user, which must reach the directory.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("permissions");
+    let clock = reservation_store::ManualClock::new(reservation_conformance::START);
+    let first = h.store_in(dir.path(), clock.clone()).expect("a store in the directory");
+    drop(first);
+    std::fs::remove_dir_all(dir.path().join("data")).expect("the data directory removed");
+    let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.store_in(dir.path(), clock)));
+    let why = match again {
+        Ok(_) => panic!("a server started with its data directory gone"),
+        Err(payload) => payload.downcast_ref::<String>().cloned().unwrap_or_default(),
+    };
+    assert!(why.contains("pg_ctlcluster said:") && why.contains("data"), "{why}");
+}
