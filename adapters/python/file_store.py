@@ -31,7 +31,8 @@ RESERVATION_FILE_BUG plants one durability bug, to show the power-cut check catc
   snapshot-never-synced      the snapshot is renamed into place without being synced
   truncate-before-snapshot   the log is emptied (and synced) before the snapshot is written
 
---promise MODEL declares another promise (`process`, `data`, `names`, `torn`, `reorder`).
+--promise MODEL declares another promise (`process`, `data`, `names`, `torn`, `reorder`);
+RESERVATION_FILE_PERIOD sets how many records the log holds before a compaction (64).
 """
 
 import os
@@ -46,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import store as base  # noqa: E402  (the rules and the protocol loop of store.py)
 
 BUG = os.environ.get("RESERVATION_FILE_BUG", "")
-PERIOD = 64
+PERIOD = int(os.environ.get("RESERVATION_FILE_PERIOD", "64"))  # records between compactions
 LOG, SNAPSHOT, TEMP = "log", "snapshot", "snapshot.tmp"
 HEADER = struct.Struct("<II")  # a record's length and its CRC-32
 
