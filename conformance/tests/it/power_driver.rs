@@ -88,6 +88,12 @@ fn p1_the_correct_file_store_passes_the_power_cut_check_through_the_driver_resta
     assert_eq!(harness.requests() - sent, 3);
 }
 
+/// Whether process `pid` runs (a zombie, dead and not yet reaped, does not).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+}
+
 /// Every adapter process a cut ended is gone (killed, not left running beside the next one on
 /// the disk that came back), and each cut started one more.
 #[test]
@@ -108,10 +114,6 @@ fn p1_each_cut_kills_the_adapters_process_group_and_starts_it_again() {
     // The first adapter, one after each cut, and one more for the store the check ended with
     // (started on demand: none yet); each with its sleeping child.
     assert_eq!(started.len(), 2 * (cuts + 1), "{started:?} after {cuts} cuts");
-    let alive = |pid: &str| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
-    };
     std::thread::sleep(Duration::from_millis(200));
     let left: Vec<&&str> = started.iter().filter(|pid| alive(pid)).collect();
     assert!(left.is_empty(), "processes a cut should have killed are running: {left:?} of {started:?}");
@@ -129,9 +131,8 @@ fn a_harness_dropped_leaves_no_process_of_its_adapter_running() {
     let adapter = format!("sleep 600 & echo $! > {}; {}", pid.display(), command("", ""));
     let harness = CommandHarness::start(&adapter).expect("the Python file store starts");
     let pid = std::fs::read_to_string(&pid).expect("the child's process id");
-    let stat = format!("/proc/{}/stat", pid.trim());
-    let alive =
-        || std::fs::read_to_string(&stat).is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, r)| !r.starts_with('Z')));
+    let pid = pid.trim();
+    let alive = || alive(pid);
     assert!(alive(), "the adapter's child is not running");
     drop(harness);
     let started = std::time::Instant::now();

@@ -63,32 +63,31 @@ fn names_unsynced_wal(text: &str) -> bool {
     text.contains("of /data/pg_wal/") && text.contains("were written and never synced")
 }
 
+/// The failure of the power-cut check on `h` (seed 1), P1, its first lines shown as `what`'s; `None`
+/// where FUSE does not mount.
+fn caught_p1(h: &PostgresHarness, what: &str) -> Option<String> {
+    let run = cut(h, 1);
+    if !mounts() {
+        return None;
+    }
+    let failure = run.verdict.expect_err(&format!("{what} passed the power-cut check"));
+    let text = failure.to_string();
+    eprintln!("PostgreSQL, {what}: {}", text.lines().take(4).collect::<Vec<_>>().join("\n"));
+    assert_eq!(failure.rule, Some(Rule::P1), "{text}");
+    Some(text)
+}
+
 #[test]
 fn p1_the_power_cut_check_catches_sessions_with_synchronous_commit_off() {
     let Some(h) = cluster(options().broken_commit_before_flush()) else { return };
-    let run = cut(&h, 1);
-    if !mounts() {
-        return;
-    }
-    let failure = run.verdict.expect_err("synchronous_commit = off passed the power-cut check");
-    let text = failure.to_string();
-    eprintln!("PostgreSQL, synchronous_commit off: {}", text.lines().take(4).collect::<Vec<_>>().join("\n"));
-    assert_eq!(failure.rule, Some(Rule::P1), "{text}");
+    let Some(text) = caught_p1(&h, "synchronous_commit = off") else { return };
     assert!(names_unsynced_wal(&text), "{text}");
 }
 
 #[test]
 fn p1_the_power_cut_check_catches_a_server_with_fsync_off() {
     let Some(h) = cluster(options()) else { return };
-    let h = h.broken_without_fsync();
-    let run = cut(&h, 1);
-    if !mounts() {
-        return;
-    }
-    let failure = run.verdict.expect_err("fsync = off passed the power-cut check");
-    let text = failure.to_string();
-    eprintln!("PostgreSQL, fsync off: {}", text.lines().take(4).collect::<Vec<_>>().join("\n"));
-    assert_eq!(failure.rule, Some(Rule::P1), "{text}");
+    let Some(text) = caught_p1(&h.broken_without_fsync(), "fsync = off") else { return };
     assert!(text.contains("were written and never synced"), "{text}");
 }
 
