@@ -24,7 +24,7 @@ pub(crate) const HOLDS: usize = 2;
 /// their index in [`Names`], or a lookup.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum Call {
-    /// An operation, decided by [`spec::apply`].
+    /// An operation, decided by [`reservation_store::spec::apply`].
     Op(Operation<u8, u8>),
     /// A lookup.
     Lookup,

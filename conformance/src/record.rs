@@ -248,7 +248,7 @@ impl Contender {
 }
 
 /// Runs `ops` operations (about; whole rounds) from `threads` threads on a fresh store of
-/// `harness` and returns the history, ordered by call: each thread a [`Contender`]. Between
+/// `harness` and returns the history, ordered by call: each thread a `Contender`. Between
 /// rounds the clock moves by a random step (often zero); during a round thread 0 moves it by a
 /// millisecond after one operation in four, so that other threads' operations see it move. The
 /// history keeps the default [`Ceilings`] ([`record_with`]).
@@ -256,7 +256,7 @@ pub fn record(harness: &dyn DynHarness, threads: usize, ops: usize, seed: u64) -
     record_with(harness, threads, ops, seed, Ceilings::default())
 }
 
-/// [`record`], keeping `ceilings` ([`crate::gate`]): at most `ceilings.in_flight` operations in
+/// [`record`], keeping `ceilings` (the gates): at most `ceilings.in_flight` operations in
 /// flight on one key, a quiet point on every key at least every `ceilings.segment` operations and
 /// `ceilings.unknown` unknown outcomes, and clock moves that widen no window beyond
 /// `ceilings.window`.

@@ -69,7 +69,7 @@ pub fn script() -> impl Strategy<Value = Vec<(Op, bool)>> {
 /// Runs the differential check across restarts on `harness` with `settings`: [`SCRIPTS`]
 /// scripts, each on one store of `harness`, closed and reopened
 /// through [`crate::Harness::reopen`] at seeded steps. Fails on the first script whose outcomes
-/// or lookups differ from the specification's ([`shrink`]ed), P1 where a reopen lost or made up a
+/// or lookups differ from the specification's (`shrink`ed), P1 where a reopen lost or made up a
 /// state. The seed is the differential's ([`crate::Settings::seed`], drawn when unset and printed
 /// on failure).
 pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats, Failure> {

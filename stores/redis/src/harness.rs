@@ -633,7 +633,7 @@ impl Harness for RedisHarness {
     /// A store on the harness's pool; on a server of the harness's own, which a reopen or a crash
     /// kills and restarts (breaking every connection the pool held), on a pool of its own. A test
     /// may be cutting that server's connections already while the store connects: the connection
-    /// is tried up to [`CONNECT_TRIES`] times, 25 ms apart.
+    /// is tried up to `CONNECT_TRIES` times, 25 ms apart.
     fn store(&self, clock: ManualClock) -> Self::Store {
         if self.server().is_none() {
             return self.base.with_time(Time::Local(clock));
