@@ -21,7 +21,7 @@ use reservation_conformance::{CheckResult, DynHarness, Harness, MemoryHarness, R
 use reservation_model::cli::{BAD_ARGUMENTS, parse};
 use reservation_postgres::{PostgresHarness, PostgresOptions, Replication};
 use reservation_redis::{RedisHarness, RedisOptions};
-use reservation_sqlite::SqliteHarness;
+use reservation_sqlite::{SqliteHarness, SqliteOptions};
 use reservation_store::error_chain;
 
 /// The exit codes, under the program's help.
@@ -180,7 +180,8 @@ struct VectorsArgs {
 enum Stores {
     /// MemoryStore, in memory
     Memory,
-    /// SqliteStore, on a scratch database file
+    /// SqliteStore, on a scratch database file with synchronous NORMAL, and its durability
+    /// checks again with FULL (power cuts under every model)
     Sqlite,
     /// PostgresStore, on the server at --pg-url, and its crash and power-cut checks on a cluster
     /// of its own (Debian's pg_createcluster, as root; skipped, saying so, elsewhere)
@@ -210,6 +211,12 @@ const DURABILITY_CHECKS: [&str; 5] = [
     "p1_crashes_at_chosen_points_keep_every_state",
     "p1_power_cuts_take_back_nothing_the_store_promised",
 ];
+
+/// What `conform sqlite` says before the suite's run with `NORMAL`.
+const SQLITE_NORMAL: &str = "SqliteStore runs the suite with synchronous NORMAL, which survives a process crash and not a \
+                             power cut (its power-cut check cuts it under `process` only); the durability checks run \
+                             again below with FULL, SQLite's default, which promises to survive a power cut under \
+                             every model.";
 
 /// The checks that `conform postgres` runs again on a cluster of its own, which it can crash and
 /// start on a disk that can lose power: the shared server can be neither.
@@ -513,11 +520,33 @@ fn conform(stores: Stores, suite: &Suite) -> bool {
         }));
     }
     if matches!(stores, Stores::Sqlite | Stores::All) {
-        parts.push(Box::new(|| match SqliteHarness::new() {
-            Ok(harness) => {
-                section(suite, ("SqliteStore", "sqlite"), &harness, Settings::default().with_cases(1_000), |_| true)
+        parts.push(Box::new(|| {
+            let (mut ok, mut text) = match SqliteHarness::new() {
+                Ok(harness) => {
+                    let (ok, text) = section(
+                        suite,
+                        ("SqliteStore", "sqlite"),
+                        &harness,
+                        Settings::default().with_cases(1_000),
+                        |_| true,
+                    );
+                    (ok, format!("{SQLITE_NORMAL}\n{text}"))
+                }
+                Err(e) => (false, format!("SqliteStore: cannot open a scratch database: {}\n", error_chain(&e))),
+            };
+            // The durability checks again with `FULL`, SQLite's default, which promises to survive
+            // a power cut under every model.
+            let checks = DURABILITY_CHECKS.into_iter().filter(|name| suite.runs(name)).collect::<Vec<_>>();
+            if !checks.is_empty() {
+                let name = "SqliteStore, synchronous FULL";
+                let (full_ok, full_text) = match SqliteHarness::scratch(SqliteOptions::default()) {
+                    Ok(full) => section(suite, (name, "sqlite"), &full, Settings::default(), |n| checks.contains(&n)),
+                    Err(e) => (false, format!("{name}: cannot open a scratch database: {}\n", error_chain(&e))),
+                };
+                ok &= full_ok;
+                text.push_str(&full_text);
             }
-            Err(e) => (false, format!("SqliteStore: cannot open a scratch database: {}\n", error_chain(&e))),
+            (ok, text)
         }));
     }
     std::thread::scope(|scope| {

@@ -320,7 +320,9 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> CrashRun {
 /// when no operation reaches the trap first, at the burst's watch point. A burst's churn goes on
 /// changing until the trap holds an operation (4,096 changes or the watch's two seconds at
 /// most), so that a trap on names meets the store's next compaction (a snapshot made and renamed
-/// into place) whatever its period. After
+/// into place) whatever its period. A store that promises `torn` or `reorder` gets, in the turn of
+/// the trap on either, a trap on a tear (the sync of a log whose unsynced write crosses a sector),
+/// cut under `torn`, which tears that write. After
 /// each cut the store is dropped and opened again on what the cut left, and every key is judged
 /// as after any crash; a failure names the cut, its model and every unsynced effect it took back
 /// ("bytes 4096-4120 of /log were written and never synced").
@@ -637,7 +639,7 @@ impl<H: Harness> Run<'_, H> {
     fn crash(&mut self, store: H::Store, kind: CrashKind, r: &mut XorShift) -> Option<H::Store> {
         const QUIET: &str = "quiet: right after an acknowledged change, nothing in flight";
         if let (CrashKind::Cut, Some(power)) = (kind, self.power) {
-            let model = power.model(self.runner.harms().len(), r);
+            let model = power.model(self.runner.harms().len(), None, r);
             let seed = r.next();
             let began = self.runner.begin();
             // Bound first: the disk's lock must be let go before the store is opened again.

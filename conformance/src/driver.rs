@@ -39,6 +39,7 @@ pub use crate::protocol::ProtocolError;
 pub use crate::protocol::{Hello, MAX_LINE, PROTOCOL, SCHEMA, VERSIONS, VERSIONS_SECTION};
 #[doc(hidden)]
 pub use crate::protocol::{check_answer, error_names};
+pub(crate) use client::unopened;
 pub use client::{CommandHarness, CommandStore};
 pub use serve::serve;
 

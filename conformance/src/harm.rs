@@ -130,6 +130,8 @@ pub(crate) enum Silence {
     Broken(String),
     /// No answer within [`RECOVERY`]; the store's last answer.
     Last(String),
+    /// The store was never opened: the adapter answered its `open` with this error.
+    Unopened(String),
 }
 
 impl Silence {
@@ -141,6 +143,11 @@ impl Silence {
                 check,
                 Rule::P1,
                 format!("the store did not answer within {RECOVERY:.0?} after {what}; its last answer: {last}"),
+            ),
+            Silence::Unopened(why) => Failure::new(
+                check,
+                Rule::P1,
+                format!("the store could not be opened again on its own storage after {what}: {why}"),
             ),
         }
     }
@@ -220,7 +227,11 @@ impl<'a, H: Harness> Runner<'a, H> {
             }));
             match answered {
                 Ok(Ok(_)) => return Ok(began.elapsed()),
-                Ok(Err(e)) => last = show_error(&e),
+                // A store the adapter did not open will not answer: no use waiting either.
+                Ok(Err(e)) => match crate::driver::unopened(&e) {
+                    Some(why) => return Err(Silence::Unopened(why)),
+                    None => last = show_error(&e),
+                },
                 Err(p) => last = format!("the store panicked: {}", panic_message(&*p)),
             }
             std::thread::sleep(Duration::from_millis(5));

@@ -19,7 +19,7 @@ use crate::tree::{FsError, Ino, Kind, Tree};
 const TTL: Duration = Duration::from_secs(1);
 
 /// Which operations a [`Trap`] counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TrapOn {
     /// Writes, size changes and changes of names included.
     Write,
@@ -31,14 +31,21 @@ pub enum TrapOn {
     /// counted on its directory. Rare beside writes, they mark a store's compactions and
     /// checkpoints (a snapshot written under a new name and renamed over the old).
     Names,
+    /// Syncs of a file that holds synced bytes and has an unsynced write across a sector boundary
+    /// (a log's tail, [`Tree::can_tear`]): a cut that holds one, under
+    /// [`Persistence::Torn`](crate::Persistence::Torn), tears that write. A `Sync` trap counts
+    /// them too.
+    Tear,
 }
 
 impl TrapOn {
-    /// Whether a trap on `self` counts an operation of kind `op` (`Write`, `Sync` or `Names`).
+    /// Whether a trap on `self` counts an operation of kind `op` (`Write`, `Sync`, `Names`, or
+    /// `Tear` for a sync that a cut can tear a write of).
     pub fn counts(self, op: TrapOn) -> bool {
         match self {
             TrapOn::Any => true,
             TrapOn::Write => matches!(op, TrapOn::Write | TrapOn::Names),
+            TrapOn::Sync => matches!(op, TrapOn::Sync | TrapOn::Tear),
             on => on == op,
         }
     }
@@ -205,7 +212,8 @@ impl Fs {
 
     fn sync(&self, ino: INodeNo, reply: ReplyEmpty) {
         let done = self.live().and_then(|state| {
-            let mut state = self.pass(state, ino.0, TrapOn::Sync, "a sync")?;
+            let on = if state.tree.can_tear(ino.0) { TrapOn::Tear } else { TrapOn::Sync };
+            let mut state = self.pass(state, ino.0, on, "a sync")?;
             match state.tree.node(ino.0).map_err(errno)?.kind {
                 Kind::Dir => state.counts.dir_syncs += 1,
                 Kind::File => state.counts.file_syncs += 1,

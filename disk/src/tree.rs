@@ -41,7 +41,9 @@ pub enum Persistence {
     Names,
     /// As [`Persistence::Names`], except that each file keeps a seeded prefix of its unsynced
     /// writes in order, the first write not kept whole kept in part, up to a sector boundary of
-    /// the file (a write torn by the cut).
+    /// the file (a write torn by the cut). Where a file has unsynced writes that cross a sector
+    /// boundary, the cut tears one of them, drawn, at a boundary inside it, drawn: a torn cut
+    /// tears whenever a write can be torn.
     Torn,
     /// As [`Persistence::Names`], except that each file keeps a seeded subset of its unsynced
     /// writes, in their order (a disk that reordered them).
@@ -117,6 +119,14 @@ pub enum Change {
 }
 
 impl Change {
+    /// Whether a cut can tear it: a write that crosses a sector boundary of its file.
+    fn can_tear(&self) -> bool {
+        match self {
+            Change::Write { offset, bytes } => (offset / SECTOR + 1) * SECTOR < offset + bytes.len() as u64,
+            Change::SetLen(_) => false,
+        }
+    }
+
     fn apply(&self, data: &mut Vec<u8>) {
         match self {
             Change::Write { offset, bytes } => write_at(data, *offset, bytes),
@@ -457,12 +467,22 @@ impl Tree {
         let node = self.node_mut(ino)?;
         match node.kind {
             Kind::File => {
-                node.synced.clone_from(&node.data);
-                node.unsynced.clear();
+                // The synced bytes with every unsynced change applied are the bytes now: a sync
+                // costs what was written since the last, not the whole file.
+                for change in std::mem::take(&mut node.unsynced) {
+                    change.apply(&mut node.synced);
+                }
             }
             Kind::Dir => node.synced_entries.clone_from(&node.entries),
         }
         Ok(())
+    }
+
+    /// Whether file `ino` has a tail that a cut under [`Persistence::Torn`] can tear: it holds
+    /// synced bytes (a log, not a file being written for the first time), and an unsynced write
+    /// that crosses a sector boundary.
+    pub fn can_tear(&self, ino: Ino) -> bool {
+        self.nodes.get(&ino).is_some_and(|node| !node.synced.is_empty() && node.unsynced.iter().any(Change::can_tear))
     }
 
     /// The names of directory `ino` now, with their nodes.
@@ -547,8 +567,17 @@ impl Tree {
     ) -> Vec<u8> {
         let mut data = node.synced.clone();
         let n = node.unsynced.len() as u64;
+        // A torn cut tears a write where one can be torn (one drawn among them), keeping every
+        // write before it whole; where none can, it keeps a drawn number of whole writes.
         let (whole, torn_at) = match model {
-            Persistence::Torn => (draws.upto(n), true),
+            Persistence::Torn => {
+                let tearable: Vec<u64> =
+                    (0..).zip(&node.unsynced).filter(|(_, c)| c.can_tear()).map(|(i, _)| i).collect();
+                match tearable.len() as u64 {
+                    0 => (draws.upto(n), true),
+                    t => (tearable[usize::try_from(draws.next() % t).unwrap_or(0)], true),
+                }
+            }
             _ => (0, false),
         };
         for (i, change) in (0u64..).zip(&node.unsynced) {
@@ -636,15 +665,14 @@ impl Tree {
 }
 
 /// How many bytes of a write over `offset..end` a tear keeps: up to a sector boundary of the
-/// file strictly inside the write, or none.
+/// file strictly inside the write (one drawn among them), or none where there is none.
 fn torn_prefix(offset: u64, end: u64, draws: &mut Draws) -> u64 {
     let first = (offset / SECTOR + 1) * SECTOR;
     if first >= end {
         return 0;
     }
     let boundaries = (end - 1 - first) / SECTOR + 1;
-    let pick = draws.upto(boundaries);
-    if pick == 0 { 0 } else { first + (pick - 1) * SECTOR - offset }
+    first + (draws.next() % boundaries) * SECTOR - offset
 }
 
 fn check_name(name: &OsStr) -> Result<(), FsError> {

@@ -180,6 +180,7 @@ pub(crate) fn put_trap(out: &mut Out, trap: &Trap) {
         TrapOn::Sync => 1,
         TrapOn::Any => 2,
         TrapOn::Names => 3,
+        TrapOn::Tear => 4,
     };
     out.u8(on).u8(u8::from(trap.path.is_some())).text(trap.path.as_deref().unwrap_or("")).u64(trap.nth);
 }
@@ -190,6 +191,7 @@ pub(crate) fn get_trap(input: &mut In<'_>) -> io::Result<Trap> {
         1 => TrapOn::Sync,
         2 => TrapOn::Any,
         3 => TrapOn::Names,
+        4 => TrapOn::Tear,
         n => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("no trap counts operations of kind {n}"))),
     };
     let has_path = input.u8()? == 1;

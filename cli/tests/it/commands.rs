@@ -249,6 +249,39 @@ fn conform_sqlite_runs_the_checks_asked_for_on_a_scratch_file() {
     assert!(out.contains("SqliteStore: conforms"), "{out}");
     assert!(out.contains("p1_durable_reopen_keeps_every_reservation") && out.contains("r1_"), "{out}");
     assert!(out.contains("2 checks: 2 passed"), "{out}");
+    // The run with NORMAL says what it does not survive; the durable reopen runs again with FULL.
+    assert!(
+        out.contains(
+            "SqliteStore runs the suite with synchronous NORMAL, which survives a process crash and not a power cut"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("SqliteStore, synchronous FULL: conforms") && out.contains("1 checks: 1 passed"), "{out}");
+}
+
+/// `conform sqlite`'s power-cut check runs twice: with NORMAL under `process` only, with FULL
+/// under every model.
+#[test]
+fn conform_sqlite_cuts_full_under_every_model_and_normal_under_process() {
+    let o = reservation(&["conform", "sqlite", "--only", "p1_power_cuts", "--seed", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    let full = out.split_once("conformance suite against SqliteStore, synchronous FULL").map(|(_, full)| full);
+    let full = full.unwrap_or_else(|| panic!("no run with FULL:\n{out}"));
+    let normal =
+        out.split_once("conformance suite against SqliteStore, synchronous FULL").map_or("", |(normal, _)| normal);
+    if out.contains("FUSE (a mount of /dev/fuse), for the power-cut check") && out.contains("skipped") {
+        return;
+    }
+    assert!(normal.contains("power cuts (under process;"), "{normal}");
+    let models = |run: &str| {
+        let note = run.lines().find(|l| l.starts_with("note: p1_power_cuts")).unwrap_or_default().to_owned();
+        note.split_once("(under ")
+            .and_then(|(_, rest)| rest.split_once(';'))
+            .map_or(String::new(), |(m, _)| m.to_owned())
+    };
+    assert_eq!(models(normal), "process", "{normal}");
+    assert!(models(full).ends_with("torn, reorder"), "the declared model every other cut: {full}");
 }
 
 #[test]

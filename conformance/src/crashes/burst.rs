@@ -28,7 +28,8 @@ impl<H: Harness> Run<'_, H> {
     /// A power cut's burst sets a trap first: the k-th write, sync, either, or change of names of
     /// the burst (the kind in turn, `k` drawn from `r`) is held, and a thread that waits for it
     /// cuts the disk at once; a watch point that sees an unacknowledged write first cuts instead,
-    /// but for a trap on names, which waits for the store's compaction.
+    /// but for a trap on names, which waits for the store's compaction, and one on a tear, which
+    /// waits for a write across a sector of a file that holds synced bytes.
     /// Its churn makes changes until the cut (bounded), and the cut waits for it otherwise. The
     /// store is opened again once every thread has returned.
     pub(super) fn burst(
@@ -50,11 +51,12 @@ impl<H: Harness> Run<'_, H> {
         let cut = match self.power {
             // A power-cut run's every crash is a cut.
             Some(power) => {
-                let on = trap_kind(self.traps_from, round);
-                on_names = on == TrapOn::Names;
+                let on = trap_kind(self.traps_from, round, power.tears());
+                // A trap on a tear waits for its tear as one on names waits for a compaction.
+                on_names = matches!(on, TrapOn::Names | TrapOn::Tear);
                 let most = if on_names { TRAP_NAMES_NTH } else { TRAP_NTH };
                 let trap = Trap { on, path: None, nth: 1 + r.below(most) };
-                let model = power.model(self.runner.harms().len(), r);
+                let model = power.model(self.runner.harms().len(), Some(on), r);
                 let seed = r.next();
                 if let Err(e) = lock(&power.disk).set_trap(Some(trap)) {
                     self.trouble =

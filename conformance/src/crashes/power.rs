@@ -28,30 +28,49 @@ pub(super) struct Power {
 }
 
 impl Power {
-    /// The model of cut `n` (from 0): the declared model every other cut, a milder one drawn from
-    /// `r` between them.
-    pub(super) fn model(&self, n: usize, r: &mut XorShift) -> Persistence {
-        let declared = self.models[self.models.len() - 1];
-        if n.is_multiple_of(2) { declared } else { self.models[r.below(self.models.len() as u64) as usize] }
+    /// The model of cut `n` (from 0), a burst's whose trap is `trap` or a quiet one's:
+    /// [`cut_model`] over the models this power cuts under.
+    pub(super) fn model(&self, n: usize, trap: Option<TrapOn>, r: &mut XorShift) -> Persistence {
+        cut_model(&self.models, n, trap, r)
     }
+
+    /// Whether the store promises to survive torn writes: the bursts then set traps on them.
+    pub(super) fn tears(&self) -> bool {
+        self.models.contains(&Persistence::Torn)
+    }
+}
+
+/// The model of cut `n` (from 0) among `models` (the declared one last): the declared model every
+/// other cut, a milder one drawn from `r` between them; but `torn` for a burst whose trap holds a
+/// tear (drawn from `r` all the same), so that the write it holds is torn.
+fn cut_model(models: &[Persistence], n: usize, trap: Option<TrapOn>, r: &mut XorShift) -> Persistence {
+    let declared = models[models.len() - 1];
+    let drawn = if n.is_multiple_of(2) { declared } else { models[r.below(models.len() as u64) as usize] };
+    if trap == Some(TrapOn::Tear) { Persistence::Torn } else { drawn }
 }
 
 /// How many writes or syncs of a burst a trap may count before the one it holds.
 pub(super) const TRAP_NTH: u64 = 24;
 
-/// How many changes of names a trap on names may count before the one it holds: a compaction
-/// makes a few (its snapshot's name, the rename into place).
+/// How many changes of names a trap on names (or tears, one on tears) may count before the one it
+/// holds: a compaction makes a few (its snapshot's name, the rename into place); a log's records
+/// cross a sector every few hundred bytes.
 pub(super) const TRAP_NAMES_NTH: u64 = 2;
 
-/// The kinds of trap a power-cut run's bursts set, in turn: a write, a sync, either, and a change
-/// of names.
+/// The kinds of trap a power-cut run's bursts set, in turn: a write, a sync, either (a tear, for
+/// a store that survives torn writes: [`trap_kind`]), and a change of names.
 pub(super) const TRAPS: [TrapOn; 4] = [TrapOn::Write, TrapOn::Sync, TrapOn::Any, TrapOn::Names];
 
 /// The kind of trap the burst that ends in crash `crash` (from 0: every other crash, the odd
 /// ones, is a burst's) sets, in a run whose first burst sets `TRAPS[from]`: the kinds in turn, so
-/// that a run of four rounds sets each once.
-pub(super) fn trap_kind(from: usize, crash: usize) -> TrapOn {
-    TRAPS[(from + crash / 2) % TRAPS.len()]
+/// that a run of four rounds sets each once. For a store that promises to survive torn writes
+/// (`tears`), a trap on the sync of a write that a cut can tear takes the turn of the trap on
+/// either, and its cut is made under `torn` ([`cut_model`]): a torn write is met on purpose.
+pub(super) fn trap_kind(from: usize, crash: usize, tears: bool) -> TrapOn {
+    match TRAPS[(from + crash / 2) % TRAPS.len()] {
+        TrapOn::Any if tears => TrapOn::Tear,
+        kind => kind,
+    }
 }
 
 /// The disk of a power-cut run, when `harness` declares a promise and FUSE mounts: `Ok(None)`
@@ -202,8 +221,11 @@ mod tests {
 
     use reservation_store::{Instant, Operation, Outcome};
 
-    use super::{TRAPS, trap_kind, unheard};
+    use reservation_disk::{Persistence, TrapOn};
+
+    use super::{TRAPS, cut_model, trap_kind, unheard};
     use crate::history::{Call, Event, Return};
+    use crate::record::XorShift;
 
     fn event(call: Call, ret: Return, called: u64, returned: u64) -> Event {
         let (clock_at_call, clock_at_return) = (Instant::ZERO, Instant::ZERO);
@@ -233,13 +255,40 @@ mod tests {
         }
     }
 
-    /// Whatever kind a run starts from, its four bursts (crashes 1, 3, 5 and 7) set each kind once.
+    /// Whatever kind a run starts from, its four bursts (crashes 1, 3, 5 and 7) set each kind once;
+    /// for a store that survives torn writes, a trap on a tear instead of the trap on either.
     #[test]
     fn four_bursts_set_each_kind_of_trap_once() {
-        for (from, first) in TRAPS.iter().enumerate() {
-            let kinds: BTreeSet<String> = [1, 3, 5, 7].iter().map(|c| format!("{:?}", trap_kind(from, *c))).collect();
-            assert_eq!(kinds.len(), TRAPS.len(), "from {from}: {kinds:?}");
-            assert_eq!(trap_kind(from, 1), *first, "the first burst sets the kind the run starts from");
+        for tears in [false, true] {
+            for (from, first) in TRAPS.iter().enumerate() {
+                let kinds: BTreeSet<TrapOn> = [1, 3, 5, 7].iter().map(|c| trap_kind(from, *c, tears)).collect();
+                assert_eq!(kinds.len(), TRAPS.len(), "from {from}: {kinds:?}");
+                assert_eq!(kinds.contains(&TrapOn::Tear), tears, "from {from}: {kinds:?}");
+                assert_eq!(kinds.contains(&TrapOn::Any), !tears, "from {from}: {kinds:?}");
+                if *first != TrapOn::Any {
+                    assert_eq!(trap_kind(from, 1, tears), *first, "the first burst sets the kind the run starts from");
+                }
+            }
         }
+    }
+
+    /// A burst whose trap holds a tear is cut under `torn`, whatever the cut's number; the others
+    /// under the declared model every other cut and a milder one between, from the same draws.
+    #[test]
+    fn a_trap_on_a_tear_is_cut_under_torn() {
+        let models = Persistence::ALL.to_vec();
+        let (mut a, mut b) = (XorShift(7), XorShift(7));
+        let mut milder = BTreeSet::new();
+        for n in 0..64 {
+            assert_eq!(cut_model(&models, n, Some(TrapOn::Tear), &mut a), Persistence::Torn, "cut {n}");
+            let drawn = cut_model(&models, n, if n % 3 == 0 { None } else { Some(TrapOn::Sync) }, &mut b);
+            if n % 2 == 0 {
+                assert_eq!(drawn, Persistence::Reorder, "cut {n}: the declared model");
+            } else {
+                milder.insert(drawn);
+            }
+            assert_eq!(a.next(), b.next(), "the same draws either way");
+        }
+        assert_eq!(milder.len(), models.len(), "every model is drawn between: {milder:?}");
     }
 }

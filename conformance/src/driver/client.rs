@@ -32,13 +32,27 @@ use crate::settings::Settings;
 /// Lines of the adapter's standard error kept for failure messages.
 const STDERR_TAIL: usize = 20;
 
+/// How the error of every request to a store the adapter did not open begins.
+const NOT_OPENED: &str = "the adapter did not open the store: ";
+
 /// `error`, which kept a store from opening, as the error of a request to that store: still
 /// marked when it was a protocol failure.
 fn not_opened(error: &StorageError) -> StorageError {
     match ProtocolError::of(error) {
-        Some(p) => ProtocolError::error(format!("the adapter did not open the store: {p}")),
-        None => StorageError::new(format!("the adapter did not open the store: {}", error_chain(error))),
+        Some(p) => ProtocolError::error(format!("{NOT_OPENED}{p}")),
+        None => StorageError::new(format!("{NOT_OPENED}{}", error_chain(error))),
     }
+}
+
+/// Why the store that answered `error` was never opened, when that is why: the adapter answered
+/// its `open` with an error (its storage refused, for one), which no wait mends.
+pub(crate) fn unopened(error: &StoreError) -> Option<String> {
+    let StoreError::Storage(e) = error else { return None };
+    let text = match ProtocolError::of(e) {
+        Some(p) => p.details().to_owned(),
+        None => e.to_string(),
+    };
+    text.starts_with(NOT_OPENED).then_some(text)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -778,7 +792,7 @@ impl CommandStore {
 
 impl Drop for CommandStore {
     /// Asks the adapter to close the store (`close`), without waiting for its answer; for a store
-    /// opened in a power-cut check's directory, kills the adapter instead ([`Adapter::power_cut`]).
+    /// opened in a power-cut check's directory, kills the adapter instead (`Adapter::power_cut`).
     fn drop(&mut self) {
         if self.in_dir {
             self.adapter.power_cut();

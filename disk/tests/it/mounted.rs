@@ -115,30 +115,59 @@ fn libc_eio() -> i32 {
     5
 }
 
-#[test]
-fn a_trap_holds_the_chosen_sync_until_the_cut_and_the_cut_lands_inside_it() {
-    let Some((dir, mut disk)) = mount(start()) else { return };
-    let root = dir.path().to_path_buf();
-    disk.set_trap(Some(Trap { on: TrapOn::Sync, path: Some("/wal".to_owned()), nth: 3 })).unwrap();
-    let writer = std::thread::spawn(move || {
+/// A thread that makes `wal` under `root`, syncs `root`, then appends ten records of 100 bytes,
+/// syncing each: how many were acknowledged (synced) before a sync failed.
+fn log_writer(root: std::path::PathBuf) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
         let file = OpenOptions::new().create_new(true).write(true).open(root.join("wal")).unwrap();
         File::open(&root).unwrap().sync_all().unwrap();
         let mut acknowledged = 0u64;
         for i in 0..10u64 {
-            file.write_all_at(&[i as u8; 100], i * 100).unwrap();
+            file.write_all_at(&[i as u8 + 1; 100], i * 100).unwrap();
             if file.sync_data().is_err() {
                 return acknowledged;
             }
             acknowledged = i + 1;
         }
         acknowledged
-    });
+    })
+}
+
+#[test]
+fn a_trap_holds_the_chosen_sync_until_the_cut_and_the_cut_lands_inside_it() {
+    let Some((dir, mut disk)) = mount(start()) else { return };
+    let root = dir.path().to_path_buf();
+    disk.set_trap(Some(Trap { on: TrapOn::Sync, path: Some("/wal".to_owned()), nth: 3 })).unwrap();
+    let writer = log_writer(root);
     assert_eq!(disk.held(Duration::from_secs(10)).unwrap().as_deref(), Some("a sync of /wal"));
     let report = disk.cut(Persistence::Names, 3).unwrap();
     assert_eq!(writer.join().unwrap(), 2, "the third sync failed, two acknowledged");
     assert_eq!(report.held.as_deref(), Some("a sync of /wal"));
     assert_eq!(std::fs::read(dir.path().join("wal")).unwrap().len(), 200, "{report}");
     assert!(report.to_string().contains("bytes 200-300 of /wal were written and never synced"), "{report}");
+}
+
+/// A trap on tears lets by the syncs of writes that no cut can tear and holds the first sync of
+/// one that crosses a sector boundary; the torn cut then tears it there.
+#[test]
+fn a_trap_on_tears_holds_the_sync_of_a_write_across_a_sector_and_the_cut_tears_it() {
+    let Some((dir, mut disk)) = mount(start()) else { return };
+    let root = dir.path().to_path_buf();
+    disk.set_trap(Some(Trap { on: TrapOn::Tear, path: None, nth: 1 })).unwrap();
+    // Records of 100 bytes: the sixth, over bytes 500-600, is the first to cross a sector.
+    let writer = log_writer(root);
+    assert_eq!(disk.held(Duration::from_secs(10)).unwrap().as_deref(), Some("a sync of /wal"));
+    let report = disk.cut(Persistence::Torn, 11).unwrap();
+    assert_eq!(writer.join().unwrap(), 5, "the sixth record's sync was held");
+    assert_eq!(std::fs::read(dir.path().join("wal")).unwrap().len(), 512, "torn at the sector: {report}");
+    assert!(
+        report.to_string().contains("bytes 500-600 of /wal were written and never synced (torn: 12 kept)"),
+        "{report}"
+    );
+    assert!(
+        TrapOn::Sync.counts(TrapOn::Tear) && TrapOn::Any.counts(TrapOn::Tear) && !TrapOn::Write.counts(TrapOn::Tear)
+    );
+    assert!(!TrapOn::Tear.counts(TrapOn::Sync) && !TrapOn::Tear.counts(TrapOn::Write));
 }
 
 /// A trap on names lets writes and syncs by and holds the chosen change of names: a compaction

@@ -328,3 +328,40 @@ fn a_write_or_a_size_beyond_the_largest_file_is_refused_and_changes_nothing() {
     assert_eq!(tree.files(), before);
     assert_eq!(tree.cut(Persistence::Names, 0).1.len(), 2, "the name and the first write, unsynced, and nothing else");
 }
+
+/// Where a file has an unsynced write across a sector boundary, every torn cut tears one such
+/// write at a boundary inside it, keeping the writes before it whole and none after; where none
+/// can tear, it keeps a prefix of whole writes.
+#[test]
+fn a_torn_cut_tears_a_write_whenever_one_can_be_torn() {
+    let mut tree = start();
+    let wal = tree.create(ROOT, OsStr::new("wal"), Kind::File, 0o644, (0, 0)).unwrap();
+    tree.sync(ROOT).unwrap();
+    tree.write(wal, 0, &[1; 100]).unwrap();
+    tree.sync(wal).unwrap();
+    tree.write(wal, 100, &[2; 100]).unwrap();
+    tree.write(wal, 200, &[3; 1000]).unwrap();
+    tree.write(wal, 1200, &[4; 100]).unwrap();
+    assert!(tree.can_tear(wal));
+    for seed in 0..64 {
+        let (after, _) = tree.cut(Persistence::Torn, seed);
+        let kept = after.files()["/wal"].clone();
+        assert!([512, 1024].contains(&kept.len()), "seed {seed}: {} bytes kept", kept.len());
+        assert!(kept[100..200].iter().all(|b| *b == 2) && kept[200..].iter().all(|b| *b == 3), "seed {seed}");
+    }
+    let lens: std::collections::BTreeSet<usize> =
+        (0..64).map(|seed| tree.cut(Persistence::Torn, seed).0.files()["/wal"].len()).collect();
+    assert_eq!(lens.into_iter().collect::<Vec<_>>(), [512, 1024], "both boundaries are drawn");
+    tree.sync(wal).unwrap();
+    tree.write(wal, 1300, &[5; 50]).unwrap();
+    tree.write(wal, 1350, &[6; 50]).unwrap();
+    assert!(!tree.can_tear(wal), "neither write crosses the sector at 1536");
+    let lens: std::collections::BTreeSet<usize> =
+        (0..64).map(|seed| tree.cut(Persistence::Torn, seed).0.files()["/wal"].len()).collect();
+    assert_eq!(lens.into_iter().collect::<Vec<_>>(), [1300, 1350, 1400], "a prefix of whole writes");
+    let fresh = tree.create(ROOT, OsStr::new("snapshot.tmp"), Kind::File, 0o644, (0, 0)).unwrap();
+    tree.sync(ROOT).unwrap();
+    tree.write(fresh, 0, &[7; 1000]).unwrap();
+    assert!(!tree.can_tear(fresh), "a file never synced has no tail to tear");
+    assert!(tree.cut(Persistence::Torn, 3).0.files()["/snapshot.tmp"].len() == 512, "but a torn cut tears it");
+}
