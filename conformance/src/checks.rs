@@ -1132,7 +1132,8 @@ pub fn differential(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failu
 
 /// The differential check across restarts ([`crate::differential::restarts::run`]), of a
 /// durable store: the differential's scripts over every spelling, the store closed and reopened
-/// at seeded steps, every key compared after each reopen.
+/// at seeded steps (for a store that promises to survive power cuts, every other script's
+/// restarts power cuts under that promise), every key compared after each reopen.
 pub fn differential_restarts(h: &dyn DynHarness, settings: &Settings) -> Result<(), Failure> {
     let h = &Erased::new(h);
     if !Requirement::Durable.met_by(h.capabilities()) {

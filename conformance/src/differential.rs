@@ -17,6 +17,7 @@ use crate::failure::Failure;
 use crate::ops::{ClockMove, Op, ReleasePick, VersionPick};
 use crate::oracle;
 
+mod cuts;
 pub mod restarts;
 
 /// The check's function name; failures give its test name ([`Failure::without_rule`]).

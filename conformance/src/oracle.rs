@@ -182,12 +182,29 @@ pub(crate) fn quietly_across_restarts(harness: &dyn DynHarness, script: &[(Op, b
     run(&Erased::new(harness), script, false, RESTARTS)
 }
 
+/// [`quietly_across_restarts`] on any harness: the one whose reopen is a power cut, for one.
+pub(crate) fn quietly_on<H: Harness>(harness: &H, script: &[(Op, bool)]) -> Result<RuleSet, Failure> {
+    run(harness, script, false, RESTARTS)
+}
+
+/// [`ops_across_restarts`] on any harness.
+pub(crate) fn across_restarts_on<H: Harness>(harness: &H, script: &[(Op, bool)]) -> Result<RuleSet, Failure> {
+    twice_on(harness, script, RESTARTS).map_err(|mut failure| {
+        failure.replay = Some(replay_across_restarts(script));
+        failure
+    })
+}
+
 /// The check [`ops_across_restarts`] runs for: its failures name it.
 const RESTARTS: &str = "differential_restarts";
 
 /// Runs `steps` quietly and, when that fails, again with the transcript on.
 fn twice(harness: &dyn DynHarness, steps: &[(Op, bool)], check: &'static str) -> Result<RuleSet, Failure> {
-    let harness = &Erased::new(harness);
+    twice_on(&Erased::new(harness), steps, check)
+}
+
+/// [`twice`] on any harness.
+fn twice_on<H: Harness>(harness: &H, steps: &[(Op, bool)], check: &'static str) -> Result<RuleSet, Failure> {
     run(harness, steps, false, check).map_err(|quiet| {
         // Run again with the transcript on; a store that does not fail twice is flaky.
         run(harness, steps, true, check).err().unwrap_or_else(|| {

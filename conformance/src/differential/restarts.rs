@@ -12,6 +12,10 @@
 //! compactions of stores whose periods span tens to hundreds of changes, and one step in
 //! [`RESTART_ONE_IN`] is followed by a restart, so that restarts fall before, between and after
 //! them. A failing script shrinks as the differential's do, restarts included.
+//!
+//! For a store that promises to survive power cuts, every other script runs with each of its
+//! restarts a cut under the declared model, its storage on a disk that can lose power
+//! (`differential::cuts`).
 
 use std::time::{Duration, Instant as WallInstant};
 
@@ -19,10 +23,14 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
 
+use reservation_store::rules::RuleSet;
+
 use crate::erased::DynHarness;
 use crate::failure::Failure;
 use crate::ops::Op;
 use crate::oracle;
+
+use super::cuts::Cutting;
 
 /// The check's function name; failures give its test name.
 const CHECK: &str = "differential_restarts";
@@ -51,6 +59,8 @@ pub struct Stats {
     pub ops: u64,
     /// Restarts made, over all scripts.
     pub restarts: u64,
+    /// Of those, the restarts that were power cuts.
+    pub cuts: u64,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -66,40 +76,85 @@ pub fn script() -> impl Strategy<Value = Vec<(Op, bool)>> {
     proptest::collection::vec(step(), SHORTEST..=LONGEST)
 }
 
+/// How a script's restarts are made: reopens through the harness, or power cuts.
+#[derive(Clone, Copy)]
+enum Via<'a, 'h> {
+    Reopen(&'h dyn DynHarness),
+    Cut(&'a Cutting<'h>),
+}
+
+impl Via<'_, '_> {
+    /// Runs `script` quietly: whether it passes.
+    fn quietly(self, script: &[(Op, bool)]) -> Result<RuleSet, Failure> {
+        match self {
+            Via::Reopen(harness) => oracle::quietly_across_restarts(harness, script),
+            Via::Cut(cutting) => oracle::quietly_on(cutting, script),
+        }
+    }
+
+    /// Runs `script` with its transcript, when it fails; the cuts it made said beside.
+    fn explained(self, script: &[(Op, bool)]) -> Result<RuleSet, Failure> {
+        match self {
+            Via::Reopen(harness) => oracle::ops_across_restarts(harness, script),
+            Via::Cut(cutting) => oracle::across_restarts_on(cutting, script).map_err(|mut f| {
+                f.context.extend(cutting.said());
+                let replay = f.replay.take().unwrap_or_default();
+                f.replay = Some(format!(
+                    "{replay}\n  (this script's restarts were power cuts: `ops_across_restarts` reopens instead; the seed \
+                     below runs the cuts again)"
+                ));
+                f
+            }),
+        }
+    }
+}
+
 /// Runs the differential check across restarts on `harness` with `settings`: [`SCRIPTS`]
 /// scripts, each on one store of `harness`, closed and reopened
-/// through [`crate::Harness::reopen`] at seeded steps. Fails on the first script whose outcomes
-/// or lookups differ from the specification's (`shrink`ed), P1 where a reopen lost or made up a
-/// state. The seed is the differential's ([`crate::Settings::seed`], drawn when unset and printed
-/// on failure).
+/// through [`crate::Harness::reopen`] at seeded steps; for a store that promises to survive power
+/// cuts (and where FUSE mounts), every other script on a disk that can lose power, each restart a
+/// cut under the declared model. Fails on the first script whose outcomes or lookups differ from
+/// the specification's (`shrink`ed), P1 where a reopen or a cut lost or made up a state. The seed
+/// is the differential's ([`crate::Settings::seed`], drawn when unset and printed on failure).
 pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats, Failure> {
     let seed = settings.seed_or_else(super::draw_seed);
     let started = WallInstant::now();
     let mut runner = TestRunner::new_with_rng(Config::default(), super::rng(seed ^ SALT));
-    let mut stats = Stats { seed, scripts: 0, ops: 0, restarts: 0, elapsed: Duration::ZERO };
+    let mut stats = Stats { seed, scripts: 0, ops: 0, restarts: 0, cuts: 0, elapsed: Duration::ZERO };
     let replay_env = format!("to run the same scripts again: RESERVATION_CONFORMANCE_SEED={seed}");
-    for _ in 0..SCRIPTS {
+    let cutting = Cutting::of(harness, CHECK)?;
+    for n in 0..SCRIPTS {
         let script = script()
             .new_tree(&mut runner)
             .map_err(|reason| Failure::without_rule(CHECK, format!("no script drawn: {reason}; {replay_env}")))?
             .current();
+        let via = match &cutting {
+            Some(cutting) if n % 2 == 1 => Via::Cut(cutting),
+            _ => Via::Reopen(harness),
+        };
+        let restarts = script.iter().filter(|(_, reopen)| *reopen).count() as u64;
         stats.scripts += 1;
         stats.ops += script.len() as u64;
-        stats.restarts += script.iter().filter(|(_, reopen)| *reopen).count() as u64;
-        match oracle::quietly_across_restarts(harness, &script) {
+        stats.restarts += restarts;
+        stats.cuts += if matches!(via, Via::Cut(_)) { restarts } else { 0 };
+        match via.quietly(&script) {
             Ok(_) => {}
             // A script on an adapter that broke the protocol says nothing of the store: reported
             // alone, not shrunk.
             Err(f) if f.is_protocol() => return Err(f),
             Err(first) => {
                 let drawn = script.len();
-                return Err(explained(harness, (drawn, shrink(harness, script)), first, &replay_env));
+                return Err(explained(via, (drawn, shrink(via, script)), first, &replay_env));
             }
         }
     }
     stats.elapsed = started.elapsed();
+    let cuts = match &cutting {
+        Some(cutting) => format!(", {} of them power cuts under `{}`", stats.cuts, cutting.model),
+        None => String::new(),
+    };
     crate::said::say(format!(
-        "{} scripts of {} steps over every spelling the differential draws, the store closed and reopened {} times \
+        "{} scripts of {} steps over every spelling the differential draws, the store closed and reopened {} times{cuts} \
          at steps the seed ({seed}) drew",
         stats.scripts, stats.ops, stats.restarts
     ));
@@ -110,12 +165,12 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> Result<Stats
 /// replay lines beside it; `first`, the drawn script's failure, where `minimal` then passed (a
 /// store that is not deterministic).
 fn explained(
-    harness: &dyn DynHarness,
+    via: Via<'_, '_>,
     (drawn, minimal): (usize, Vec<(Op, bool)>),
     first: Failure,
     replay_env: &str,
 ) -> Failure {
-    let mut failure = oracle::ops_across_restarts(harness, &minimal).err().unwrap_or_else(|| {
+    let mut failure = via.explained(&minimal).err().unwrap_or_else(|| {
         let mut f = first;
         f.problem.push_str(
             " (on the script drawn; shrunk, the script below then passed, as a second run of it: the store is not \
@@ -149,8 +204,8 @@ const SHRINK_FOR: Duration = Duration::from_secs(10);
 /// failure does not need, for at most [`SHRINK_FOR`]. A script of a few hundred steps fails only
 /// where a compaction precedes a restart, so the removal is by chunks, not by the one step at a
 /// time that proptest's shrinking of a list starts with.
-fn shrink(harness: &dyn DynHarness, script: Vec<(Op, bool)>) -> Vec<(Op, bool)> {
-    let fails = |s: &[(Op, bool)]| oracle::quietly_across_restarts(harness, s).is_err_and(|f| !f.is_protocol());
+fn shrink(via: Via<'_, '_>, script: Vec<(Op, bool)>) -> Vec<(Op, bool)> {
+    let fails = |s: &[(Op, bool)]| via.quietly(s).is_err_and(|f| !f.is_protocol());
     shrunk(script, fails, SHRINK_FOR)
 }
 

@@ -810,7 +810,7 @@ fn p1_restarts_over_every_spelling_catch_a_snapshot_that_loses_a_spelling() {
 /// The bug and the correct store over seeds 1 to 20, as RELIABILITY.md gives them:
 /// `cargo test --release -p reservation-conformance --test it restart_rates_over_every_spelling -- --ignored --nocapture`.
 #[test]
-#[ignore = "a measurement: 40 runs of the differential check across restarts"]
+#[ignore = "a measurement: 100 runs of the differential check across restarts"]
 fn restart_rates_over_every_spelling() {
     let passed = (1..=20).filter(|seed| restarted(None, *seed).is_none()).count();
     let caught = (1..=20)
@@ -827,7 +827,21 @@ fn restart_rates_over_every_spelling() {
         })
         .count();
     println!("the correct store passes {passed}/20; SnapshotAsText caught {caught}/20");
+    // The bugs that only a power cut shows, caught by the scripts whose restarts are cuts.
+    let mut cut = Vec::new();
+    for bug in [LogBug::NeverSynced, LogBug::AckBeforeSync, LogBug::DirNeverSynced] {
+        let n = (1..=20)
+            .filter(|seed| {
+                restarted(Some(bug), *seed).is_some_and(|f| {
+                    f.rule == Some(Rule::P1) && f.to_string().contains("each restart of this script was a power cut")
+                })
+            })
+            .count();
+        println!("{bug:?} caught {n}/20 by the scripts whose restarts are power cuts");
+        cut.push(n);
+    }
     assert_eq!((passed, caught), (20, 20));
+    assert!(cut.iter().all(|n| *n == 20), "{cut:?}");
 }
 
 /// The durable-reopen and clock-across-restart checks, on the store with `bug` (or none), seed
@@ -875,4 +889,22 @@ fn p1_restarts_over_every_spelling_count_their_scripts_steps_and_restarts() {
     let expected = stats.ops / u64::from(RESTART_ONE_IN);
     assert!((expected / 2..=expected * 2).contains(&stats.restarts), "{stats:?}");
     assert_ne!(run(2).ops, stats.ops, "another seed, other scripts");
+    // The store promises `names`: every other script's restarts are power cuts.
+    assert_eq!(stats.cuts > 0, mounts(), "{stats:?}");
+    assert!(stats.cuts < stats.restarts, "the other scripts reopen: {stats:?}");
+}
+
+/// A log never synced passes every restart through a reopen (the page cache keeps what it
+/// wrote); the scripts whose restarts are power cuts catch it, P1, over every spelling, the
+/// cut's unsynced bytes named.
+#[test]
+fn p1_restarts_over_every_spelling_that_are_power_cuts_catch_a_log_never_synced() {
+    let Some(failure) = restarted(Some(LogBug::NeverSynced), 1) else {
+        assert!(!mounts(), "the unsynced log passed the restarts that were power cuts");
+        return;
+    };
+    let text = failure.to_string();
+    assert_eq!(failure.rule, Some(Rule::P1), "{text}");
+    assert!(text.contains("each restart of this script was a power cut under `names`"), "{text}");
+    assert!(text.contains("of /store-") && text.contains("/log were written and never synced"), "{text}");
 }
