@@ -16,10 +16,12 @@ use reservation_store::ManualClock;
 
 use crate::erased::{DynHarness, Erased, ErasedStore};
 use crate::failure::Failure;
-use crate::harness::{Capabilities, Harness};
+use crate::harness::Harness;
 
 /// A harness whose stores keep their storage on a disk that can lose power, in a directory of
-/// their own, and whose reopen is a power cut under `model`.
+/// their own, and whose reopen is a power cut under `model`. The oracle that runs scripts on it
+/// asks it for stores, reopens and futures only (its capabilities and whether an adapter broke
+/// are the inner harness's, which the check's caller asks).
 pub(super) struct Cutting<'h> {
     inner: Erased<'h>,
     disk: Mutex<Disk>,
@@ -112,10 +114,6 @@ impl<'h> Harness for Cutting<'h> {
         self.inner.block_on(future)
     }
 
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
     /// A power cut under the declared model, then the store opened again in its directory: `None`
     /// when the disk could not be cut or did not come back ([`Cutting::said`] says why).
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
@@ -130,9 +128,5 @@ impl<'h> Harness for Cutting<'h> {
             return None;
         }
         self.inner.store_in(&dir, clock)
-    }
-
-    fn broken(&self) -> Option<String> {
-        self.inner.broken()
     }
 }

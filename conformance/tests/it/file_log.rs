@@ -394,6 +394,10 @@ fn p1_the_power_cut_check_passes_the_log_store_that_syncs() {
             panic!("seed {seed}: {failure}");
         }
         assert_eq!(run.report.crashes.is_empty(), !mounts(), "{}", run.report);
+        // Never cut beyond its promise: no trap on a tear, no cut under `torn`.
+        let models: Vec<Persistence> =
+            run.report.crashes.iter().filter_map(|c| c.cut.as_ref().map(|c| c.model)).collect();
+        assert!(models.iter().all(|m| *m <= Persistence::Names), "seed {seed}: {models:?}");
     }
 }
 

@@ -355,13 +355,29 @@ fn a_torn_cut_tears_a_write_whenever_one_can_be_torn() {
     tree.sync(wal).unwrap();
     tree.write(wal, 1300, &[5; 50]).unwrap();
     tree.write(wal, 1350, &[6; 50]).unwrap();
-    assert!(!tree.can_tear(wal), "neither write crosses the sector at 1536");
+    tree.write(wal, 1400, &[8; 136]).unwrap();
+    assert!(!tree.can_tear(wal), "no write crosses the sector at 1536: the last ends there");
     let lens: std::collections::BTreeSet<usize> =
         (0..64).map(|seed| tree.cut(Persistence::Torn, seed).0.files()["/wal"].len()).collect();
-    assert_eq!(lens.into_iter().collect::<Vec<_>>(), [1300, 1350, 1400], "a prefix of whole writes");
+    assert_eq!(lens.into_iter().collect::<Vec<_>>(), [1300, 1350, 1400, 1536], "a prefix of whole writes");
     let fresh = tree.create(ROOT, OsStr::new("snapshot.tmp"), Kind::File, 0o644, (0, 0)).unwrap();
     tree.sync(ROOT).unwrap();
     tree.write(fresh, 0, &[7; 1000]).unwrap();
     assert!(!tree.can_tear(fresh), "a file never synced has no tail to tear");
     assert!(tree.cut(Persistence::Torn, 3).0.files()["/snapshot.tmp"].len() == 512, "but a torn cut tears it");
+}
+
+/// A write that ends on a sector boundary is torn only at the boundaries strictly inside it:
+/// never kept whole by a tear.
+#[test]
+fn a_write_that_ends_on_a_sector_is_torn_inside_it_only() {
+    let mut tree = start();
+    let wal = tree.create(ROOT, OsStr::new("wal"), Kind::File, 0o644, (0, 0)).unwrap();
+    tree.sync(ROOT).unwrap();
+    tree.write(wal, 0, &[1; 100]).unwrap();
+    tree.sync(wal).unwrap();
+    tree.write(wal, 100, &[2; 924]).unwrap();
+    let lens: std::collections::BTreeSet<usize> =
+        (0..64).map(|seed| tree.cut(Persistence::Torn, seed).0.files()["/wal"].len()).collect();
+    assert_eq!(lens.into_iter().collect::<Vec<_>>(), [512], "torn at 512, the one boundary inside 100..1024");
 }
