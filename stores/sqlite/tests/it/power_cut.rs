@@ -190,3 +190,74 @@ fn power_cut_rates() {
     println!("| SQLite NORMAL, claiming `names` | caught {caught}/20, P1, the log's unsynced bytes named |");
     assert_eq!((passed, caught), (20, 20));
 }
+
+/// SQLite `FULL` with its file in `dir`: every store the suite asks for opens `reservations.db`
+/// there, durable, with no promise of power cuts (so that the suite runs the same checks wherever
+/// `dir` is).
+struct InDir {
+    inner: SqliteHarness,
+    dir: std::path::PathBuf,
+}
+
+impl Harness for InDir {
+    type Store = SqliteStore<ManualClock>;
+
+    fn store(&self, clock: ManualClock) -> Self::Store {
+        self.inner.store_in(&self.dir, clock).expect("SqliteHarness::store_in gives a store")
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default().with_durable(true)
+    }
+
+    fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
+        drop(store);
+        Some(self.store(clock))
+    }
+}
+
+/// The mount's cost, on SQLite `FULL`: the whole suite (seed 1) with the database file on the
+/// machine's own filesystem and with it on the mount, A B A B, three pairs, the ratio per pair;
+/// then the whole suite with `FULL`'s own harness, its power-cut check (under every model)
+/// included, and that check's part. Prints the figures BENCHMARKS.md gives:
+/// `cargo test --release -p reservation-sqlite --test it mount_cost -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: the whole suite seven times"]
+fn mount_cost() {
+    use std::time::{Duration, Instant};
+    if mount().is_none() {
+        return;
+    }
+    let suite = |mounted: bool| {
+        // A fresh directory on each side, and a fresh mount, so that no run starts from another's
+        // files.
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let disk = mounted.then(|| Disk::mount_tree(dir.path(), Tree::new()).expect("the disk mounts"));
+        let harness = InDir { inner: harness(Synchronous::Full), dir: dir.path().to_path_buf() };
+        let started = Instant::now();
+        let report = reservation_conformance::run_all(&harness, &Settings::default().with_seed(1));
+        assert!(report.is_ok(), "{report}");
+        let took = started.elapsed();
+        drop(harness);
+        drop(disk);
+        took
+    };
+    println!("| pair | on the machine's filesystem | on the mount | ratio |");
+    println!("|---:|---:|---:|---:|");
+    let mut ratios = Vec::new();
+    for pair in 1..=3 {
+        let (a, b): (Duration, Duration) = (suite(false), suite(true));
+        let ratio = b.as_secs_f64() / a.as_secs_f64();
+        ratios.push(ratio);
+        println!("| {pair} | {a:.2?} | {b:.2?} | {ratio:.2} |");
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!("median ratio {:.2}", ratios[ratios.len() / 2]);
+    let started = Instant::now();
+    let report = reservation_conformance::run_all(&harness(Synchronous::Full), &Settings::default().with_seed(1));
+    let whole = started.elapsed();
+    let cut = report.checks.iter().find(|(name, ..)| *name == "p1_power_cuts_take_back_nothing_the_store_promised");
+    let cut = cut.map(|(_, _, took)| *took).expect("the power-cut check ran");
+    println!("the whole suite on SQLite FULL's harness, seed 1: {whole:.2?}, of which the power-cut check {cut:.2?}");
+    assert!(report.is_ok(), "{report}");
+}
