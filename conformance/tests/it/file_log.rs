@@ -773,6 +773,35 @@ fn power_cut_rates_at_other_periods() {
     assert!(all, "a bug went uncaught on some seed at a period up to 100, or the correct store failed");
 }
 
+/// The torn tail read as a record, and the correct store promising `torn`, at other compaction
+/// periods, seeds 1 to 20: a log of 24-byte records crosses a sector from its 22nd record on, so
+/// a store that compacts every 7 records never has a write a cut can tear. Prints the figures
+/// RELIABILITY.md gives:
+/// `cargo test --release -p reservation-conformance --test it torn_rates_at_other_periods -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: 200 runs of the power-cut check"]
+fn torn_rates_at_other_periods() {
+    let mut all = true;
+    for period in [7, 50, 100, 333, 997] {
+        let correct = FileLogHarness::new(None).promising(Persistence::Torn).compacting_every(period);
+        let passed = (1..=20)
+            .filter(|seed| {
+                let run = power_cuts(&correct, &Settings::default().with_seed(*seed));
+                run.verdict.is_ok() && !run.report.crashes.is_empty()
+            })
+            .count();
+        let caught = (1..=20)
+            .filter(|seed| {
+                matches!(caught_at(LogBug::TornTailRead, period, *seed), Ok(Some((Some(Rule::P1), text)))
+                    if names_the_cause(LogBug::TornTailRead, &text))
+            })
+            .count();
+        println!("| {period} | the correct store passes {passed}/20 | TornTailRead caught {caught}/20 |");
+        all &= passed == 20 && (period < 22 || caught == 20);
+    }
+    assert!(all, "the torn tail went uncaught on some seed where a record can tear, or the correct store failed");
+}
+
 /// The differential check across restarts on the store with `bug` (or none) with `seed`: its
 /// failure, or `None` where it passed.
 fn restarted(bug: Option<LogBug>, seed: u64) -> Option<reservation_conformance::Failure> {
