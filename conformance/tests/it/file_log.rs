@@ -940,4 +940,9 @@ fn p1_restarts_over_every_spelling_that_are_power_cuts_catch_a_log_never_synced(
     assert_eq!(failure.rule, Some(Rule::P1), "{text}");
     assert!(text.contains("each restart of this script was a power cut under `names`"), "{text}");
     assert!(text.contains("of /store-") && text.contains("/log were written and never synced"), "{text}");
+    // The seed the failure prints runs the same scripts and the same cuts again: the same failure.
+    let replay = failure.replay.clone().unwrap_or_default();
+    assert!(replay.contains("RESERVATION_CONFORMANCE_SEED=1") && replay.contains("were power cuts"), "{replay}");
+    let again = restarted(Some(LogBug::NeverSynced), 1).expect("the seed replays the failure");
+    assert_eq!((&again.problem, again.rule), (&failure.problem, failure.rule));
 }
