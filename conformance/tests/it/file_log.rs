@@ -628,11 +628,7 @@ fn p1_the_replay_line_of_a_power_cut_failure_fails_again_the_same_way() {
         return;
     };
     let replay = failure.replay.clone().expect("a replay line");
-    let seed: u64 = replay
-        .split_once("RESERVATION_CONFORMANCE_SEED=")
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no seed in the replay line: {replay}"));
+    let seed = crate::replay_seed(&replay);
     assert_eq!(seed, 7, "{replay}");
     assert!(replay.contains("cargo test power_cuts"), "{replay}");
     let again = power_cuts(&FileLogHarness::new(Some(LogBug::NeverSynced)), &Settings::default().with_seed(seed));

@@ -194,11 +194,7 @@ fn p1_a_released_key_that_a_restart_brings_back_is_p1() {
 fn p1_the_replay_line_of_a_crash_check_failure_fails_again_the_same_way() {
     let failure = crashes(Flaw::ReleasesComeBack, 2).verdict.expect_err("the released keys came back unseen");
     let replay = failure.replay.clone().expect("a replay line");
-    let seed: u64 = replay
-        .split_once("RESERVATION_CONFORMANCE_SEED=")
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no seed in the replay line: {replay}"));
+    let seed = crate::replay_seed(&replay);
     assert_eq!(seed, 2, "{replay}");
     let again = crashes(Flaw::ReleasesComeBack, seed).verdict.expect_err("the replay passed");
     assert_eq!((&again.problem, again.rule), (&failure.problem, failure.rule));

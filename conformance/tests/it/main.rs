@@ -31,3 +31,12 @@ mod wrappers;
 /// machine, not the check. The measurement takes this lock to write; the other long tests take it
 /// to read.
 pub static LONG_ALONE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// The seed a failure's replay line gives (`RESERVATION_CONFORMANCE_SEED=N`).
+pub fn replay_seed(replay: &str) -> u64 {
+    replay
+        .split_once("RESERVATION_CONFORMANCE_SEED=")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no seed in the replay line: {replay}"))
+}
