@@ -81,7 +81,16 @@ fn caught_p1(h: &PostgresHarness, what: &str) -> Option<String> {
 fn p1_the_power_cut_check_catches_sessions_with_synchronous_commit_off() {
     let Some(h) = cluster(options().broken_commit_before_flush()) else { return };
     let Some(text) = caught_p1(&h, "synchronous_commit = off") else { return };
-    assert!(names_unsynced_wal(&text), "{text}");
+    // The WAL's unsynced bytes taken back; or none of the WAL among what the cut took back: the
+    // commit was acknowledged while its WAL was still in the server's buffers, never written,
+    // which a server crash loses too (a cut under `names` on seed 1, once in a run of CI's).
+    assert!(names_unsynced_wal(&text) || wal_never_written(&text), "{text}");
+}
+
+/// Whether `text`, a failure after a cut, names no byte of the WAL among what the cut took back:
+/// the lost commit's WAL was never written to its file.
+fn wal_never_written(text: &str) -> bool {
+    text.contains("it took back") && !text.contains("of /data/pg_wal/")
 }
 
 #[test]
@@ -97,6 +106,7 @@ fn p1_the_power_cut_check_catches_a_server_with_fsync_off() {
 fn names_the_cause(text: &str) -> bool {
     text.contains("were written and never synced")
         || text.contains("under the `process` model") && text.contains("nothing unsynced was taken back")
+        || wal_never_written(text)
 }
 
 /// The power-cut check on seeds 1 to 20: the durable server, sessions with
