@@ -287,13 +287,19 @@ proptest! {
     }
 }
 
-#[test]
-fn a_report_names_the_unsynced_write_and_the_unsynced_name() {
+/// A disk holding `/wal`, its name and its first `len` bytes (all 1) synced.
+fn synced_wal(len: usize) -> (Tree, Ino) {
     let mut tree = start();
     let wal = tree.create(ROOT, OsStr::new("wal"), Kind::File, 0o644, (0, 0)).unwrap();
     tree.sync(ROOT).unwrap();
-    tree.write(wal, 0, &[1; 4096]).unwrap();
+    tree.write(wal, 0, &vec![1; len]).unwrap();
     tree.sync(wal).unwrap();
+    (tree, wal)
+}
+
+#[test]
+fn a_report_names_the_unsynced_write_and_the_unsynced_name() {
+    let (mut tree, wal) = synced_wal(4096);
     tree.write(wal, 4096, &[2; 64]).unwrap();
     let tmp = tree.create(ROOT, OsStr::new("snapshot.tmp"), Kind::File, 0o644, (0, 0)).unwrap();
     tree.write(tmp, 0, b"rows").unwrap();
@@ -334,11 +340,7 @@ fn a_write_or_a_size_beyond_the_largest_file_is_refused_and_changes_nothing() {
 /// can tear, it keeps a prefix of whole writes.
 #[test]
 fn a_torn_cut_tears_a_write_whenever_one_can_be_torn() {
-    let mut tree = start();
-    let wal = tree.create(ROOT, OsStr::new("wal"), Kind::File, 0o644, (0, 0)).unwrap();
-    tree.sync(ROOT).unwrap();
-    tree.write(wal, 0, &[1; 100]).unwrap();
-    tree.sync(wal).unwrap();
+    let (mut tree, wal) = synced_wal(100);
     tree.write(wal, 100, &[2; 100]).unwrap();
     tree.write(wal, 200, &[3; 1000]).unwrap();
     tree.write(wal, 1200, &[4; 100]).unwrap();
@@ -371,11 +373,7 @@ fn a_torn_cut_tears_a_write_whenever_one_can_be_torn() {
 /// never kept whole by a tear.
 #[test]
 fn a_write_that_ends_on_a_sector_is_torn_inside_it_only() {
-    let mut tree = start();
-    let wal = tree.create(ROOT, OsStr::new("wal"), Kind::File, 0o644, (0, 0)).unwrap();
-    tree.sync(ROOT).unwrap();
-    tree.write(wal, 0, &[1; 100]).unwrap();
-    tree.sync(wal).unwrap();
+    let (mut tree, wal) = synced_wal(100);
     tree.write(wal, 100, &[2; 924]).unwrap();
     let lens: std::collections::BTreeSet<usize> =
         (0..64).map(|seed| tree.cut(Persistence::Torn, seed).0.files()["/wal"].len()).collect();
