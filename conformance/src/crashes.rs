@@ -50,7 +50,7 @@ mod recipes;
 
 use churn::Churn;
 use explain::crash_failure;
-use power::{POWER_CHECK, Power, TRAPS, mount_power};
+use power::{POWER_CHECK, Power, first_trap, mount_power};
 pub use recipes::RECIPE_NAMES;
 use recipes::{A, RECIPES, Step};
 
@@ -291,7 +291,7 @@ struct Run<'a, H: Harness> {
     writes: AtomicU64,
     /// The churn before quiet crashes and in power cuts' bursts.
     churn: Churn,
-    /// The first trap kind of a power-cut run's bursts, by its index in [`TRAPS`].
+    /// The first trap kind of a power-cut run's bursts, by its index in [`power::TRAPS`].
     traps_from: usize,
     /// Lookups made after crashes.
     checked: AtomicUsize,
@@ -320,12 +320,13 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> CrashRun {
 /// when no operation reaches the trap first, at the burst's watch point. A burst's churn goes on
 /// changing until the trap holds an operation (4,096 changes or the watch's two seconds at
 /// most), so that a trap on names meets the store's next compaction (a snapshot made and renamed
-/// into place) whatever its period. A store that promises `torn` or `reorder` gets, in the turn of
-/// the trap on either, a trap on a tear (the sync of a log whose unsynced write crosses a sector),
-/// cut under `torn`, which tears that write. After
-/// each cut the store is dropped and opened again on what the cut left, and every key is judged
-/// as after any crash; a failure names the cut, its model and every unsynced effect it took back
-/// ("bytes 4096-4120 of /log were written and never synced").
+/// into place) whatever its period; that burst is cut under the declared model and is never the
+/// run's last, so that a later round lets the store finish the compaction and cuts after it. A
+/// store that promises `torn` or `reorder` gets, in the turn of the trap on either, a trap on a
+/// tear (the sync of a log whose unsynced write crosses a sector), cut under `torn`, which tears
+/// that write. After each cut the store is dropped and opened again on what the cut left, and
+/// every key is judged as after any crash; a failure names the cut, its model and every unsynced
+/// effect it took back ("bytes 4096-4120 of /log were written and never synced").
 ///
 /// Where FUSE cannot mount (no `/dev/fuse`, no right to mount) the check says so on standard
 /// error and passes with an empty report, as a missing server does
@@ -395,7 +396,7 @@ fn run_with(harness: &dyn DynHarness, settings: &crate::Settings, cuts: bool) ->
         latest: AtomicU64::new(START.as_millis()),
         writes: AtomicU64::new(0),
         churn: Churn::new(churned.start),
-        traps_from: r.below(TRAPS.len() as u64) as usize,
+        traps_from: first_trap(crashes.rounds, &mut r),
         checked: AtomicUsize::new(0),
         trouble: None,
         power: power.as_ref(),

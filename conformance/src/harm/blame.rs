@@ -244,3 +244,54 @@ fn candidates(names: &Names, ops: &[Event], allowed: &[Option<StoredReservation>
     }
     states
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use reservation_store::{Operation, Outcome, Ttl};
+
+    use super::blame;
+    use crate::failure::Failure;
+    use crate::harm::Harm;
+    use crate::harness::{Fault, START};
+    use crate::history::{Call, Event, Names, Return};
+
+    fn event(thread: usize, (called, returned): (u64, u64), owner: u8, ret: Outcome) -> Event {
+        let call = Call::Op(Operation::Reserve { owner, hold: 0, ttl: Ttl::from_millis(1_000_000).unwrap() });
+        let ret = Return::Outcome(ret);
+        Event { thread, round: 0, clock_at_call: START, clock_at_return: START, key: 0, call, ret, called, returned }
+    }
+
+    /// A crash between stamps 2 and 3, after Alice's pending reservation: then Alice's reserve
+    /// joins it (the crash lost nothing) and Bob takes the key too. No state the crash could have left lets both take it,
+    /// so the store's answers after the crash are to blame (the operations that returned before
+    /// the crash, which linearize, are not what came after it).
+    #[test]
+    fn answers_after_a_harm_that_no_state_it_left_explains_are_the_stores_not_the_harms() {
+        let names = Names::new();
+        let ops = [
+            event(0, (0, 1), 0, Outcome::Taken),
+            event(0, (4, 5), 0, Outcome::Joined),
+            event(1, (6, 7), 2, Outcome::Taken),
+        ];
+        let refs: Vec<&Event> = ops.iter().collect();
+        let harm = Harm {
+            n: 1,
+            fault: Fault::Crash,
+            point: "between",
+            at: Duration::ZERO,
+            took: Duration::ZERO,
+            recovered_after: Some(Duration::ZERO),
+            began: 2,
+            ended: 3,
+        };
+        let blamed_on_the_harm = |_: &super::Blamed<'_>| Failure::without_rule("test", "blamed on the harm");
+        let failure = blame("test", &names, (0, &refs), &[harm], &BTreeMap::new(), blamed_on_the_harm)
+            .expect_err("two owners took one key");
+        let text = failure.to_string();
+        assert!(!text.contains("blamed on the harm"), "{text}");
+        assert!(text.contains("the store broke the rule after the harm, not across it"), "{text}");
+    }
+}

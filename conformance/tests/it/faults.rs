@@ -160,6 +160,31 @@ fn a_restart_that_loses_acknowledged_confirmations_is_caught_by_p1() {
     eprintln!("{text}");
 }
 
+/// The replay line a fault check's failure prints runs the same schedule again and fails the same
+/// way: the seed it names fires the same faults in the same order, and the store is caught by the
+/// same rule, its lost confirmations named. (The operations between the faults are the machine's
+/// timing, so which confirmations are lost may differ.)
+#[test]
+fn p1_the_replay_line_of_a_fault_check_failure_fails_again_the_same_way() {
+    let caught = |seed| {
+        // Four faults, each 120 ms apart, all fired within the run's second.
+        let settings = Settings::from(restarts().with_max_faults(4)).with_seed(seed);
+        let run = run(&Durable::new(8), &settings);
+        let fired: Vec<Fault> = run.report.fired.iter().map(|f| f.fault).collect();
+        (run.verdict.expect_err("the lost confirmations went unseen"), fired)
+    };
+    let (failure, fired) = caught(3);
+    let replay = failure.replay.clone().expect("a replay line");
+    let seed = crate::replay_seed(&replay);
+    assert_eq!(seed, 3, "{replay}");
+    let (again, fired_again) = caught(seed);
+    assert_eq!((again.rule, failure.rule), (Some(Rule::P1), Some(Rule::P1)), "{again}\n{failure}");
+    assert_eq!(fired_again, fired, "the replay fired other faults");
+    for text in [failure.to_string(), again.to_string()] {
+        assert!(text.contains(" acknowledged confirmations lost") && text.contains("was lost after harm"), "{text}");
+    }
+}
+
 /// `MemoryStore` behind a cut that lies: while it lasts, each operation is applied, and then
 /// reported as a determinate error (one that did not happen).
 struct Lying {
