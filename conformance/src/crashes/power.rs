@@ -79,8 +79,9 @@ pub(super) const TRAPS: [TrapOn; 4] = [TrapOn::Write, TrapOn::Sync, TrapOn::Any,
 pub(super) fn first_trap(rounds: usize, r: &mut XorShift) -> usize {
     let kinds = TRAPS.len();
     let names = TRAPS.iter().position(|t| *t == TrapOn::Names).unwrap_or(0);
-    // The first kind that would leave the trap on names to the last round's burst.
-    let names_last = (names + kinds - (rounds.max(1) - 1) % kinds) % kinds;
+    // The first kind that would leave the trap on names to the last round's burst (give or take
+    // a turn of the kinds).
+    let names_last = names + kinds - (rounds.max(1) - 1) % kinds;
     (names_last + 1 + r.below(kinds as u64 - 1) as usize) % kinds
 }
 
@@ -304,6 +305,7 @@ mod tests {
             let firsts: BTreeSet<usize> = (0..200).map(|_| first_trap(rounds, &mut r)).collect();
             assert_eq!(firsts.len(), TRAPS.len() - 1, "{rounds} rounds: {firsts:?}");
             for from in firsts {
+                assert!(from < TRAPS.len(), "{rounds} rounds: {from} is no index of a kind");
                 let last = trap_kind(from, 2 * rounds - 1, false);
                 assert_ne!(last, TrapOn::Names, "{rounds} rounds, from {from}");
                 if rounds >= TRAPS.len() {
