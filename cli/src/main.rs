@@ -108,7 +108,7 @@ struct ConformArgs {
     timeout: Option<Duration>,
     /// With --command: the adapter's world can suffer FAULT, caused by running COMMAND (by `sh
     /// -c`), which exits 0 once the fault has ended; the fault check fires it on its schedule
-    /// (repeat for several). FAULT is one of cut-connections, crash, pause, failover
+    /// (repeat for several). FAULT is one of cut-connections, crash, pause, failover, partition
     #[arg(long, value_name = "FAULT=COMMAND", requires = "command", value_parser = fault_command)]
     fault: Vec<(Fault, String)>,
     /// Run only the checks whose names contain PATTERN (repeat for several), such as `r3_`,
@@ -226,9 +226,10 @@ const OWN_SERVER_CHECKS: [&str; 2] =
 /// `FAULT=COMMAND`: a fault the harness causes, by its name, and the command that causes it.
 fn fault_command(s: &str) -> Result<(Fault, String), String> {
     let (name, command) = s.split_once('=').ok_or("not FAULT=COMMAND")?;
-    let fault = Fault::from_name(name.trim())
-        .filter(|f| !f.is_the_suites())
-        .ok_or_else(|| format!("`{name}` is not a fault a command causes (cut-connections, crash, pause, failover)"))?;
+    let fault = Fault::from_name(name.trim()).filter(|f| !f.is_the_suites()).ok_or_else(|| {
+        let faults: Vec<&str> = Fault::ALL.iter().filter(|f| !f.is_the_suites()).map(|f| f.name()).collect();
+        format!("`{name}` is not a fault a command causes ({})", faults.join(", "))
+    })?;
     if command.trim().is_empty() {
         return Err(format!("no command for the fault `{name}`"));
     }

@@ -358,6 +358,12 @@ pub enum Fault {
     Pause,
     /// The primary is killed and a replica promoted in its place; the store must follow it.
     Failover,
+    /// The primary is cut off from the nodes that watch it (Redis's sentinels, a PostgreSQL
+    /// orchestrator's monitor) and from its replicas, while the store still reaches it and may
+    /// go on writing to it, until a replica is promoted in its place by those nodes; then the
+    /// network heals, and the old primary is made a replica of the new one. What it acknowledged
+    /// meanwhile is on no other node; the store must follow the new primary.
+    Partition,
     /// The suite's own, for a durable harness: the store is closed and a new one opened on the
     /// same storage ([`Harness::reopen`]), as a restarting process.
     Restart,
@@ -372,34 +378,37 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 8] = [
         Fault::CutConnections,
         Fault::Crash,
         Fault::Pause,
         Fault::Failover,
+        Fault::Partition,
         Fault::Restart,
         Fault::ClockJump,
         Fault::PowerCut,
     ];
 
     /// The fault's name, as reports print it: `cut-connections`, `crash`, `pause`, `failover`,
-    /// `restart`, `clock-jump`, `power-cut`.
+    /// `partition`, `restart`, `clock-jump`, `power-cut`.
     pub const fn name(self) -> &'static str {
         match self {
             Fault::CutConnections => "cut-connections",
             Fault::Crash => "crash",
             Fault::Pause => "pause",
             Fault::Failover => "failover",
+            Fault::Partition => "partition",
             Fault::Restart => "restart",
             Fault::ClockJump => "clock-jump",
             Fault::PowerCut => "power-cut",
         }
     }
 
-    /// Whether the fault may lose writes that were acknowledged: a crash, a failover, a restart
-    /// or a power cut. The fault check looks up every acknowledged confirmation after each.
+    /// Whether the fault may lose writes that were acknowledged: a crash, a failover, a
+    /// partition, a restart or a power cut. The fault check looks up every acknowledged
+    /// confirmation after each.
     pub const fn may_lose_writes(self) -> bool {
-        matches!(self, Fault::Crash | Fault::Failover | Fault::Restart | Fault::PowerCut)
+        matches!(self, Fault::Crash | Fault::Failover | Fault::Partition | Fault::Restart | Fault::PowerCut)
     }
 
     /// The fault named `name` ([`Fault::name`]), if any.

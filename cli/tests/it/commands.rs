@@ -749,6 +749,9 @@ fn conform_command_fires_the_faults_given_by_command() {
         let o = run(&[bad.to_owned()]);
         assert_eq!(o.status.code(), Some(64), "--fault {bad}: {}", text(&o));
     }
+    // A fault it does not know is refused naming every one a command causes.
+    let said = text(&run(&["meteor=true".to_owned()]));
+    assert!(said.contains("(cut-connections, crash, pause, failover, partition)"), "{said}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -116,6 +116,9 @@ pub struct AofServer {
     fsync: &'static str,
     /// Whether `dir` is its own, removed when it is dropped (not a directory the suite gave).
     owns_dir: bool,
+    /// The address its own connections to other servers come from (`bind-source-addr`), when
+    /// not the default: a partition tells them from the store's by it.
+    source: Option<&'static str>,
 }
 
 impl AofServer {
@@ -125,8 +128,18 @@ impl AofServer {
         Self::start_keeping(primary, true)
     }
 
+    /// As [`AofServer::start`], its connections to other servers made from the loopback address
+    /// `source`, and the address it gives them for itself 127.0.0.1 (`replica-announce-ip`).
+    fn start_from(primary: Option<u16>, source: &'static str) -> Result<AofServer, StorageError> {
+        Self::start_with(primary, true, Some(source))
+    }
+
     /// As [`AofServer::start`]; with `keeps` false, the server writes no append-only file.
     fn start_keeping(primary: Option<u16>, keeps: bool) -> Result<AofServer, StorageError> {
+        Self::start_with(primary, keeps, None)
+    }
+
+    fn start_with(primary: Option<u16>, keeps: bool, source: Option<&'static str>) -> Result<AofServer, StorageError> {
         let port = reservation_conformance::services::loopback_port()
             .map_err(|e| StorageError::with_source("a free loopback port", e))?;
         let dir = std::env::temp_dir().join(format!("reservation-redis-{}-{port}", std::process::id()));
@@ -141,6 +154,7 @@ impl AofServer {
             keeps,
             fsync: "always",
             owns_dir: true,
+            source,
         };
         server.spawn()?;
         Ok(server)
@@ -162,6 +176,7 @@ impl AofServer {
             keeps: true,
             fsync,
             owns_dir: false,
+            source: None,
         };
         server.spawn()?;
         Ok(server)
@@ -184,6 +199,12 @@ impl AofServer {
             .arg(&self.dir);
         if let Some(primary) = *lock(&self.primary) {
             command.args(["--replicaof", "127.0.0.1", &primary.to_string()]);
+        }
+        if let Some(source) = self.source {
+            // Connections from another loopback address than 127.0.0.1 are refused in protected
+            // mode; the server listens on 127.0.0.1 alone all the same.
+            command.args(["--bind-source-addr", source, "--replica-announce-ip", "127.0.0.1"]);
+            command.args(["--protected-mode", "no"]);
         }
         let child = command
             .stdout(Stdio::null())
@@ -297,6 +318,13 @@ impl AofServer {
             .and_then(|role| role.into_iter().next())
             .and_then(|first| redis::from_redis_value::<String>(first).ok())
             .is_some_and(|role| role == "master")
+    }
+
+    /// Whether the server answers that it is a replica of the server on port `primary`, its
+    /// link to it up (`ROLE`: `slave`, the primary's port, `connected`).
+    fn follows(&self, primary: u16) -> bool {
+        let role = self.admin(|conn| redis::cmd("ROLE").query::<(String, String, u16, String, i64)>(conn));
+        role.is_ok_and(|(role, _, port, state, _)| role == "slave" && port == primary && state == "connected")
     }
 
     /// Makes the server start, at its next start, as a replica of the server on port `primary`.
@@ -494,7 +522,13 @@ impl RedisHarness {
     /// [`Fault::Failover`] by the sentinels: both replicas fall behind for 300 ms (stopped, their
     /// links cut) while the primary takes writes alone, the primary is killed, and the sentinels
     /// promote a replica; the harness promotes nothing. Without a wait for both replicas, what
-    /// the store acknowledged in those 300 ms is lost. Not durable: its store is never reopened.
+    /// the store acknowledged in those 300 ms is lost. In place of that failover, where `nft`
+    /// (nftables) runs, it offers [`Fault::Partition`]: the primary cut off from the sentinels and
+    /// both replicas (nftables rules drop what reaches it from the addresses they connect from,
+    /// 127.0.1.1 and 127.0.2.1) while the store, on 127.0.0.1, still reaches it, until the
+    /// sentinels promote a replica; then the network heals and the fault ends once the sentinels
+    /// have made the old primary a replica of the new one. Not durable: its store is never
+    /// reopened.
     pub fn sentinel(options: RedisOptions) -> Result<Self, StorageError> {
         let topology = Sentinels::start()?;
         let mut harness = Self::connect(&topology.url(), options)?;
@@ -717,6 +751,9 @@ impl Harness for RedisHarness {
                 let mut faults = vec![Fault::CutConnections, Fault::Pause];
                 if topology.offers_failover() {
                     faults.push(Fault::Failover);
+                    if topology.can_partition() {
+                        faults.push(Fault::Partition);
+                    }
                 }
                 faults
             }
@@ -732,6 +769,7 @@ impl Harness for RedisHarness {
             (Fault::Pause, _) => server.pause(PAUSE),
             (Fault::Failover, Servers::Replicated(servers)) => servers.failover(),
             (Fault::Failover, Servers::Sentinel(topology)) => topology.failover(),
+            (Fault::Partition, Servers::Sentinel(topology)) => topology.partition(),
             _ => Err(not_offered(fault)),
         }
     }

@@ -1,8 +1,15 @@
 //! A Redis Sentinel topology of the harness's own, as users run one: a primary and two replicas
 //! (each an [`AofServer`], every write on disk), watched by three sentinels (`redis-server
 //! --sentinel`), a quorum of two. The store finds the primary through the sentinels
-//! (`redis+sentinel://…`), and a failover is the sentinels' own: the harness kills the primary
-//! and waits for them to promote a replica; it never promotes one itself.
+//! (`redis+sentinel://…`), and a failover is the sentinels' own: the harness kills the primary,
+//! or cuts it off from the others, and waits for them to promote a replica; it never promotes
+//! one itself.
+//!
+//! Every process listens on 127.0.0.1, where the store connects from; the servers connect to
+//! one another from 127.0.1.1 and the sentinels to everything from 127.0.2.1 (Redis's
+//! `bind-source-addr`), each giving 127.0.0.1 as its own address. So a partition is two
+//! nftables rules: whatever reaches the primary's port, or leaves it, from or for an address
+//! other than 127.0.0.1 is dropped. The store still reaches the primary; nothing else does.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -26,6 +33,19 @@ const DOWN_AFTER: Duration = Duration::from_millis(1_000);
 /// The longest wait for the sentinels to know each other and the replicas, and for a failover to
 /// end with a new primary that its replicas follow.
 const SETTLE_WITHIN: Duration = Duration::from_secs(30);
+
+/// The address the store connects from, and the one every process gives as its own.
+const STORE_FROM: &str = "127.0.0.1";
+
+/// The address the servers connect to one another from.
+const SERVERS_FROM: &str = "127.0.1.1";
+
+/// The address the sentinels connect from.
+const SENTINELS_FROM: &str = "127.0.2.1";
+
+/// How long, in a [`Fault::Partition`], the old primary stays cut off after the sentinels
+/// promoted a replica: it goes on taking the store's writes meanwhile.
+const CUT_OFF_AFTER: Duration = Duration::from_millis(300);
 
 /// Waits, at most [`SETTLE_WITHIN`], until `ready` says yes.
 fn settle(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), StorageError> {
@@ -57,6 +77,7 @@ impl Sentinel {
         let down = DOWN_AFTER.as_millis();
         let config = format!(
             "port {port}\nbind 127.0.0.1\ndaemonize no\ndir {dir}\nlogfile {dir}/sentinel.log\n\
+             protected-mode no\nbind-source-addr {SENTINELS_FROM}\nsentinel announce-ip {STORE_FROM}\n\
              sentinel monitor {MASTER} 127.0.0.1 {primary} 2\n\
              sentinel down-after-milliseconds {MASTER} {down}\n\
              sentinel failover-timeout {MASTER} 10000\n\
@@ -134,11 +155,11 @@ impl Sentinels {
     /// replicas and the two other sentinels (a failover needs a majority that knows each other),
     /// and the primary's two replicas acknowledge writes.
     pub(crate) fn start() -> Result<Sentinels, StorageError> {
-        let primary = AofServer::start(None)?;
+        let primary = AofServer::start_from(None, SERVERS_FROM)?;
         let port = primary.port;
         let mut servers = vec![primary];
         for _ in 0..2 {
-            servers.push(AofServer::start(Some(port))?);
+            servers.push(AofServer::start_from(Some(port), SERVERS_FROM)?);
         }
         // The replicas first: a sentinel learns them from the primary's `INFO`, which it asks for
         // when it starts and then every ten seconds only.
@@ -182,9 +203,51 @@ impl Sentinels {
         })
     }
 
-    /// Whether a failover may still be asked for.
+    /// Whether a failover (by a kill or by a partition) may still be asked for.
     pub(crate) fn offers_failover(&self) -> bool {
         !self.failed_over.load(Ordering::SeqCst)
+    }
+
+    /// Whether this machine can cut the primary off: `nft` (nftables) runs, with the right to
+    /// change the rules.
+    pub(crate) fn can_partition(&self) -> bool {
+        Command::new("nft")
+            .args(["list", "tables"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// The primary is cut off from the sentinels and from both replicas while the store still
+    /// reaches it ([`Cut`]); the store goes on writing to it, and those writes reach no replica.
+    /// The sentinels find it down and promote a replica; [`CUT_OFF_AFTER`] later the network
+    /// heals, the sentinels make the old primary a replica of the new one (its writes since the
+    /// cut dropped by its first copy from the new primary), and the fault ends once it is one and
+    /// both replicas acknowledge the new primary's writes. The harness promotes nothing and
+    /// demotes nothing. Once only, in place of the failover.
+    pub(crate) fn partition(&self) -> Result<(), StorageError> {
+        if self.failed_over.swap(true, Ordering::SeqCst) {
+            return Err(not_offered(Fault::Partition));
+        }
+        let old = self.primary();
+        let cut = Cut::start(old.port)?;
+        let promoted = || {
+            let named = self.sentinels.iter().find_map(Sentinel::named);
+            named.filter(|port| *port != old.port).and_then(|port| self.servers.iter().find(|s| s.port == port))
+        };
+        // Whatever happens, the network heals before the fault ends.
+        let settled = settle("the sentinels did not promote a replica while the primary was cut off", || {
+            promoted().is_some_and(AofServer::is_primary)
+        });
+        if settled.is_ok() {
+            std::thread::sleep(CUT_OFF_AFTER);
+        }
+        let healed = cut.heal();
+        settled.and(healed)?;
+        let new = promoted().ok_or_else(|| StorageError::new("the promoted replica is gone"))?;
+        settle("the sentinels did not make the old primary a replica of the new one", || old.follows(new.port))?;
+        self.replicas_online()
     }
 
     /// The replicas fall behind (stopped, their links to the primary cut, so that what is in
@@ -218,5 +281,77 @@ impl Sentinels {
         old.spawn()?;
         self.replicas_online()?;
         cut.map(drop)
+    }
+}
+
+/// A partition of the server on one port from every other process of the topology: an
+/// nftables table of its own, `inet reservation_<process id>_<port>`, whose rules drop every
+/// packet to or from that port that does not come from, or go to, [`STORE_FROM`]. Removed by
+/// [`Cut::heal`], or when dropped.
+struct Cut {
+    table: String,
+    healed: bool,
+}
+
+impl Cut {
+    fn start(port: u16) -> Result<Cut, StorageError> {
+        let table = format!("reservation_{}_{port}", std::process::id());
+        let rules = format!(
+            "table inet {table} {{\n  chain input {{\n    type filter hook input priority 0; policy accept;\n    \
+             tcp dport {port} ip saddr != {STORE_FROM} drop\n    \
+             tcp sport {port} ip daddr != {STORE_FROM} drop\n  }}\n}}\n"
+        );
+        nft(&["-f", "-"], Some(&rules))?;
+        Ok(Cut { table, healed: false })
+    }
+
+    /// Deletes the table: the network heals.
+    fn heal(mut self) -> Result<(), StorageError> {
+        self.healed = true;
+        nft(&["delete", "table", "inet", &self.table], None)
+    }
+}
+
+impl Drop for Cut {
+    fn drop(&mut self) {
+        if !self.healed {
+            let _ = nft(&["delete", "table", "inet", &self.table], None);
+        }
+    }
+}
+
+/// Runs `nft` with `args` (and `input` on its standard input), within [`super::ADMIN`]: an error
+/// that quotes what it said when it fails.
+fn nft(args: &[&str], input: Option<&str>) -> Result<(), StorageError> {
+    use std::io::Write as _;
+    let mut child = Command::new("nft")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| StorageError::with_source("running nft (nftables), for a partition", e))?;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(input.as_bytes()).map_err(|e| StorageError::with_source("writing nft's rules", e))?;
+    }
+    drop(child.stdin.take());
+    let deadline = WallInstant::now() + super::ADMIN;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) => {
+                let mut said = String::new();
+                if let Some(mut stderr) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
+                }
+                return Err(StorageError::new(format!("nft {}: {status}: {}", args.join(" "), said.trim())));
+            }
+            Ok(None) if WallInstant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(StorageError::new(format!("nft {} did not end within {:?}", args.join(" "), super::ADMIN)));
+            }
+        }
     }
 }

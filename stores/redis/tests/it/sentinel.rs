@@ -196,16 +196,116 @@ fn through_sentinel_the_store_writes_to_the_primary_and_follows_the_sentinels_fa
     eprintln!("the sentinels' failover took {took:.2?}; the store answered again after {tries} tries");
 }
 
-/// The fault check on `h` with the sentinels' failover alone, once; its report printed.
-fn failover_run(h: &RedisHarness, label: &str) -> reservation_conformance::faults::FaultRun {
-    let settings = FaultSettings::default().with_faults(&[Fault::Failover]).with_max_faults(1);
+/// The fault check on `h` with `fault` alone, once; its report printed.
+fn fault_run(h: &RedisHarness, fault: Fault, label: &str) -> reservation_conformance::faults::FaultRun {
+    let settings = FaultSettings::default().with_faults(&[fault]).with_max_faults(1);
     let started = WallInstant::now();
     let run = reservation_conformance::faults::run(h, &settings.into());
     eprintln!("redis, {label}: {} in {:.2?}", run.report, started.elapsed());
+    for harm in &run.report.fired {
+        eprintln!("  {harm}");
+    }
     let fired: Vec<Fault> = run.report.fired.iter().map(|f| f.fault).collect();
-    assert_eq!(fired, [Fault::Failover], "{label}: {}", run.report);
+    assert_eq!(fired, [fault], "{label}: {}", run.report);
     assert!(run.report.fired.iter().all(|f| f.recovered_after.is_some()), "{label}: {}", run.report);
     run
+}
+
+/// A harness on a Sentinel topology of its own that can cut its primary off; or `None` (said
+/// once) without `redis-server` or without `nft` (nftables) and the right to use it.
+fn partitionable(options: RedisOptions) -> Option<RedisHarness> {
+    let h = sentinel(options)?;
+    let can = if h.faults().contains(&Fault::Partition) {
+        Ok(h)
+    } else {
+        Err("`nft list tables` did not succeed (install the nftables package; the tests must run as root)")
+    };
+    service("nft (nftables), for a partition of the Sentinel topology's primary", can)
+}
+
+/// The partition offered, and refused once the topology's one failover was used.
+#[test]
+fn a_sentinel_topology_offers_a_partition_in_place_of_its_one_failover() {
+    let Some(h) = partitionable(RedisOptions::default()) else { return };
+    assert!(h.faults().contains(&Fault::Failover), "{:?}", h.faults());
+    h.inject(Fault::Failover).unwrap_or_else(|e| panic!("the sentinels' failover: {}", error_chain(&e)));
+    assert!(!h.faults().contains(&Fault::Partition), "{:?}", h.faults());
+    let refused = h.inject(Fault::Partition).expect_err("a second failover, by a partition");
+    assert!(error_chain(&refused).contains("cannot cause the fault `partition`"), "{}", error_chain(&refused));
+}
+
+/// Cut off from the sentinels and its replicas, the primary goes on taking the store's writes
+/// while the sentinels promote a replica; once the network heals, the sentinels make it a
+/// replica of the new one, and what it took meanwhile is gone. The store, which never asked
+/// for replicas' acknowledgements, acknowledged a confirmation that no node keeps, and then
+/// follows the new primary.
+#[test]
+fn a_partitioned_sentinel_primary_acknowledges_writes_the_new_primary_never_gets() {
+    let Some(h) = partitionable(RedisOptions::default()) else { return };
+    let store = h.store(ManualClock::new(START));
+    let scope = scope("sentinel-partition");
+    let version = Version::stream(1).expect("a version");
+    let before = h.url().to_owned();
+    // A writer confirms fresh keys one after another, all through the partition.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (acknowledged, partitioned) = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut acknowledged = Vec::new();
+            for n in 0.. {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let key = Key::new(format!("k{n}")).expect("key");
+                if let Ok(ConfirmOutcome::Confirmed) =
+                    h.runtime().block_on(store.confirm(&scope, &key, &owner(), version))
+                {
+                    acknowledged.push(key);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            acknowledged
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let partitioned = h.inject(Fault::Partition);
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        (writer.join().expect("the writer"), partitioned)
+    });
+    partitioned.unwrap_or_else(|e| panic!("the partition: {}", error_chain(&e)));
+    assert_ne!(h.url(), before, "the sentinels name the old primary still");
+    // The store reaches the new primary within a few tries, and some confirmations it
+    // acknowledged are not there.
+    let looked = |key: &Key| {
+        (0..5).find_map(|_| h.runtime().block_on(store.lookup(&scope, key)).ok()).expect("the store never came back")
+    };
+    let lost: Vec<&Key> = acknowledged.iter().filter(|key| looked(key).is_none()).collect();
+    eprintln!("{} confirmations acknowledged through the partition, {} of them lost", acknowledged.len(), lost.len());
+    assert!(!lost.is_empty(), "no acknowledged confirmation was lost ({} acknowledged)", acknowledged.len());
+    let kept = Some(Reservation::confirmed(owner(), version));
+    assert_eq!(looked(&acknowledged[0]), kept, "the first confirmation, made before the cut, was lost");
+}
+
+/// The fault check with `fault` alone on `h`, whose store does not wait for replicas: it must
+/// fail P1, naming the fault, with acknowledged confirmations lost.
+fn caught_losing(h: &RedisHarness, fault: Fault, label: &str) {
+    let run = fault_run(h, fault, label);
+    let failure = run.verdict.expect_err("the fault lost nothing");
+    assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
+    assert!(run.report.lost > 0, "{}", run.report);
+    let said = failure.to_string();
+    assert!(said.contains("acknowledged confirmations lost") && said.contains(fault.name()), "{said}");
+    eprintln!("{}", said.lines().take(12).collect::<Vec<_>>().join("\n"));
+}
+
+/// The fault check with `fault` alone on `h`, whose store waits for both replicas: it must pass,
+/// having looked acknowledged confirmations up, and with writes that waited in vain.
+fn loses_nothing(h: &RedisHarness, fault: Fault, label: &str) {
+    let run = fault_run(h, fault, label);
+    if let Err(failure) = run.verdict {
+        panic!("{failure}");
+    }
+    assert_eq!(run.report.lost, 0, "{}", run.report);
+    assert!(run.report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {}", run.report);
+    assert!(run.report.indeterminate > 0, "no write waited in vain for the replicas: {}", run.report);
 }
 
 /// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
@@ -220,12 +320,7 @@ mod long {
             return;
         }
         let Some(h) = sentinel(RedisOptions::default()) else { return };
-        let run = failover_run(&h, "Sentinel, failover without WAIT");
-        let failure = run.verdict.expect_err("a failover to replicas that fell behind lost nothing");
-        assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
-        assert!(run.report.lost > 0, "{}", run.report);
-        let said = failure.to_string();
-        assert!(said.contains("acknowledged confirmations lost") && said.contains("failover"), "{said}");
+        caught_losing(&h, Fault::Failover, "Sentinel, failover without WAIT");
     }
 
     #[test]
@@ -236,13 +331,29 @@ mod long {
             return;
         }
         let Some(h) = sentinel(both_replicas()) else { return };
-        let run = failover_run(&h, "Sentinel, failover with WAIT 2");
-        if let Err(failure) = run.verdict {
-            panic!("{failure}");
+        loses_nothing(&h, Fault::Failover, "Sentinel, failover with WAIT 2");
+    }
+
+    #[test]
+    fn the_fault_check_catches_a_sentinel_partition_without_wait_losing_acknowledged_confirmations() {
+        if !reservation_conformance::tiers::long_tier(
+            "sentinel::long::the_fault_check_catches_a_sentinel_partition_without_wait_losing_acknowledged_confirmations",
+        ) {
+            return;
         }
-        assert_eq!(run.report.lost, 0, "{}", run.report);
-        assert!(run.report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {}", run.report);
-        assert!(run.report.indeterminate > 0, "no write waited in vain for the stopped replicas: {}", run.report);
+        let Some(h) = partitionable(RedisOptions::default()) else { return };
+        caught_losing(&h, Fault::Partition, "Sentinel, partition without WAIT");
+    }
+
+    #[test]
+    fn with_wait_for_both_replicas_a_sentinel_partition_loses_nothing() {
+        if !reservation_conformance::tiers::long_tier(
+            "sentinel::long::with_wait_for_both_replicas_a_sentinel_partition_loses_nothing",
+        ) {
+            return;
+        }
+        let Some(h) = partitionable(both_replicas()) else { return };
+        loses_nothing(&h, Fault::Partition, "Sentinel, partition with WAIT 2");
     }
 
     #[test]
