@@ -97,9 +97,19 @@
 //! Sentinel promotes the replica it judges most up to date, and what the previous paragraphs say
 //! of a failover holds: without [`RedisOptions::with_replica_acks`], a confirmation the old
 //! primary acknowledged and had not yet sent is lost when a replica is promoted; with `n` the
-//! number of replicas, every acknowledged write is on whichever replica Sentinel promotes. What a
-//! partition does (an old primary, cut off from the sentinels, that goes on acknowledging writes
-//! the new primary never gets, unless `min-replicas-to-write` stops it) is not yet tested here.
+//! number of replicas, every acknowledged write is on whichever replica Sentinel promotes.
+//!
+//! A partition is worse: a primary cut off from the sentinels and its replicas, but not from the
+//! store, goes on acknowledging the store's writes while the sentinels promote a replica, and
+//! until they make it a replica of the new primary once the network heals, which drops every
+//! one of those writes. The store's connection to it never fails meanwhile, so the store has no
+//! reason to ask the sentinels again. In the crate's tests (a partition of about 14 s, most of it
+//! the sentinels' wait to demote the old primary), the store without
+//! [`RedisOptions::with_replica_acks`] lost 342 of 800 acknowledged confirmations; with `n` the
+//! number of replicas, every write on the cut-off primary waited out its `WAIT` and ended
+//! indeterminate, and none acknowledged was lost. Redis's own answer, `min-replicas-to-write` on
+//! the servers, makes a primary that has heard from too few replicas refuse writes after
+//! `min-replicas-max-lag` seconds: it bounds the loss, it does not prevent it.
 //!
 //! The expiry sweep of a local clock deletes without waiting: a deletion lost in a failover
 //! brings back an expired row, which the specification already treats as free.
