@@ -108,7 +108,8 @@ struct ConformArgs {
     timeout: Option<Duration>,
     /// With --command: the adapter's world can suffer FAULT, caused by running COMMAND (by `sh
     /// -c`), which exits 0 once the fault has ended; the fault check fires it on its schedule
-    /// (repeat for several). FAULT is one of cut-connections, crash, pause, failover, partition
+    /// (repeat for several). FAULT is one of cut-connections, crash, pause, failover, partition,
+    /// long-pause
     #[arg(long, value_name = "FAULT=COMMAND", requires = "command", value_parser = fault_command)]
     fault: Vec<(Fault, String)>,
     /// Run only the checks whose names contain PATTERN (repeat for several), such as `r3_`,

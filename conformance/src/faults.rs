@@ -13,7 +13,7 @@
 //!   [`Harness::faults`], [`Fault::ClockJump`] always, [`Fault::Restart`] for a durable harness),
 //!   fires it, and probes the store with lookups until it answers again. After every
 //!   fault that may lose writes ([`Fault::may_lose_writes`]: a crash, a failover, a partition, a
-//!   restart) it looks up every ledger key whose confirmation was acknowledged so far.
+//!   long pause, a restart) it looks up every ledger key whose confirmation was acknowledged so far.
 //!
 //! At the end the workers stop, the clock jumps past every expiry, every ledger key is looked
 //! up once more, and owner B tries to reserve each acknowledged one again. These lookups and
@@ -112,8 +112,8 @@ pub struct FaultReport {
     pub determinate: usize,
     /// Storage errors that were indeterminate: the operation may have happened.
     pub indeterminate: usize,
-    /// Lookups of ledger keys whose confirmation was acknowledged, after every crash, failover,
-    /// partition and restart, and at the end.
+    /// Lookups of ledger keys whose confirmation was acknowledged, after every fault that may
+    /// lose writes (a crash, a failover, a partition, a long pause, a restart), and at the end.
     pub confirmations_checked: usize,
     /// Acknowledged confirmations found lost (rule P1).
     pub lost: usize,

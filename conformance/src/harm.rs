@@ -66,7 +66,7 @@ pub struct Harm {
 
 impl Harm {
     /// Whether the harm may lose writes the store acknowledged: a crash, a failover, a partition,
-    /// a restart, a power cut.
+    /// a long pause, a restart, a power cut.
     pub fn may_lose_writes(&self) -> bool {
         self.fault.may_lose_writes()
     }

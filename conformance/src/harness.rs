@@ -364,6 +364,11 @@ pub enum Fault {
     /// network heals, and the old primary is made a replica of the new one. What it acknowledged
     /// meanwhile is on no other node; the store must follow the new primary.
     Partition,
+    /// The primary is stopped (SIGSTOP) past the failure detector's timeout of the nodes that
+    /// watch it, until they promote a replica in its place, then let go on (SIGCONT): it comes
+    /// back believing it leads, answers what was sent to it meanwhile and takes writes until it
+    /// is made a replica of the new primary. The store must follow the new primary.
+    LongPause,
     /// The suite's own, for a durable harness: the store is closed and a new one opened on the
     /// same storage ([`Harness::reopen`]), as a restarting process.
     Restart,
@@ -378,19 +383,20 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::CutConnections,
         Fault::Crash,
         Fault::Pause,
         Fault::Failover,
         Fault::Partition,
+        Fault::LongPause,
         Fault::Restart,
         Fault::ClockJump,
         Fault::PowerCut,
     ];
 
     /// The fault's name, as reports print it: `cut-connections`, `crash`, `pause`, `failover`,
-    /// `partition`, `restart`, `clock-jump`, `power-cut`.
+    /// `partition`, `long-pause`, `restart`, `clock-jump`, `power-cut`.
     pub const fn name(self) -> &'static str {
         match self {
             Fault::CutConnections => "cut-connections",
@@ -398,6 +404,7 @@ impl Fault {
             Fault::Pause => "pause",
             Fault::Failover => "failover",
             Fault::Partition => "partition",
+            Fault::LongPause => "long-pause",
             Fault::Restart => "restart",
             Fault::ClockJump => "clock-jump",
             Fault::PowerCut => "power-cut",
@@ -405,10 +412,13 @@ impl Fault {
     }
 
     /// Whether the fault may lose writes that were acknowledged: a crash, a failover, a
-    /// partition, a restart or a power cut. The fault check looks up every acknowledged
-    /// confirmation after each.
+    /// partition, a long pause, a restart or a power cut. The fault check looks up every
+    /// acknowledged confirmation after each.
     pub const fn may_lose_writes(self) -> bool {
-        matches!(self, Fault::Crash | Fault::Failover | Fault::Partition | Fault::Restart | Fault::PowerCut)
+        matches!(
+            self,
+            Fault::Crash | Fault::Failover | Fault::Partition | Fault::LongPause | Fault::Restart | Fault::PowerCut
+        )
     }
 
     /// The fault named `name` ([`Fault::name`]), if any.

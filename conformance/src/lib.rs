@@ -107,10 +107,10 @@
 //!   operations on three hot keys while two more take fresh key after fresh key (owner A
 //!   reserves and confirms it, then owner B tries to reserve it, which must conflict), and a
 //!   nemesis fires faults on a seeded schedule: those the harness offers
-//!   ([`Harness::faults`]: cut connections, a crash, a pause, a failover, a partition), a clock
+//!   ([`Harness::faults`]: cut connections, a crash, a pause, a failover, a partition, a long pause), a clock
 //!   jump past every expiry, and for a durable store a restart ([`Harness::reopen`]). After each
-//!   fault it probes the store until it answers, and after every crash, failover, partition and
-//!   restart it looks up every
+//!   fault it probes the store until it answers, and after every crash, failover, partition, long
+//!   pause and restart it looks up every
 //!   confirmation acknowledged so far. The history is judged as the linearizability check's, with
 //!   faults tolerated; an acknowledged confirmation that disappears, or a key that two owners
 //!   were each told they hold, breaks P1. The failure lists every fault fired, with the seed that

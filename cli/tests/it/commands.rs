@@ -751,7 +751,7 @@ fn conform_command_fires_the_faults_given_by_command() {
     }
     // A fault it does not know is refused naming every one a command causes.
     let said = text(&run(&["meteor=true".to_owned()]));
-    assert!(said.contains("(cut-connections, crash, pause, failover, partition)"), "{said}");
+    assert!(said.contains("(cut-connections, crash, pause, failover, partition, long-pause)"), "{said}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

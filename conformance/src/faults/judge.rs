@@ -115,7 +115,7 @@ fn two_owners(names: &Names, ops: &[&Event]) -> bool {
 /// acknowledged confirmation, in key order: each one's history is not linearizable (faults
 /// tolerated), but becomes so once an acknowledged confirmation is taken as one that may not have
 /// happened, together with its owner's operations called before it and, when a fault that may
-/// lose writes (a crash, a failover, a partition, a restart) ended after the confirmation was acknowledged,
+/// lose writes (a crash, a failover, a partition, a long pause, a restart) ended after the confirmation was acknowledged,
 /// every operation that returned before the first such fault ended. `losses` are the stamps of
 /// the history's counter at which those faults had ended: a write acknowledged while one was under
 /// way may be lost by it. A confirmation is acknowledged when the

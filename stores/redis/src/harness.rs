@@ -527,8 +527,10 @@ impl RedisHarness {
     /// both replicas (nftables rules drop what reaches it from the addresses they connect from,
     /// 127.0.1.1 and 127.0.2.1) while the store, on 127.0.0.1, still reaches it, until the
     /// sentinels promote a replica; then the network heals and the fault ends once the sentinels
-    /// have made the old primary a replica of the new one. Not durable: its store is never
-    /// reopened.
+    /// have made the old primary a replica of the new one. Also in place of the failover,
+    /// [`Fault::LongPause`]: the primary stopped (SIGSTOP) until the sentinels promote a replica,
+    /// then let go on, taking writes until they make it a replica. Not durable: its store is
+    /// never reopened.
     pub fn sentinel(options: RedisOptions) -> Result<Self, StorageError> {
         let topology = Sentinels::start()?;
         let mut harness = Self::connect(&topology.url(), options)?;
@@ -750,7 +752,7 @@ impl Harness for RedisHarness {
             Servers::Sentinel(topology) => {
                 let mut faults = vec![Fault::CutConnections, Fault::Pause];
                 if topology.offers_failover() {
-                    faults.push(Fault::Failover);
+                    faults.extend([Fault::Failover, Fault::LongPause]);
                     if topology.can_partition() {
                         faults.push(Fault::Partition);
                     }
@@ -770,6 +772,7 @@ impl Harness for RedisHarness {
             (Fault::Failover, Servers::Replicated(servers)) => servers.failover(),
             (Fault::Failover, Servers::Sentinel(topology)) => topology.failover(),
             (Fault::Partition, Servers::Sentinel(topology)) => topology.partition(),
+            (Fault::LongPause, Servers::Sentinel(topology)) => topology.long_pause(),
             _ => Err(not_offered(fault)),
         }
     }

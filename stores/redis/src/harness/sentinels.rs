@@ -43,9 +43,12 @@ const SERVERS_FROM: &str = "127.0.1.1";
 /// The address the sentinels connect from.
 const SENTINELS_FROM: &str = "127.0.2.1";
 
-/// How long, in a [`Fault::Partition`], the old primary stays cut off after the sentinels
-/// promoted a replica: it goes on taking the store's writes meanwhile.
+/// How long, in a [`Fault::Partition`] or a [`Fault::LongPause`], the old primary stays apart
+/// after the sentinels promoted a replica.
 const CUT_OFF_AFTER: Duration = Duration::from_millis(300);
+
+/// What brings a primary set apart back: the network healed, or the process let go on.
+type Back = Box<dyn FnOnce() -> Result<(), StorageError>>;
 
 /// Waits, at most [`SETTLE_WITHIN`], until `ready` says yes.
 fn settle(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), StorageError> {
@@ -227,24 +230,53 @@ impl Sentinels {
     /// both replicas acknowledge the new primary's writes. The harness promotes nothing and
     /// demotes nothing. Once only, in place of the failover.
     pub(crate) fn partition(&self) -> Result<(), StorageError> {
+        self.apart(Fault::Partition, |old| {
+            let cut = Cut::start(old.port)?;
+            Ok(Box::new(move || cut.heal()))
+        })
+    }
+
+    /// The primary is stopped (SIGSTOP) past the sentinels' down-after, until they promote a
+    /// replica, and [`CUT_OFF_AFTER`] later let go on (SIGCONT): it comes back believing it
+    /// leads, answers what the store sent it meanwhile and takes what the store sends next, until
+    /// the sentinels make it a replica of the new primary (its writes since the stop dropped by
+    /// its first copy from the new primary). The fault ends once it is one and both replicas
+    /// acknowledge the new primary's writes. Once only, in place of the failover.
+    pub(crate) fn long_pause(&self) -> Result<(), StorageError> {
+        self.apart(Fault::LongPause, |old| {
+            let pid = old.pid()?;
+            signal(pid, "STOP")?;
+            Ok(Box::new(move || signal(pid, "CONT")))
+        })
+    }
+
+    /// A failover by the sentinels of the primary set apart by `apart` (which gives what brings it
+    /// back), as `fault`: they promote a replica; [`CUT_OFF_AFTER`] later the primary is brought
+    /// back, whatever happened; the sentinels make it a replica of the new one, and both replicas
+    /// acknowledge the new primary's writes. Once only.
+    fn apart(
+        &self,
+        fault: Fault,
+        apart: impl FnOnce(&AofServer) -> Result<Back, StorageError>,
+    ) -> Result<(), StorageError> {
         if self.failed_over.swap(true, Ordering::SeqCst) {
-            return Err(not_offered(Fault::Partition));
+            return Err(not_offered(fault));
         }
         let old = self.primary();
-        let cut = Cut::start(old.port)?;
+        let back = apart(old)?;
         let promoted = || {
             let named = self.sentinels.iter().find_map(Sentinel::named);
             named.filter(|port| *port != old.port).and_then(|port| self.servers.iter().find(|s| s.port == port))
         };
-        // Whatever happens, the network heals before the fault ends.
-        let settled = settle("the sentinels did not promote a replica while the primary was cut off", || {
+        let settled = settle("the sentinels did not promote a replica while the primary was apart", || {
             promoted().is_some_and(AofServer::is_primary)
         });
         if settled.is_ok() {
             std::thread::sleep(CUT_OFF_AFTER);
         }
-        let healed = cut.heal();
-        settled.and(healed)?;
+        // Whatever happened, the primary comes back before the fault ends.
+        let brought = back();
+        settled.and(brought)?;
         let new = promoted().ok_or_else(|| StorageError::new("the promoted replica is gone"))?;
         settle("the sentinels did not make the old primary a replica of the new one", || old.follows(new.port))?;
         self.replicas_online()

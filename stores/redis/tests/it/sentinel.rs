@@ -223,15 +223,21 @@ fn partitionable(options: RedisOptions) -> Option<RedisHarness> {
     service("nft (nftables), for a partition of the Sentinel topology's primary", can)
 }
 
-/// The partition offered, and refused once the topology's one failover was used.
+/// The partition and the long pause offered, and refused once the topology's one failover was
+/// used.
 #[test]
-fn a_sentinel_topology_offers_a_partition_in_place_of_its_one_failover() {
+fn a_sentinel_topology_offers_a_partition_and_a_long_pause_in_place_of_its_one_failover() {
     let Some(h) = partitionable(RedisOptions::default()) else { return };
-    assert!(h.faults().contains(&Fault::Failover), "{:?}", h.faults());
-    h.inject(Fault::Failover).unwrap_or_else(|e| panic!("the sentinels' failover: {}", error_chain(&e)));
-    assert!(!h.faults().contains(&Fault::Partition), "{:?}", h.faults());
-    let refused = h.inject(Fault::Partition).expect_err("a second failover, by a partition");
-    assert!(error_chain(&refused).contains("cannot cause the fault `partition`"), "{}", error_chain(&refused));
+    for fault in [Fault::Failover, Fault::Partition, Fault::LongPause] {
+        assert!(h.faults().contains(&fault), "{fault}: {:?}", h.faults());
+    }
+    h.inject(Fault::LongPause).unwrap_or_else(|e| panic!("the long pause: {}", error_chain(&e)));
+    for fault in [Fault::Failover, Fault::Partition, Fault::LongPause] {
+        assert!(!h.faults().contains(&fault), "{fault}: {:?}", h.faults());
+        let refused = h.inject(fault).expect_err("a second failover");
+        let said = error_chain(&refused);
+        assert!(said.contains(&format!("cannot cause the fault `{fault}`")), "{said}");
+    }
 }
 
 /// Cut off from the sentinels and its replicas, the primary goes on taking the store's writes
@@ -354,6 +360,28 @@ mod long {
         }
         let Some(h) = partitionable(both_replicas()) else { return };
         loses_nothing(&h, Fault::Partition, "Sentinel, partition with WAIT 2");
+    }
+
+    #[test]
+    fn the_fault_check_catches_a_sentinel_primary_paused_past_the_sentinels_timeout_without_wait() {
+        if !reservation_conformance::tiers::long_tier(
+            "sentinel::long::the_fault_check_catches_a_sentinel_primary_paused_past_the_sentinels_timeout_without_wait",
+        ) {
+            return;
+        }
+        let Some(h) = sentinel(RedisOptions::default()) else { return };
+        caught_losing(&h, Fault::LongPause, "Sentinel, long pause without WAIT");
+    }
+
+    #[test]
+    fn with_wait_for_both_replicas_a_sentinel_primary_paused_past_the_sentinels_timeout_loses_nothing() {
+        if !reservation_conformance::tiers::long_tier(
+            "sentinel::long::with_wait_for_both_replicas_a_sentinel_primary_paused_past_the_sentinels_timeout_loses_nothing",
+        ) {
+            return;
+        }
+        let Some(h) = sentinel(both_replicas()) else { return };
+        loses_nothing(&h, Fault::LongPause, "Sentinel, long pause with WAIT 2");
     }
 
     #[test]
