@@ -119,6 +119,20 @@ pub struct AofServer {
     /// The address its own connections to other servers come from (`bind-source-addr`), when
     /// not the default: a partition tells them from the store's by it.
     source: Option<&'static str>,
+    /// `min-replicas-to-write` and `min-replicas-max-lag` (seconds), when set: as a primary, it
+    /// refuses writes while fewer replicas than that acknowledged its stream that recently.
+    min_replicas: Option<MinReplicas>,
+}
+
+/// Redis's `min-replicas-to-write` and `min-replicas-max-lag`: a primary refuses writes
+/// (`NOREPLICAS`) while fewer than `replicas` replicas have acknowledged its stream within the
+/// last `max_lag_secs` seconds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MinReplicas {
+    /// `min-replicas-to-write`.
+    pub replicas: u32,
+    /// `min-replicas-max-lag`, in seconds.
+    pub max_lag_secs: u32,
 }
 
 impl AofServer {
@@ -130,16 +144,25 @@ impl AofServer {
 
     /// As [`AofServer::start`], its connections to other servers made from the loopback address
     /// `source`, and the address it gives them for itself 127.0.0.1 (`replica-announce-ip`).
-    fn start_from(primary: Option<u16>, source: &'static str) -> Result<AofServer, StorageError> {
-        Self::start_with(primary, true, Some(source))
+    /// With `min_replicas`, it refuses writes as a primary while too few replicas keep up.
+    fn start_from(
+        primary: Option<u16>,
+        source: &'static str,
+        min_replicas: Option<MinReplicas>,
+    ) -> Result<AofServer, StorageError> {
+        Self::start_with(primary, true, (Some(source), min_replicas))
     }
 
     /// As [`AofServer::start`]; with `keeps` false, the server writes no append-only file.
     fn start_keeping(primary: Option<u16>, keeps: bool) -> Result<AofServer, StorageError> {
-        Self::start_with(primary, keeps, None)
+        Self::start_with(primary, keeps, (None, None))
     }
 
-    fn start_with(primary: Option<u16>, keeps: bool, source: Option<&'static str>) -> Result<AofServer, StorageError> {
+    fn start_with(
+        primary: Option<u16>,
+        keeps: bool,
+        (source, min_replicas): (Option<&'static str>, Option<MinReplicas>),
+    ) -> Result<AofServer, StorageError> {
         let port = reservation_conformance::services::loopback_port()
             .map_err(|e| StorageError::with_source("a free loopback port", e))?;
         let dir = std::env::temp_dir().join(format!("reservation-redis-{}-{port}", std::process::id()));
@@ -155,6 +178,7 @@ impl AofServer {
             fsync: "always",
             owns_dir: true,
             source,
+            min_replicas,
         };
         server.spawn()?;
         Ok(server)
@@ -177,6 +201,7 @@ impl AofServer {
             fsync,
             owns_dir: false,
             source: None,
+            min_replicas: None,
         };
         server.spawn()?;
         Ok(server)
@@ -205,6 +230,10 @@ impl AofServer {
             // mode; the server listens on 127.0.0.1 alone all the same.
             command.args(["--bind-source-addr", source, "--replica-announce-ip", "127.0.0.1"]);
             command.args(["--protected-mode", "no"]);
+        }
+        if let Some(MinReplicas { replicas, max_lag_secs }) = self.min_replicas {
+            command.args(["--min-replicas-to-write", &replicas.to_string()]);
+            command.args(["--min-replicas-max-lag", &max_lag_secs.to_string()]);
         }
         let child = command
             .stdout(Stdio::null())
@@ -532,7 +561,15 @@ impl RedisHarness {
     /// then let go on, taking writes until they make it a replica. Not durable: its store is
     /// never reopened.
     pub fn sentinel(options: RedisOptions) -> Result<Self, StorageError> {
-        let topology = Sentinels::start()?;
+        Self::sentinel_with(options, None)
+    }
+
+    /// As [`RedisHarness::sentinel`], each server set with `min-replicas-to-write` and
+    /// `min-replicas-max-lag` when `min_replicas` is given: a primary that has not heard from
+    /// enough replicas recently refuses writes, Redis's own bound on what a primary cut off from
+    /// its replicas acknowledges alone.
+    pub fn sentinel_with(options: RedisOptions, min_replicas: Option<MinReplicas>) -> Result<Self, StorageError> {
+        let topology = Sentinels::start(min_replicas)?;
         let mut harness = Self::connect(&topology.url(), options)?;
         harness.servers = Servers::Sentinel(Box::new(topology));
         Ok(harness)

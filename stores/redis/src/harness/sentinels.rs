@@ -20,7 +20,7 @@ use std::time::{Duration, Instant as WallInstant};
 use reservation_conformance::faults::{Fault, not_offered};
 use reservation_store::StorageError;
 
-use super::{AofServer, BEHIND, admin_at, lock, signal, wait_until};
+use super::{AofServer, BEHIND, MinReplicas, admin_at, lock, signal, wait_until};
 
 /// The name the sentinels watch the primary under.
 pub(crate) const MASTER: &str = "reservation";
@@ -157,12 +157,12 @@ impl Sentinels {
     /// Starts the servers and the sentinels, and waits until every sentinel knows the two
     /// replicas and the two other sentinels (a failover needs a majority that knows each other),
     /// and the primary's two replicas acknowledge writes.
-    pub(crate) fn start() -> Result<Sentinels, StorageError> {
-        let primary = AofServer::start_from(None, SERVERS_FROM)?;
+    pub(crate) fn start(min_replicas: Option<MinReplicas>) -> Result<Sentinels, StorageError> {
+        let primary = AofServer::start_from(None, SERVERS_FROM, min_replicas)?;
         let port = primary.port;
         let mut servers = vec![primary];
         for _ in 0..2 {
-            servers.push(AofServer::start_from(Some(port), SERVERS_FROM)?);
+            servers.push(AofServer::start_from(Some(port), SERVERS_FROM, min_replicas)?);
         }
         // The replicas first: a sentinel learns them from the primary's `INFO`, which it asks for
         // when it starts and then every ten seconds only.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant as WallInstant};
 use reservation_conformance::faults::{Fault, FaultSettings};
 use reservation_conformance::services::service;
 use reservation_conformance::{Harness, START, unique_namespace};
-use reservation_redis::{RedisHarness, RedisOptions, RedisStore};
+use reservation_redis::{MinReplicas, RedisHarness, RedisOptions, RedisStore};
 use reservation_store::rules::Rule;
 use reservation_store::spec::Reservation;
 use reservation_store::{
@@ -382,6 +382,45 @@ mod long {
         }
         let Some(h) = sentinel(both_replicas()) else { return };
         loses_nothing(&h, Fault::LongPause, "Sentinel, long pause with WAIT 2");
+    }
+
+    /// `min-replicas-to-write` on the servers makes a primary cut off from its replicas refuse
+    /// writes once they are late, and so bounds what it acknowledges alone, without ending it:
+    /// with it, the partition still loses acknowledged confirmations (caught), under half of
+    /// those lost without it in the same test, and the refused writes are determinate errors.
+    /// Both runs go on for 12 s, most of the partition, at the default settings' pace.
+    #[test]
+    fn min_replicas_to_write_bounds_what_a_partitioned_sentinel_primary_loses_without_ending_it() {
+        if !reservation_conformance::tiers::long_tier(
+            "sentinel::long::min_replicas_to_write_bounds_what_a_partitioned_sentinel_primary_loses_without_ending_it",
+        ) {
+            return;
+        }
+        let through = |h: &RedisHarness, label: &str| {
+            let settings = FaultSettings::default()
+                .with_faults(&[Fault::Partition])
+                .with_max_faults(1)
+                .with_duration(Duration::from_secs(12))
+                .with_ops(24_000)
+                .with_ledger_keys(2_400);
+            let run = reservation_conformance::faults::run(h, &settings.into());
+            eprintln!("redis, {label}: {}", run.report);
+            run
+        };
+        let Some(plain) = partitionable(RedisOptions::default()) else { return };
+        let without = through(&plain, "Sentinel, partition without WAIT, 12 s");
+        drop(plain);
+        let both_within_a_second = MinReplicas { replicas: 2, max_lag_secs: 1 };
+        let bounded = RedisHarness::sentinel_with(RedisOptions::default(), Some(both_within_a_second));
+        let Some(bounded) = service("redis-server (for the Sentinel topology)", bounded) else { return };
+        let with = through(&bounded, "Sentinel, partition without WAIT, min-replicas-to-write 2, 12 s");
+        for run in [&without, &with] {
+            let failure = run.verdict.as_ref().expect_err("a primary cut off from its sentinels lost nothing");
+            assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
+        }
+        let (lost_without, lost_with) = (without.report.lost, with.report.lost);
+        assert!(0 < lost_with && 2 * lost_with < lost_without, "lost {lost_with} with, {lost_without} without");
+        assert!(with.report.determinate > 0, "no write was refused: {}", with.report);
     }
 
     #[test]
