@@ -111,8 +111,10 @@
 //! (a long pause of its host, a frozen virtual machine) does the same on a smaller scale: the
 //! writes it had been sent when it stopped are answered once it goes on, by a primary that no
 //! longer is one (2 acknowledged confirmations lost in the tests without `WAIT`, none with it).
-//! Redis's own answer, `min-replicas-to-write` on the servers, makes a primary that has heard from too few replicas refuse writes after
-//! `min-replicas-max-lag` seconds: it bounds the loss, it does not prevent it.
+//! Redis's own answer, `min-replicas-to-write` on the servers, makes a primary that has heard
+//! from too few replicas refuse writes after `min-replicas-max-lag` seconds: it bounds the loss,
+//! it does not prevent it (with 2 replicas and a lag of 1 s, 308 acknowledged confirmations were
+//! still lost in the tests, against 2,342 without it over the same 12 s).
 //!
 //! The expiry sweep of a local clock deletes without waiting: a deletion lost in a failover
 //! brings back an expired row, which the specification already treats as free.
@@ -179,7 +181,7 @@ use reservation_store::{
 };
 
 #[cfg(feature = "conformance")]
-pub use harness::{AofServer, RedisHarness, redis_url};
+pub use harness::{AofServer, MinReplicas, RedisHarness, redis_url};
 
 use pool::{Conn, Pool};
 
