@@ -701,3 +701,31 @@ fn judge(
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{BACK, CrashKind, PHASE, SHORT};
+    use crate::harness::Fault;
+
+    /// A reservation of a round's first phase, with the short time to live, has expired by the
+    /// anchor (three phases later), and the clock set back from there lands before its expiry: a
+    /// store that forgets its clock across the crash shows it live again.
+    #[test]
+    fn the_clock_set_back_lands_before_the_first_phases_short_expiry() {
+        let anchor = 3 * PHASE;
+        assert!(SHORT <= anchor, "the short reservation is live at the anchor");
+        assert!(anchor - BACK < SHORT, "the clock set back to {} is past the expiry at {SHORT}", anchor - BACK);
+    }
+
+    /// Each fault that crashes a store is reported as the kind of crash it was, by name.
+    #[test]
+    fn a_crash_is_named_by_the_fault_that_caused_it() {
+        let kinds = [Fault::Restart, Fault::PowerCut, Fault::Crash, Fault::Failover].map(CrashKind::of);
+        assert_eq!(kinds, [CrashKind::Reopen, CrashKind::Cut, CrashKind::Crash, CrashKind::Crash]);
+        let named = [CrashKind::Crash, CrashKind::Reopen, CrashKind::Cut].map(|k| k.to_string());
+        assert_eq!(
+            named,
+            ["a crash (the harness's Fault::Crash)", "a restart through the harness's reopen", "a power cut"]
+        );
+    }
+}
