@@ -704,8 +704,44 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::{BACK, CrashKind, PHASE, SHORT};
+    use reservation_disk::{CutReport, Persistence, TakenBack};
+    use reservation_store::Instant;
+
+    use super::{BACK, CrashKind, CrashPoint, CrashReport, PHASE, SHORT};
     use crate::harness::Fault;
+
+    /// A report's count of what its cuts took back sums every cut's, and its line says so.
+    #[test]
+    fn a_reports_effects_taken_back_are_every_cuts() {
+        let size = |len| TakenBack::Size { path: "/log".to_owned(), len };
+        let cut = |taken_back| CutReport {
+            model: Persistence::Names,
+            seed: 1,
+            held: None,
+            taken_back,
+            counts: reservation_disk::Counts::default(),
+        };
+        let point = |n, cut| CrashPoint {
+            n,
+            kind: CrashKind::Cut,
+            point: "quiet",
+            began: 0,
+            ended: 0,
+            latest: Instant::ZERO,
+            writes: 0,
+            cut,
+        };
+        let report = CrashReport {
+            crashes: vec![
+                point(1, Some(cut(vec![size(0), size(8)]))),
+                point(2, None),
+                point(3, Some(cut(vec![size(4)]))),
+            ],
+            ..CrashReport::default()
+        };
+        assert_eq!(report.taken_back(), 3);
+        assert!(report.to_string().contains("taking back 3 unsynced effects"), "{report}");
+    }
 
     /// A reservation of a round's first phase, with the short time to live, has expired by the
     /// anchor (three phases later), and the clock set back from there lands before its expiry: a
