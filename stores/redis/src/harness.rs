@@ -349,13 +349,6 @@ impl AofServer {
             .is_some_and(|role| role == "master")
     }
 
-    /// Whether the server answers that it is a replica of the server on port `primary`, its
-    /// link to it up (`ROLE`: `slave`, the primary's port, `connected`).
-    fn follows(&self, primary: u16) -> bool {
-        let role = self.admin(|conn| redis::cmd("ROLE").query::<(String, String, u16, String, i64)>(conn));
-        role.is_ok_and(|(role, _, port, state, _)| role == "slave" && port == primary && state == "connected")
-    }
-
     /// Makes the server start, at its next start, as a replica of the server on port `primary`.
     fn follow(&self, primary: u16) {
         *lock(&self.primary) = Some(primary);

@@ -252,8 +252,8 @@ impl Sentinels {
 
     /// A failover by the sentinels of the primary set apart by `apart` (which gives what brings it
     /// back), as `fault`: they promote a replica; [`CUT_OFF_AFTER`] later the primary is brought
-    /// back, whatever happened; the sentinels make it a replica of the new one, and both replicas
-    /// acknowledge the new primary's writes. Once only.
+    /// back, whatever happened; the fault ends once both replicas of the new primary, the old
+    /// primary among them (made one by the sentinels), acknowledge its writes. Once only.
     fn apart(
         &self,
         fault: Fault,
@@ -277,8 +277,8 @@ impl Sentinels {
         // Whatever happened, the primary comes back before the fault ends.
         let brought = back();
         settled.and(brought)?;
-        let new = promoted().ok_or_else(|| StorageError::new("the promoted replica is gone"))?;
-        settle("the sentinels did not make the old primary a replica of the new one", || old.follows(new.port))?;
+        // Both replicas of the new primary are the other replica and the old primary: once they
+        // acknowledge its writes, the sentinels have made the old primary a replica.
         self.replicas_online()
     }
 

@@ -223,6 +223,33 @@ fn partitionable(options: RedisOptions) -> Option<RedisHarness> {
     service("nft (nftables), for a partition of the Sentinel topology's primary", can)
 }
 
+/// What the server at `old` (a URL) answers to `ROLE`, when it answers as a replica: the port of
+/// its primary and the state of its link.
+fn replica_of(h: &RedisHarness, old: &str) -> Option<(u16, String)> {
+    h.runtime().block_on(async {
+        let client = redis::Client::open(old).ok()?;
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        let role: (String, String, u16, String, i64) = redis::cmd("ROLE").query_async(&mut conn).await.ok()?;
+        (role.0 == "slave").then_some((role.2, role.3))
+    })
+}
+
+/// The port of a `redis://127.0.0.1:PORT/` URL.
+fn port_of(url: &str) -> u16 {
+    url.rsplit(':').next().and_then(|p| p.trim_end_matches('/').parse().ok()).unwrap_or_else(|| panic!("{url}"))
+}
+
+/// The fault `fault` on `h`, after which the old primary must already be a replica of the new
+/// one, its link up: the fault ends only once the sentinels have demoted it, so that no write
+/// the store makes afterwards reaches it.
+fn apart_and_demoted(h: &RedisHarness, fault: Fault) {
+    let before = h.url().to_owned();
+    h.inject(fault).unwrap_or_else(|e| panic!("{fault}: {}", error_chain(&e)));
+    let after = h.url().to_owned();
+    assert_ne!(after, before, "{fault}: the sentinels name the old primary still");
+    assert_eq!(replica_of(h, &before), Some((port_of(&after), "connected".to_owned())), "{fault}: {before}");
+}
+
 /// The partition and the long pause offered, and refused once the topology's one failover was
 /// used.
 #[test]
@@ -231,7 +258,7 @@ fn a_sentinel_topology_offers_a_partition_and_a_long_pause_in_place_of_its_one_f
     for fault in [Fault::Failover, Fault::Partition, Fault::LongPause] {
         assert!(h.faults().contains(&fault), "{fault}: {:?}", h.faults());
     }
-    h.inject(Fault::LongPause).unwrap_or_else(|e| panic!("the long pause: {}", error_chain(&e)));
+    apart_and_demoted(&h, Fault::LongPause);
     for fault in [Fault::Failover, Fault::Partition, Fault::LongPause] {
         assert!(!h.faults().contains(&fault), "{fault}: {:?}", h.faults());
         let refused = h.inject(fault).expect_err("a second failover");
@@ -277,7 +304,9 @@ fn a_partitioned_sentinel_primary_acknowledges_writes_the_new_primary_never_gets
         (writer.join().expect("the writer"), partitioned)
     });
     partitioned.unwrap_or_else(|e| panic!("the partition: {}", error_chain(&e)));
-    assert_ne!(h.url(), before, "the sentinels name the old primary still");
+    let after = h.url().to_owned();
+    assert_ne!(after, before, "the sentinels name the old primary still");
+    assert_eq!(replica_of(&h, &before), Some((port_of(&after), "connected".to_owned())), "{before}");
     // The store reaches the new primary within a few tries, and some confirmations it
     // acknowledged are not there.
     let looked = |key: &Key| {
