@@ -13,6 +13,7 @@ mod schema;
 mod silent;
 mod storage_errors;
 mod sweep;
+mod write_skew;
 
 use reservation_conformance::services::service;
 use reservation_postgres::{PostgresHarness, PostgresOptions};
