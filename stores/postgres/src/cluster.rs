@@ -42,7 +42,7 @@ const PREFIX: &str = "reservation-test-";
 const CONFIG_ROOT: &str = "/etc/postgresql";
 
 /// Where the server binaries of each version are: `<root>/<version>/bin`.
-const BINARIES: &str = "/usr/lib/postgresql";
+pub(crate) const BINARIES: &str = "/usr/lib/postgresql";
 
 /// Longest wait for one of postgresql-common's commands, or for `pg_basebackup`.
 const COMMAND_LIMIT: Duration = Duration::from_secs(60);
@@ -335,7 +335,7 @@ fn free_port() -> Result<u16, StorageError> {
 }
 
 /// The newest PostgreSQL server installed the Debian way (`/usr/lib/postgresql/<version>/bin`).
-fn version() -> Result<String, StorageError> {
+pub(crate) fn version() -> Result<String, StorageError> {
     let entries = std::fs::read_dir(BINARIES)
         .map_err(|e| StorageError::with_source(format!("no PostgreSQL in {BINARIES}"), e))?;
     entries
@@ -375,15 +375,28 @@ fn drop_stale(version: &str) {
 
 /// Asks the server on `port` a question whose answer is one boolean, within [`ASK_LIMIT`].
 fn ask(runtime: &Runtime, port: u16, sql: &str) -> Result<bool, StorageError> {
+    let rows = query(runtime, port, "postgres", sql)?;
+    let first = rows.first().ok_or_else(|| StorageError::new(format!("asking port {port} `{sql}`: no row")))?;
+    first.try_get::<_, bool>(0).map_err(|e| StorageError::with_source(format!("asking port {port} `{sql}`"), e))
+}
+
+/// The rows `sql` gives on the server on `port`, in database `db`, as the `postgres` user, every
+/// wait bounded by [`ASK_LIMIT`].
+pub(crate) fn query(
+    runtime: &Runtime,
+    port: u16,
+    db: &str,
+    sql: &str,
+) -> Result<Vec<tokio_postgres::Row>, StorageError> {
     let config = format!(
-        "host=127.0.0.1 port={port} user=postgres dbname=postgres application_name=reservation-test-admin connect_timeout={}",
+        "host=127.0.0.1 port={port} user=postgres dbname={db} application_name=reservation-test-admin connect_timeout={}",
         ASK_LIMIT.as_secs()
     );
     runtime.block_on(async {
         let answer = async {
             let (client, connection) = tokio_postgres::connect(&config, tokio_postgres::NoTls).await?;
             tokio::spawn(connection);
-            client.query_one(sql, &[]).await?.try_get::<_, bool>(0)
+            client.query(sql, &[]).await
         };
         match tokio::time::timeout(ASK_LIMIT, answer).await {
             Ok(answer) => answer.map_err(|e| StorageError::with_source(format!("asking port {port} `{sql}`"), e)),

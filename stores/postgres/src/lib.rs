@@ -86,6 +86,14 @@
 //! standby. The crate's tests kill a primary and promote its standby while operations run,
 //! and check that the store works again on its own.
 //!
+//! Under an orchestrator the same string serves: with pg_auto_failover, name both nodes (the
+//! monitor is not a node the store talks to). The crate's tests run a monitor, a primary and a
+//! synchronous standby of their own, kill the primary's node and let the monitor promote the
+//! standby: about 5 s with the monitor's health checks and its demotion wait set to seconds
+//! (by default they take about half a minute), after which the store reaches the promoted
+//! standby at its next connection. The monitor keeps a promoted node read-only until the old
+//! primary has had time to stop; `target_session_attrs=read-write` skips it meanwhile.
+//!
 //! What a failover can lose depends on the replication, not on the store:
 //!
 //! - **Asynchronous** (PostgreSQL's default): a commit is acknowledged once it is on the
@@ -150,6 +158,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "conformance")]
+mod auto_failover;
 #[cfg(feature = "conformance")]
 mod cluster;
 #[cfg(feature = "conformance")]

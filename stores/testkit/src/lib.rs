@@ -15,8 +15,9 @@ use reservation_conformance::linearizability::{self, Event, Names, Return, Stora
 use reservation_conformance::{START, unique_namespace};
 use reservation_store::spec::{self, Reservation};
 use reservation_store::{
-    AggregateRef, Clock, HoldId, Instant, Key, ManualClock, Operation, ReleaseVersion, Request, ReservationScope,
-    ReservationStore, ReserveOutcome, StoreError, StoredReservation, SystemClock, Ttl, Version, error_chain,
+    AggregateRef, Clock, ConfirmOutcome, HoldId, Instant, Key, ManualClock, Operation, ReleaseVersion, Request,
+    ReservationScope, ReservationStore, ReserveOutcome, StoreError, StoredReservation, SystemClock, Ttl, Version,
+    error_chain,
 };
 use tokio::runtime::Runtime;
 
@@ -465,4 +466,32 @@ pub fn five_rows_each_expired_before_the_next<S: ReservationStore>(
         runtime.block_on(store.reserve(scope, &key, &owner, &hold, one)).expect("reserved");
         clock.set(START.saturating_add_millis(5 * (i + 1)));
     }
+}
+
+/// The first confirmation after a failover, tried up to five times by `confirm` (which confirms
+/// one key for one owner at one version): the connections the store held led to the old primary,
+/// so the first tries may fail until one reaches the new one. A try that failed indeterminate
+/// may have confirmed the key already, so the answer that counts is then `Confirmed` or
+/// `AlreadyConfirmed`; otherwise `Confirmed` alone. Panics, saying so, when none succeeded or
+/// the answer is another. The number of tries.
+pub fn confirm_after_failover(mut confirm: impl FnMut() -> Result<ConfirmOutcome, StoreError>) -> u32 {
+    let (mut tries, mut maybe) = (0, false);
+    let after = loop {
+        tries += 1;
+        match confirm() {
+            Ok(outcome) => break outcome,
+            Err(e) if tries < 5 => {
+                eprintln!("after the failover, try {tries}: {}", error_chain(&e));
+                maybe |= e.is_indeterminate();
+            }
+            Err(e) => panic!("the store never reached the new primary: {}", error_chain(&e)),
+        }
+    };
+    let expected: &[ConfirmOutcome] = if maybe {
+        &[ConfirmOutcome::Confirmed, ConfirmOutcome::AlreadyConfirmed]
+    } else {
+        &[ConfirmOutcome::Confirmed]
+    };
+    assert!(expected.contains(&after), "after the failover: {after:?} (an earlier try indeterminate: {maybe})");
+    tries
 }

@@ -15,7 +15,7 @@ use reservation_store::{
 };
 
 /// Options that keep a fault run short: every wait of the store ends within a few seconds.
-fn options() -> PostgresOptions {
+pub(crate) fn options() -> PostgresOptions {
     let mut options = PostgresOptions::default().with_max_connections(8);
     options.connect_timeout = Duration::from_secs(2);
     options.statement_timeout = Duration::from_secs(2);
@@ -157,7 +157,7 @@ fn leave_a_cluster_behind() {
 
 /// One fault run on `h` with only `fault` fired, at most `max` times; its report and the faults
 /// fired printed (the figures of RELIABILITY.md).
-fn fault_run(h: &PostgresHarness, what: &str, fault: Fault, max: usize) -> FaultRun {
+pub(crate) fn fault_run(h: &PostgresHarness, what: &str, fault: Fault, max: usize) -> FaultRun {
     let settings = FaultSettings::default()
         .with_faults(&[fault])
         .with_duration(Duration::from_secs(6))

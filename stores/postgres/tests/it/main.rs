@@ -2,6 +2,7 @@
 //! `postgres://postgres@127.0.0.1:5432/test`. Each run works in schemas of its own. Without a
 //! server the tests say so in one line and pass, unless `RESERVATION_REQUIRE_SERVICES=1`.
 
+mod auto_failover;
 mod clock;
 mod conformance;
 mod corrupt;

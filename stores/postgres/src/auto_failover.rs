@@ -1,0 +1,237 @@
+//! PostgreSQL under pg_auto_failover, of the tests' own (feature `conformance`): a monitor, a
+//! primary and a synchronous standby, each a `pg_autoctl` node (Debian's
+//! `postgresql-<version>-auto-failover`) run as the `postgres` user in a process group of its
+//! own, on free loopback ports, in a temporary directory removed when dropped. The monitor
+//! checks the nodes every second and calls one unhealthy after two seconds without an answer,
+//! so that a failover takes seconds, not the default's half minute. A failover is the
+//! monitor's own: the harness kills the primary's node (its `pg_autoctl` and its server, the
+//! whole process group) and waits for the monitor to promote the standby; it promotes nothing.
+//!
+//! Needs root (the nodes run as `postgres`), Linux and `pg_autoctl`; without them, an error that
+//! says what is missing.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reservation_store::StorageError;
+use tokio::runtime::Runtime;
+
+use crate::cluster::{BINARIES, query, version};
+use crate::process::{POLL, run};
+
+/// The longest wait for a node to reach its state, and for a failover to end.
+const SETTLE_WITHIN: Duration = Duration::from_secs(60);
+
+/// The bound of each command the harness runs itself (`chown`, `kill`).
+const COMMAND_LIMIT: Duration = Duration::from_secs(2);
+
+/// The monitor's settings that make a failover take seconds: a health check every second, each
+/// given a second, retried once after half a second, a node unhealthy after two seconds, and the
+/// promoted standby let take writes two seconds after the old primary was told to stop (the
+/// monitor's wait for a primary it cannot reach to demote itself; 30 s by default).
+const FAST_CHECKS: [(&str, &str); 6] = [
+    ("pgautofailover.primary_demote_timeout", "2000"),
+    ("pgautofailover.health_check_period", "1000"),
+    ("pgautofailover.health_check_timeout", "1000"),
+    ("pgautofailover.health_check_max_retries", "1"),
+    ("pgautofailover.health_check_retry_delay", "500"),
+    ("pgautofailover.node_considered_unhealthy_timeout", "2000"),
+];
+
+/// One `pg_autoctl` process (a monitor or a node) and its data directory.
+struct Node {
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Node {
+    /// Runs `pg_autoctl` with `args` as the `postgres` user, in a process group of its own, its
+    /// output in `log` (a file of the topology's directory).
+    fn spawn(bin: &str, args: &[&str], log: &std::path::Path) -> Result<Child, StorageError> {
+        use std::os::unix::process::CommandExt as _;
+        let out = std::fs::File::create(log).map_err(|e| StorageError::with_source("a pg_autoctl log", e))?;
+        let err = out.try_clone().map_err(|e| StorageError::with_source("a pg_autoctl log", e))?;
+        Command::new("runuser")
+            .args(["-u", "postgres", "--", "env", &format!("PATH={bin}:/usr/bin:/bin"), "pg_autoctl"])
+            .args(args)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| StorageError::with_source("running pg_autoctl as postgres (runuser)", e))
+    }
+
+    /// Kills the node's whole process group (its `pg_autoctl` processes and its server) with
+    /// SIGKILL, and reaps it.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = run("kill", &["-s", "KILL", "--", &format!("-{}", child.id())], COMMAND_LIMIT);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The topology: the monitor, then the two nodes in the order they were made.
+pub(crate) struct AutoFailover {
+    dir: PathBuf,
+    monitor: Node,
+    nodes: Vec<Node>,
+    /// Whether the one failover it offers happened.
+    failed_over: bool,
+}
+
+impl AutoFailover {
+    /// Makes and starts the monitor, sets its health checks fast, then makes the primary and its
+    /// standby, and waits until the monitor reports them primary and secondary.
+    pub(crate) fn start(runtime: &Runtime) -> Result<AutoFailover, StorageError> {
+        let bin = format!("{BINARIES}/{}/bin", version()?);
+        let dir = std::env::temp_dir().join(format!("reservation-auto-failover-{}-{}", std::process::id(), port()?));
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the topology's directory", e))?;
+        run("chown", &["postgres:postgres", &dir.display().to_string()], COMMAND_LIMIT)?;
+        let node =
+            |name: &str| -> Result<Node, StorageError> { Ok(Node { port: port()?, dir: dir.join(name), child: None }) };
+        let mut topology =
+            AutoFailover { monitor: node("monitor")?, nodes: Vec::new(), dir: dir.clone(), failed_over: false };
+        let (mport, mdir) = (topology.monitor.port.to_string(), topology.monitor.dir.display().to_string());
+        let common = ["--hostname", "127.0.0.1", "--listen", "127.0.0.1", "--auth", "trust", "--no-ssl"];
+        let mut create = vec!["create", "monitor", "--pgdata", &mdir, "--pgport", &mport];
+        create.extend(common);
+        create.push("--run");
+        topology.monitor.child = Some(Node::spawn(&bin, &create, &dir.join("monitor.log"))?);
+        let monitor_port = topology.monitor.port;
+        settle("the pg_auto_failover monitor did not answer", || Ok(monitor_up(runtime, monitor_port)))?;
+        for (name, value) in FAST_CHECKS {
+            admin(runtime, topology.monitor.port, &format!("ALTER SYSTEM SET {name} = {value}"))?;
+        }
+        admin(runtime, topology.monitor.port, "SELECT pg_reload_conf()")?;
+        let monitor = format!("postgres://autoctl_node@127.0.0.1:{}/pg_auto_failover", topology.monitor.port);
+        for (i, wanted) in [["single"].as_slice(), ["primary", "secondary"].as_slice()].into_iter().enumerate() {
+            let mut node = node(&format!("node{}", i + 1))?;
+            let (port, pgdata) = (node.port.to_string(), node.dir.display().to_string());
+            let mut create = vec!["create", "postgres", "--pgdata", &pgdata, "--pgport", &port, "--monitor", &monitor];
+            create.extend(common);
+            create.push("--run");
+            node.child = Some(Node::spawn(&bin, &create, &dir.join(format!("node{}.log", i + 1)))?);
+            topology.nodes.push(node);
+            let what = format!("the monitor did not report the nodes {wanted:?} within {SETTLE_WITHIN:?}");
+            settle(&what, || Ok(reported(&states(runtime, &topology.monitor)?) == wanted))?;
+        }
+        Ok(topology)
+    }
+
+    /// The connection string of the store: both nodes, the one that takes writes.
+    pub(crate) fn url(&self) -> String {
+        let ports: Vec<String> = self.nodes.iter().map(|n| n.port.to_string()).collect();
+        format!(
+            "host={} port={} user=postgres dbname=postgres target_session_attrs=read-write",
+            vec!["127.0.0.1"; ports.len()].join(","),
+            ports.join(",")
+        )
+    }
+
+    /// Whether the one failover it offers may still be asked for.
+    pub(crate) fn can_fail_over(&self) -> bool {
+        !self.failed_over
+    }
+
+    /// The primary's node is killed (SIGKILL, its whole process group) and stays down; the
+    /// monitor finds it unhealthy and promotes the standby, which takes writes alone
+    /// (`wait_primary`: no standby left to wait for). The fault ends once the monitor reports it
+    /// so and it answers that it takes writes. With the standby synchronous, every commit the primary
+    /// acknowledged is on it. Once only.
+    pub(crate) fn fail_over(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
+        if self.failed_over {
+            return Err(reservation_conformance::faults::not_offered(reservation_conformance::faults::Fault::Failover));
+        }
+        self.failed_over = true;
+        let now = states(runtime, &self.monitor)?;
+        let primary = now
+            .iter()
+            .find(|s| s.1 == "primary")
+            .map(|s| s.0)
+            .ok_or_else(|| StorageError::new(format!("the monitor reports no primary: {now:?}")))?;
+        let (dead, alive): (Vec<&mut Node>, Vec<&mut Node>) = self.nodes.iter_mut().partition(|n| n.port == primary);
+        for node in dead {
+            node.kill();
+        }
+        let standby = alive.first().map(|n| n.port).ok_or_else(|| StorageError::new("no standby to promote"))?;
+        // Promoted and taking writes: out of recovery, not read-only (the monitor keeps a node
+        // read-only until it has reached `wait_primary`), and so reported to the monitor.
+        let writable = "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'";
+        let monitor = &self.monitor;
+        settle("the monitor did not promote the standby", || {
+            let promoted = states(runtime, monitor)?
+                .iter()
+                .any(|s| s.0 == standby && s.1 == s.2 && matches!(s.1.as_str(), "wait_primary" | "primary"));
+            Ok(promoted && admin_bool(runtime, standby, "postgres", writable).unwrap_or(false))
+        })
+    }
+}
+
+impl Drop for AutoFailover {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            node.kill();
+        }
+        self.monitor.kill();
+        if std::thread::panicking() {
+            eprintln!("pg_auto_failover: its logs are kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A free loopback port.
+fn port() -> Result<u16, StorageError> {
+    reservation_conformance::services::loopback_port().map_err(|e| StorageError::with_source("a free loopback port", e))
+}
+
+/// The reported states of the nodes, in node order: `(port, reported, assigned)`; empty while the
+/// monitor does not answer.
+fn states(runtime: &Runtime, monitor: &Node) -> Result<Vec<(u16, String, String)>, StorageError> {
+    let sql = "SELECT nodeport, reportedstate::text, goalstate::text FROM pgautofailover.node ORDER BY nodeid";
+    let rows = query(runtime, monitor.port, "pg_auto_failover", sql).unwrap_or_default();
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            Some((u16::try_from(r.try_get::<_, i32>(0).ok()?).ok()?, r.try_get(1).ok()?, r.try_get(2).ok()?))
+        })
+        .collect())
+}
+
+/// The states the nodes reported, when each is also the state the monitor assigned it.
+fn reported(states: &[(u16, String, String)]) -> Vec<&str> {
+    states.iter().filter(|s| s.1 == s.2).map(|s| s.1.as_str()).collect()
+}
+
+/// Whether the monitor's server answers.
+fn monitor_up(runtime: &Runtime, port: u16) -> bool {
+    admin_bool(runtime, port, "pg_auto_failover", "SELECT true").unwrap_or(false)
+}
+
+/// Runs `sql` on the server on `port` as `postgres`, in database `postgres`.
+fn admin(runtime: &Runtime, port: u16, sql: &str) -> Result<(), StorageError> {
+    query(runtime, port, "postgres", sql).map(drop)
+}
+
+/// The first column of the first row `sql` gives, as a boolean.
+fn admin_bool(runtime: &Runtime, port: u16, db: &str, sql: &str) -> Result<bool, StorageError> {
+    let rows = query(runtime, port, db, sql)?;
+    rows.first().and_then(|r| r.try_get(0).ok()).ok_or_else(|| StorageError::new(format!("no answer to `{sql}`")))
+}
+
+/// Waits, at most [`SETTLE_WITHIN`], until `ready` says yes; its error ends the wait.
+fn settle(what: &str, mut ready: impl FnMut() -> Result<bool, StorageError>) -> Result<(), StorageError> {
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    while Instant::now() < deadline {
+        if ready()? {
+            return Ok(());
+        }
+        std::thread::sleep(POLL.max(Duration::from_millis(100)));
+    }
+    Err(StorageError::new(format!("{what} within {SETTLE_WITHIN:?}")))
+}

@@ -1,0 +1,91 @@
+//! PostgreSQL under pg_auto_failover, of the tests' own (`PostgresHarness::on_auto_failover`: a
+//! monitor, a primary and a synchronous standby): the store connects as a production client
+//! does (both nodes, `target_session_attrs=read-write`), follows the monitor's failover, and
+//! keeps what it acknowledged. Without `pg_autoctl` (Debian's
+//! `postgresql-<version>-auto-failover`) or root, each test says so in one line and passes,
+//! unless `RESERVATION_REQUIRE_SERVICES=1`.
+
+use std::time::Instant;
+
+use reservation_conformance::faults::Fault;
+use reservation_conformance::services::service;
+use reservation_conformance::{Harness, START, unique_namespace};
+use reservation_postgres::PostgresHarness;
+use reservation_store::spec::Reservation;
+use reservation_store::{
+    AggregateRef, ConfirmOutcome, Key, ManualClock, ReservationScope, ReservationStore, Version, error_chain,
+};
+
+use crate::fault_check::{fault_run, options};
+
+/// A harness under pg_auto_failover of its own, or `None` (said once) without the means to
+/// make one.
+fn auto_failover() -> Option<PostgresHarness> {
+    let started = Instant::now();
+    let h = service("pg_auto_failover (pg_autoctl, as root)", PostgresHarness::on_auto_failover(options()))?;
+    eprintln!("pg_auto_failover: a monitor, a primary and a standby started in {:.2?}", started.elapsed());
+    Some(h)
+}
+
+#[test]
+fn under_pg_auto_failover_the_store_follows_the_monitors_failover_and_keeps_what_it_acknowledged() {
+    let Some(h) = auto_failover() else { return };
+    let store = h.store(ManualClock::new(START));
+    let scope =
+        ReservationScope::parse("user", Some("acme"), unique_namespace("auto-failover").as_str()).expect("scope");
+    let alice = AggregateRef::parse("user", Some("acme"), "alice").expect("owner");
+    let version = Version::stream(1).expect("a version");
+    let confirm = |key: &str| {
+        let key = Key::new(key).expect("key");
+        h.runtime().block_on(store.confirm(&scope, &key, &alice, version))
+    };
+    assert_eq!(confirm("before").expect("confirmed on the primary"), ConfirmOutcome::Confirmed);
+    assert!(h.faults().contains(&Fault::Failover), "{:?}", h.faults());
+    let started = Instant::now();
+    h.inject(Fault::Failover).unwrap_or_else(|e| panic!("the monitor's failover: {}", error_chain(&e)));
+    eprintln!("the monitor's failover took {:.2?}", started.elapsed());
+    assert!(!h.faults().contains(&Fault::Failover), "a second failover is offered");
+    // The connections to the dead primary fail until one reaches the promoted standby.
+    reservation_testkit::confirm_after_failover(|| confirm("after"));
+    let found = h.runtime().block_on(store.lookup(&scope, &Key::new("before").expect("key"))).expect("looked up");
+    assert_eq!(found, Some(Reservation::confirmed(alice, version)), "a confirmation the standby had was lost");
+}
+
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    use super::*;
+
+    #[test]
+    fn under_pg_auto_failover_with_a_synchronous_standby_the_monitors_failover_loses_nothing() {
+        if !reservation_conformance::tiers::long_tier(
+            "auto_failover::long::under_pg_auto_failover_with_a_synchronous_standby_the_monitors_failover_loses_nothing",
+        ) {
+            return;
+        }
+        let Some(h) = auto_failover() else { return };
+        let run = fault_run(&h, "pg_auto_failover, the monitor's failover", Fault::Failover, 1);
+        if let Err(failure) = &run.verdict {
+            panic!("{failure}");
+        }
+        let report = &run.report;
+        assert_eq!((report.lost, report.two_owners), (0, 0), "{report}");
+        assert_eq!(report.fired.iter().map(|f| f.fault).collect::<Vec<_>>(), [Fault::Failover], "{report}");
+        assert!(report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {report}");
+    }
+
+    #[test]
+    fn the_whole_suite_passes_under_pg_auto_failover() {
+        if !reservation_conformance::tiers::long_tier(
+            "auto_failover::long::the_whole_suite_passes_under_pg_auto_failover",
+        ) {
+            return;
+        }
+        let Some(h) = auto_failover() else { return };
+        let started = Instant::now();
+        let report = reservation_conformance::run_all(&h, &PostgresHarness::settings());
+        eprintln!("the suite under pg_auto_failover, in {:.2?}", started.elapsed());
+        if let Err(report) = report.into_result() {
+            panic!("{report}");
+        }
+    }
+}
