@@ -387,3 +387,19 @@ fn nft(args: &[&str], input: Option<&str>) -> Result<(), StorageError> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::nft;
+
+    /// A command `nft` refuses is an error that quotes what it said (or, without `nft`, that it
+    /// could not run).
+    #[test]
+    fn a_refused_nft_command_is_an_error_that_says_what_nft_said() {
+        let said = reservation_store::error_chain(&nft(&["list", "no-such-thing"], None).expect_err("nft refused it"));
+        assert!(said.contains("nft list no-such-thing: exit status") || said.contains("running nft"), "{said}");
+        let rules = "table inet {\n";
+        let said = reservation_store::error_chain(&nft(&["-f", "-"], Some(rules)).expect_err("nft refused the rules"));
+        assert!(said.contains("nft -f -: exit status") || said.contains("running nft"), "{said}");
+    }
+}
