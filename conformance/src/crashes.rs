@@ -741,6 +741,18 @@ mod tests {
         };
         assert_eq!(report.taken_back(), 3);
         assert!(report.to_string().contains("taking back 3 unsynced effects"), "{report}");
+        assert!(report.to_string().contains("after 0, 0, 0 acknowledged writes"), "{report}");
+        // Without a cut, the crashes by kind; without a crash, no writes before one.
+        let crashed = |kind, n| CrashPoint { kind, ..point(n, None) };
+        let report = CrashReport {
+            crashes: vec![crashed(CrashKind::Crash, 1), crashed(CrashKind::Reopen, 2), crashed(CrashKind::Reopen, 3)],
+            ..CrashReport::default()
+        };
+        let line = report.to_string();
+        assert!(line.contains("1 crashes through Fault::Crash and 2 restarts through reopen"), "{line}");
+        assert!(!line.contains("power cuts"), "{line}");
+        let line = CrashReport::default().to_string();
+        assert!(line.contains("0 crashes through Fault::Crash") && !line.contains("acknowledged writes"), "{line}");
     }
 
     /// A reservation of a round's first phase, with the short time to live, has expired by the

@@ -466,6 +466,25 @@ fn the_same_seed_crashes_at_the_same_points() {
     assert_eq!(one.report.keys, two.report.keys);
 }
 
+/// Another seed crashes after another number of writes (the churn before a quiet crash is the
+/// seed's to draw; the first crash, before any burst, comes after the recipes, that churn and
+/// the anchor alone), and a run's report carries the ceilings it was recorded within.
+#[test]
+fn other_seeds_crash_after_other_numbers_of_writes() {
+    let ceilings = reservation_conformance::Ceilings { in_flight: 7, ..reservation_conformance::Ceilings::default() };
+    let settings =
+        |seed| Settings::from(CrashSettings::default().with_rounds(1).with_ceilings(ceilings)).with_seed(seed);
+    let first = |seed| {
+        let run = run(&WalHarness::new(None), &settings(seed));
+        assert!(run.verdict.is_ok(), "seed {seed}: {}", run.report);
+        assert_eq!(run.report.ceilings, ceilings, "seed {seed}");
+        run.report.crashes.first().map(|c| c.writes)
+    };
+    let seven = first(7);
+    assert_eq!(seven, first(7), "the same seed, another first crash");
+    assert!([9, 11].into_iter().any(|seed| first(seed) != seven), "seeds 7, 9 and 11 first crashed at {seven:?}");
+}
+
 /// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
 mod long {
     /// The same log store in Python behind the driver (`adapters/python/wal_store.py`), with its
