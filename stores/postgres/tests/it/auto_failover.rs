@@ -27,6 +27,17 @@ fn auto_failover() -> Option<PostgresHarness> {
     Some(h)
 }
 
+/// The port of the node that takes writes now: the first of the harness's connection string
+/// (both nodes, `target_session_attrs=read-write`) that answers as writable.
+fn writable_port(h: &PostgresHarness) -> i32 {
+    h.runtime().block_on(async {
+        let (client, connection) =
+            tokio_postgres::connect(h.url(), tokio_postgres::NoTls).await.expect("a writable node");
+        tokio::spawn(connection);
+        client.query_one("SELECT inet_server_port()", &[]).await.expect("its port").get(0)
+    })
+}
+
 #[test]
 fn under_pg_auto_failover_the_store_follows_the_monitors_failover_and_keeps_what_it_acknowledged() {
     let Some(h) = auto_failover() else { return };
@@ -41,10 +52,12 @@ fn under_pg_auto_failover_the_store_follows_the_monitors_failover_and_keeps_what
     };
     assert_eq!(confirm("before").expect("confirmed on the primary"), ConfirmOutcome::Confirmed);
     assert!(h.faults().contains(&Fault::Failover), "{:?}", h.faults());
+    let before = writable_port(&h);
     let started = Instant::now();
     h.inject(Fault::Failover).unwrap_or_else(|e| panic!("the monitor's failover: {}", error_chain(&e)));
     eprintln!("the monitor's failover took {:.2?}", started.elapsed());
     assert!(!h.faults().contains(&Fault::Failover), "a second failover is offered");
+    assert_ne!(writable_port(&h), before, "the node that took writes before the failover still does");
     // The connections to the dead primary fail until one reaches the promoted standby.
     reservation_testkit::confirm_after_failover(|| confirm("after"));
     let found = h.runtime().block_on(store.lookup(&scope, &Key::new("before").expect("key"))).expect("looked up");
