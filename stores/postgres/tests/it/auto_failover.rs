@@ -62,6 +62,14 @@ fn under_pg_auto_failover_the_store_follows_the_monitors_failover_and_keeps_what
     reservation_testkit::confirm_after_failover(|| confirm("after"));
     let found = h.runtime().block_on(store.lookup(&scope, &Key::new("before").expect("key"))).expect("looked up");
     assert_eq!(found, Some(Reservation::confirmed(alice, version)), "a confirmation the standby had was lost");
+    // Dropped, the harness leaves no node running.
+    let url = h.url().to_owned();
+    drop(store);
+    drop(h);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let answered =
+        runtime.block_on(tokio_postgres::connect(&format!("{url} connect_timeout=2"), tokio_postgres::NoTls));
+    assert!(answered.is_err(), "a node of the dropped harness still answers");
 }
 
 /// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
