@@ -485,6 +485,16 @@ fn other_seeds_crash_after_other_numbers_of_writes() {
     assert!([9, 11].into_iter().any(|seed| first(seed) != seven), "seeds 7, 9 and 11 first crashed at {seven:?}");
 }
 
+/// On a harness that offers both, the quiet crashes take a crash and a restart through the reopen
+/// in turn, and every burst a crash (a reopen cannot happen while operations are in flight).
+#[test]
+fn quiet_crashes_take_each_kind_in_turn_and_bursts_a_crash() {
+    let run = run(&WalHarness::new(None), &Settings::from(CrashSettings::default().with_rounds(2)).with_seed(3));
+    assert!(run.verdict.is_ok(), "{}", run.report);
+    let kinds: Vec<CrashKind> = run.report.crashes.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [CrashKind::Crash, CrashKind::Crash, CrashKind::Reopen, CrashKind::Crash], "{}", run.report);
+}
+
 /// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
 mod long {
     /// The same log store in Python behind the driver (`adapters/python/wal_store.py`), with its
