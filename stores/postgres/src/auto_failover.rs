@@ -107,6 +107,11 @@ impl AutoFailover {
             admin(runtime, topology.monitor.port, &format!("ALTER SYSTEM SET {name} = {value}"))?;
         }
         admin(runtime, topology.monitor.port, "SELECT pg_reload_conf()")?;
+        // The reload is the server's to make: the settings count once it reads them.
+        let read = "SELECT current_setting('pgautofailover.node_considered_unhealthy_timeout') = '2s'";
+        settle("the monitor did not take its fast health checks", || {
+            Ok(admin_bool(runtime, monitor_port, "postgres", read).unwrap_or(false))
+        })?;
         let monitor = format!("postgres://autoctl_node@127.0.0.1:{}/pg_auto_failover", topology.monitor.port);
         for (i, wanted) in [["single"].as_slice(), ["primary", "secondary"].as_slice()].into_iter().enumerate() {
             let mut node = node(&format!("node{}", i + 1))?;
