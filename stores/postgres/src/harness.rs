@@ -356,7 +356,7 @@ impl Harness for PostgresHarness {
         if let Some(auto) = &self.auto {
             let mut auto = lock(auto);
             return match fault {
-                Fault::Failover if auto.can_fail_over() => auto.fail_over(&self.runtime),
+                Fault::Failover => auto.fail_over(&self.runtime),
                 _ => Err(not_offered(fault)),
             };
         }
