@@ -468,7 +468,8 @@ fn the_same_seed_crashes_at_the_same_points() {
 
 /// Another seed crashes after another number of writes (the churn before a quiet crash is the
 /// seed's to draw; the first crash, before any burst, comes after the recipes, that churn and
-/// the anchor alone), and a run's report carries the ceilings it was recorded within.
+/// the anchor alone), and a run's report carries its seed and the ceilings it was recorded
+/// within.
 #[test]
 fn other_seeds_crash_after_other_numbers_of_writes() {
     let ceilings = reservation_conformance::Ceilings { in_flight: 7, ..reservation_conformance::Ceilings::default() };
@@ -477,7 +478,7 @@ fn other_seeds_crash_after_other_numbers_of_writes() {
     let first = |seed| {
         let run = run(&WalHarness::new(None), &settings(seed));
         assert!(run.verdict.is_ok(), "seed {seed}: {}", run.report);
-        assert_eq!(run.report.ceilings, ceilings, "seed {seed}");
+        assert_eq!((run.report.ceilings, run.report.seed), (ceilings, seed), "seed {seed}");
         // The writes counted before a crash are the operations answered with an outcome before
         // it, lookups not among them.
         use reservation_conformance::linearizability::{Call, Return};
