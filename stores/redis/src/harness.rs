@@ -42,23 +42,47 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Sends `signal` (`STOP`, `CONT`) to the process `pid`, with the `kill` command.
 fn signal(pid: u32, signal: &str) -> Result<(), StorageError> {
-    let mut kill = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
+    let mut kill = Command::new("kill");
+    kill.arg(format!("-{signal}")).arg(pid.to_string());
+    bounded(kill, None)
+}
+
+/// Runs `command`, `input` on its standard input, and waits for it at most [`ADMIN`]: an error
+/// that names the command and quotes what it wrote to standard error when it fails, or says that
+/// it did not end (then it is killed).
+fn bounded(mut command: Command, input: Option<&str>) -> Result<(), StorageError> {
+    use std::io::Write as _;
+    let shown = std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut child = command
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| StorageError::with_source("running kill", e))?;
+        .map_err(|e| StorageError::with_source(format!("running {shown}"), e))?;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(input.as_bytes()).map_err(|e| StorageError::with_source(format!("writing to {shown}"), e))?;
+    }
+    drop(child.stdin.take());
     let deadline = WallInstant::now() + ADMIN;
     loop {
-        match kill.try_wait() {
+        match child.try_wait() {
             Ok(Some(status)) if status.success() => return Ok(()),
-            Ok(Some(status)) => return Err(StorageError::new(format!("kill -{signal} {pid}: {status}"))),
+            Ok(Some(status)) => {
+                let mut said = String::new();
+                if let Some(mut stderr) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
+                }
+                return Err(StorageError::new(format!("{shown}: {status}: {}", said.trim())));
+            }
             Ok(None) if WallInstant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
             _ => {
-                let _ = kill.kill();
-                let _ = kill.wait();
-                return Err(StorageError::new(format!("kill -{signal} {pid} did not end within {ADMIN:?}")));
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(StorageError::new(format!("{shown} did not end within {ADMIN:?}")));
             }
         }
     }

@@ -214,12 +214,7 @@ impl Sentinels {
     /// Whether this machine can cut the primary off: `nft` (nftables) runs, with the right to
     /// change the rules.
     pub(crate) fn can_partition(&self) -> bool {
-        Command::new("nft")
-            .args(["list", "tables"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+        nft(&["list", "tables"], None).is_ok()
     }
 
     /// The primary is cut off from the sentinels and from both replicas while the store still
@@ -355,37 +350,9 @@ impl Drop for Cut {
 /// Runs `nft` with `args` (and `input` on its standard input), within [`super::ADMIN`]: an error
 /// that quotes what it said when it fails.
 fn nft(args: &[&str], input: Option<&str>) -> Result<(), StorageError> {
-    use std::io::Write as _;
-    let mut child = Command::new("nft")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| StorageError::with_source("running nft (nftables), for a partition", e))?;
-    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
-        stdin.write_all(input.as_bytes()).map_err(|e| StorageError::with_source("writing nft's rules", e))?;
-    }
-    drop(child.stdin.take());
-    let deadline = WallInstant::now() + super::ADMIN;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => return Ok(()),
-            Ok(Some(status)) => {
-                let mut said = String::new();
-                if let Some(mut stderr) = child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
-                }
-                return Err(StorageError::new(format!("nft {}: {status}: {}", args.join(" "), said.trim())));
-            }
-            Ok(None) if WallInstant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(StorageError::new(format!("nft {} did not end within {:?}", args.join(" "), super::ADMIN)));
-            }
-        }
-    }
+    let mut command = Command::new("nft");
+    command.args(args);
+    super::bounded(command, input)
 }
 
 #[cfg(test)]
