@@ -12,13 +12,13 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reservation_store::StorageError;
 use tokio::runtime::Runtime;
 
 use crate::cluster::{BINARIES, query, version};
-use crate::process::{POLL, run};
+use crate::process::{run, wait_until};
 
 /// The longest wait for a node to reach its state, and for a failover to end.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
@@ -102,15 +102,15 @@ impl AutoFailover {
         create.push("--run");
         topology.monitor.child = Some(Node::spawn(&bin, &create, &dir.join("monitor.log"))?);
         let monitor_port = topology.monitor.port;
-        settle("the pg_auto_failover monitor did not answer", || Ok(monitor_up(runtime, monitor_port)))?;
+        wait_until(SETTLE_WITHIN, "the pg_auto_failover monitor did not answer", || monitor_up(runtime, monitor_port))?;
         for (name, value) in FAST_CHECKS {
             admin(runtime, topology.monitor.port, &format!("ALTER SYSTEM SET {name} = {value}"))?;
         }
         admin(runtime, topology.monitor.port, "SELECT pg_reload_conf()")?;
         // The reload is the server's to make: the settings count once it reads them.
         let read = "SELECT current_setting('pgautofailover.node_considered_unhealthy_timeout') = '2s'";
-        settle("the monitor did not take its fast health checks", || {
-            Ok(admin_bool(runtime, monitor_port, "postgres", read).unwrap_or(false))
+        wait_until(SETTLE_WITHIN, "the monitor did not take its fast health checks", || {
+            admin_bool(runtime, monitor_port, "postgres", read).unwrap_or(false)
         })?;
         let monitor = format!("postgres://autoctl_node@127.0.0.1:{}/pg_auto_failover", topology.monitor.port);
         for (i, wanted) in [["single"].as_slice(), ["primary", "secondary"].as_slice()].into_iter().enumerate() {
@@ -121,8 +121,8 @@ impl AutoFailover {
             create.push("--run");
             node.child = Some(Node::spawn(&bin, &create, &dir.join(format!("node{}.log", i + 1)))?);
             topology.nodes.push(node);
-            let what = format!("the monitor did not report the nodes {wanted:?} within {SETTLE_WITHIN:?}");
-            settle(&what, || Ok(reported(&states(runtime, &topology.monitor)?) == wanted))?;
+            let what = format!("the monitor did not report the nodes {wanted:?}");
+            wait_until(SETTLE_WITHIN, &what, || reported(&states(runtime, &topology.monitor)) == wanted)?;
         }
         Ok(topology)
     }
@@ -152,7 +152,7 @@ impl AutoFailover {
             return Err(reservation_conformance::faults::not_offered(reservation_conformance::faults::Fault::Failover));
         }
         self.failed_over = true;
-        let now = states(runtime, &self.monitor)?;
+        let now = states(runtime, &self.monitor);
         let primary = now
             .iter()
             .find(|s| s.1 == "primary")
@@ -166,8 +166,8 @@ impl AutoFailover {
         // Promoted and taking writes: out of recovery, and not read-only (the monitor keeps a
         // promoted node read-only until it has reached `wait_primary`).
         let writable = "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'";
-        settle("the monitor did not promote the standby", || {
-            Ok(admin_bool(runtime, standby, "postgres", writable).unwrap_or(false))
+        wait_until(SETTLE_WITHIN, "the monitor did not promote the standby", || {
+            admin_bool(runtime, standby, "postgres", writable).unwrap_or(false)
         })
     }
 }
@@ -193,15 +193,14 @@ fn port() -> Result<u16, StorageError> {
 
 /// The reported states of the nodes, in node order: `(port, reported, assigned)`; empty while the
 /// monitor does not answer.
-fn states(runtime: &Runtime, monitor: &Node) -> Result<Vec<(u16, String, String)>, StorageError> {
+fn states(runtime: &Runtime, monitor: &Node) -> Vec<(u16, String, String)> {
     let sql = "SELECT nodeport, reportedstate::text, goalstate::text FROM pgautofailover.node ORDER BY nodeid";
     let rows = query(runtime, monitor.port, "pg_auto_failover", sql).unwrap_or_default();
-    Ok(rows
-        .iter()
+    rows.iter()
         .filter_map(|r| {
             Some((u16::try_from(r.try_get::<_, i32>(0).ok()?).ok()?, r.try_get(1).ok()?, r.try_get(2).ok()?))
         })
-        .collect())
+        .collect()
 }
 
 /// The states the nodes reported, when each is also the state the monitor assigned it.
@@ -223,16 +222,4 @@ fn admin(runtime: &Runtime, port: u16, sql: &str) -> Result<(), StorageError> {
 fn admin_bool(runtime: &Runtime, port: u16, db: &str, sql: &str) -> Result<bool, StorageError> {
     let rows = query(runtime, port, db, sql)?;
     rows.first().and_then(|r| r.try_get(0).ok()).ok_or_else(|| StorageError::new(format!("no answer to `{sql}`")))
-}
-
-/// Waits, at most [`SETTLE_WITHIN`], until `ready` says yes; its error ends the wait.
-fn settle(what: &str, mut ready: impl FnMut() -> Result<bool, StorageError>) -> Result<(), StorageError> {
-    let deadline = Instant::now() + SETTLE_WITHIN;
-    while Instant::now() < deadline {
-        if ready()? {
-            return Ok(());
-        }
-        std::thread::sleep(POLL.max(Duration::from_millis(100)));
-    }
-    Err(StorageError::new(format!("{what} within {SETTLE_WITHIN:?}")))
 }
