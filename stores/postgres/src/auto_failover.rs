@@ -11,19 +11,19 @@
 //! says what is missing.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use reservation_store::StorageError;
 use tokio::runtime::Runtime;
 
 use crate::cluster::{BINARIES, query, version};
-use crate::process::{run, wait_until};
+use crate::harness::Orchestrated;
+use crate::process::{Daemon, run, wait_until};
 
 /// The longest wait for a node to reach its state, and for a failover to end.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
 
-/// The bound of each command the harness runs itself (`chown`, `kill`).
+/// The bound of each command the harness runs itself (`chown`).
 const COMMAND_LIMIT: Duration = Duration::from_secs(2);
 
 /// The monitor's settings that make a failover take seconds: a health check every second, each
@@ -43,33 +43,19 @@ const FAST_CHECKS: [(&str, &str); 6] = [
 struct Node {
     port: u16,
     dir: PathBuf,
-    child: Option<Child>,
+    child: Option<Daemon>,
 }
 
 impl Node {
-    /// Runs `pg_autoctl` with `args` as the `postgres` user, in a process group of its own, its
-    /// output in `log` (a file of the topology's directory).
-    fn spawn(bin: &str, args: &[&str], log: &std::path::Path) -> Result<Child, StorageError> {
-        use std::os::unix::process::CommandExt as _;
-        let out = std::fs::File::create(log).map_err(|e| StorageError::with_source("a pg_autoctl log", e))?;
-        let err = out.try_clone().map_err(|e| StorageError::with_source("a pg_autoctl log", e))?;
-        Command::new("runuser")
-            .args(["-u", "postgres", "--", "env", &format!("PATH={bin}:/usr/bin:/bin"), "pg_autoctl"])
-            .args(args)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| StorageError::with_source("running pg_autoctl as postgres (runuser)", e))
+    /// Runs `pg_autoctl` with `args` as the `postgres` user (see [`Daemon::spawn`]).
+    fn spawn(bin: &str, args: &[&str], log: &std::path::Path) -> Result<Daemon, StorageError> {
+        Daemon::spawn(bin, "pg_autoctl", args, log)
     }
 
-    /// Kills the node's whole process group (its `pg_autoctl` processes and its server) with
-    /// SIGKILL, and reaps it.
+    /// Kills the node's whole process group (its `pg_autoctl` processes and its server).
     fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = run("kill", &["-s", "KILL", "--", &format!("-{}", child.id())], COMMAND_LIMIT);
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            child.kill();
         }
     }
 }
@@ -79,8 +65,6 @@ pub(crate) struct AutoFailover {
     dir: PathBuf,
     monitor: Node,
     nodes: Vec<Node>,
-    /// Whether the one failover it offers happened.
-    failed_over: bool,
 }
 
 impl AutoFailover {
@@ -93,8 +77,7 @@ impl AutoFailover {
         run("chown", &["postgres:postgres", &dir.display().to_string()], COMMAND_LIMIT)?;
         let node =
             |name: &str| -> Result<Node, StorageError> { Ok(Node { port: port()?, dir: dir.join(name), child: None }) };
-        let mut topology =
-            AutoFailover { monitor: node("monitor")?, nodes: Vec::new(), dir: dir.clone(), failed_over: false };
+        let mut topology = AutoFailover { monitor: node("monitor")?, nodes: Vec::new(), dir: dir.clone() };
         let (mport, mdir) = (topology.monitor.port.to_string(), topology.monitor.dir.display().to_string());
         let common = ["--hostname", "127.0.0.1", "--listen", "127.0.0.1", "--auth", "trust", "--no-ssl"];
         let mut create = vec!["create", "monitor", "--pgdata", &mdir, "--pgport", &mport];
@@ -126,32 +109,19 @@ impl AutoFailover {
         }
         Ok(topology)
     }
+}
 
-    /// The connection string of the store: both nodes, the one that takes writes.
-    pub(crate) fn url(&self) -> String {
-        let ports: Vec<String> = self.nodes.iter().map(|n| n.port.to_string()).collect();
-        format!(
-            "host={} port={} user=postgres dbname=postgres target_session_attrs=read-write",
-            vec!["127.0.0.1"; ports.len()].join(","),
-            ports.join(",")
-        )
-    }
-
-    /// Whether the one failover it offers may still be asked for.
-    pub(crate) fn can_fail_over(&self) -> bool {
-        !self.failed_over
+impl Orchestrated for AutoFailover {
+    fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|n| n.port).collect()
     }
 
     /// The primary's node is killed (SIGKILL, its whole process group) and stays down; the
     /// monitor finds it unhealthy and promotes the standby, which takes writes alone
     /// (`wait_primary`: no standby left to wait for). The fault ends once it answers that it
     /// takes writes. With the standby synchronous, every commit the primary
-    /// acknowledged is on it. Once only.
-    pub(crate) fn fail_over(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
-        if self.failed_over {
-            return Err(reservation_conformance::faults::not_offered(reservation_conformance::faults::Fault::Failover));
-        }
-        self.failed_over = true;
+    /// acknowledged is on it.
+    fn fail_over(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
         let now = states(runtime, &self.monitor);
         let primary = now
             .iter()

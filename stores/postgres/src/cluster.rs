@@ -216,14 +216,7 @@ impl Cluster {
     /// Stops (SIGSTOP) every process `pick` lists, listing them again until each one is stopped,
     /// so that a process started meanwhile is stopped too. An error if there is none.
     fn stop_every(&self, what: &str, pick: impl Fn() -> Vec<u32>) -> Result<(), StorageError> {
-        if pick().is_empty() {
-            return Err(StorageError::new(format!("cluster {}: no {what} to stop", self.name)));
-        }
-        wait_until(SIGNAL_LIMIT, &format!("cluster {}: every {what} stopping", self.name), || {
-            let running: Vec<u32> = pick().into_iter().filter(|&pid| !stopped(pid)).collect();
-            let _ = signal("STOP", &running);
-            running.is_empty()
-        })
+        process::stop_every(&format!("cluster {}: {what}", self.name), SIGNAL_LIMIT, pick)
     }
 
     /// Kills every process of the cluster (SIGKILL) at once, as a crash ends them, and waits
@@ -323,13 +316,8 @@ impl Drop for Cluster {
     }
 }
 
-/// Whether `pid` is stopped by a signal, or has ended.
-fn stopped(pid: u32) -> bool {
-    process::stat(pid).is_none_or(|s| matches!(s.state, 'T' | 't' | 'Z' | 'X'))
-}
-
 /// A port on 127.0.0.1 that nothing listens on now, and no cluster of this process had.
-fn free_port() -> Result<u16, StorageError> {
+pub(crate) fn free_port() -> Result<u16, StorageError> {
     reservation_conformance::services::loopback_port()
         .map_err(|e| StorageError::with_source("finding a free port on 127.0.0.1", e))
 }
@@ -374,7 +362,7 @@ fn drop_stale(version: &str) {
 }
 
 /// Asks the server on `port` a question whose answer is one boolean, within [`ASK_LIMIT`].
-fn ask(runtime: &Runtime, port: u16, sql: &str) -> Result<bool, StorageError> {
+pub(crate) fn ask(runtime: &Runtime, port: u16, sql: &str) -> Result<bool, StorageError> {
     let rows = query(runtime, port, "postgres", sql)?;
     let first = rows.first().ok_or_else(|| StorageError::new(format!("asking port {port} `{sql}`: no row")))?;
     first.try_get::<_, bool>(0).map_err(|e| StorageError::with_source(format!("asking port {port} `{sql}`"), e))

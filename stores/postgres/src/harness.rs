@@ -12,6 +12,7 @@ use tokio::runtime::Runtime;
 
 use crate::auto_failover::AutoFailover;
 use crate::cluster::{Clusters, Powered, Replication};
+use crate::patroni::Patroni;
 use crate::schema::quote;
 use crate::{PostgresOptions, PostgresStore, Time};
 
@@ -53,6 +54,10 @@ const STALE: Duration = Duration::from_secs(6 * 3600);
 ///   standby's). Stopping the standby's WAL receiver instead would lose nothing: what the
 ///   primary had sent would wait in the standby's socket, and be read once it went on.
 ///
+/// A harness made by [`PostgresHarness::on_auto_failover`] or [`PostgresHarness::on_patroni`]
+/// offers [`Fault::CutConnections`] and, once, [`Fault::Failover`] by its orchestrator (see
+/// each).
+///
 /// Power cuts: a harness made by [`PostgresHarness::on_cluster`] declares that its server
 /// survives a power cut under `names` ([`Capabilities::power_cuts`]), and for the power-cut check
 /// ([`Harness::store_in`]) starts a server of its own whose data directory is in the directory
@@ -69,9 +74,9 @@ pub struct PostgresHarness {
     powered: Mutex<Option<Powered>>,
     /// The settings of that server beyond the durable ones (test only: `fsync = off`).
     power_settings: Vec<(&'static str, &'static str)>,
-    /// The pg_auto_failover topology of a harness made by
-    /// [`PostgresHarness::on_auto_failover`]; dropped last, as `clusters`.
-    auto: Option<Mutex<AutoFailover>>,
+    /// The orchestrated topology of a harness made by [`PostgresHarness::on_auto_failover`] or
+    /// [`PostgresHarness::on_patroni`]; dropped last, as `clusters`.
+    orchestrated: Option<Mutex<Orchestration>>,
 }
 
 impl PostgresHarness {
@@ -112,9 +117,35 @@ impl PostgresHarness {
     pub fn on_auto_failover(options: PostgresOptions) -> Result<Self, StorageError> {
         let runtime = runtime()?;
         let topology = AutoFailover::start(&runtime)?;
-        let url = topology.url();
+        PostgresHarness::orchestrated(runtime, Box::new(topology), options)
+    }
+
+    /// A harness on PostgreSQL under Patroni, of its own: one `etcd` and two Patroni nodes, each
+    /// run as the `postgres` user on free loopback ports (Debian's `patroni` and `etcd-server`),
+    /// the leader's key in etcd living 8 s; all killed and removed when the harness is dropped
+    /// (their logs kept, and their directory said, when that happens while a test panics).
+    /// `replication` sets Patroni's synchronous mode: on for [`Replication::Synchronous`], off
+    /// for [`Replication::Asynchronous`]; [`Replication::None`] is an error. Its stores connect
+    /// with both nodes and `target_session_attrs=read-write`. It offers
+    /// [`Fault::CutConnections`] and, once, [`Fault::Failover`] by Patroni: the standby falls
+    /// behind for half a second, the leader's node is killed (Patroni and its server) and stays
+    /// down, and once its key has expired the standby's Patroni promotes its server; the harness
+    /// promotes nothing. About 10 s to start on two cores.
+    pub fn on_patroni(replication: Replication, options: PostgresOptions) -> Result<Self, StorageError> {
+        let runtime = runtime()?;
+        let topology = Patroni::start(&runtime, replication)?;
+        PostgresHarness::orchestrated(runtime, Box::new(topology), options)
+    }
+
+    /// A harness on `topology`, through its connection string.
+    fn orchestrated(
+        runtime: Runtime,
+        topology: Box<dyn Orchestrated>,
+        options: PostgresOptions,
+    ) -> Result<Self, StorageError> {
+        let url = every_node(&topology.ports());
         let mut harness = PostgresHarness::build(runtime, &url, options, None)?;
-        harness.auto = Some(Mutex::new(topology));
+        harness.orchestrated = Some(Mutex::new(Orchestration { topology, failed_over: false }));
         Ok(harness)
     }
 
@@ -149,7 +180,7 @@ impl PostgresHarness {
             clusters,
             powered: Mutex::new(None),
             power_settings: Vec::new(),
-            auto: None,
+            orchestrated: None,
         })
     }
 
@@ -337,7 +368,7 @@ impl Harness for PostgresHarness {
 
     fn faults(&self) -> Vec<Fault> {
         let mut faults = vec![Fault::CutConnections];
-        if self.auto.as_ref().is_some_and(|auto| lock(auto).can_fail_over()) {
+        if self.orchestrated.as_ref().is_some_and(|o| !lock(o).failed_over) {
             faults.push(Fault::Failover);
         }
         if let Some(clusters) = &self.clusters {
@@ -353,10 +384,13 @@ impl Harness for PostgresHarness {
         if fault == Fault::CutConnections {
             return self.cut_connections();
         }
-        if let Some(auto) = &self.auto {
-            let mut auto = lock(auto);
+        if let Some(orchestrated) = &self.orchestrated {
+            let mut orchestrated = lock(orchestrated);
             return match fault {
-                Fault::Failover => auto.fail_over(&self.runtime),
+                Fault::Failover if !orchestrated.failed_over => {
+                    orchestrated.failed_over = true;
+                    orchestrated.topology.fail_over(&self.runtime)
+                }
                 _ => Err(not_offered(fault)),
             };
         }
@@ -369,4 +403,31 @@ impl Harness for PostgresHarness {
             _ => Err(not_offered(fault)),
         }
     }
+}
+
+/// A topology whose orchestrator, not the harness, fails its primary over (pg_auto_failover,
+/// Patroni).
+pub(crate) trait Orchestrated: Send {
+    /// The ports of the nodes the store may write to, on 127.0.0.1.
+    fn ports(&self) -> Vec<u16>;
+    /// The orchestrator's failover: the node that takes writes killed and kept down, another
+    /// promoted by the orchestrator; it ends once that one takes writes.
+    fn fail_over(&mut self, runtime: &Runtime) -> Result<(), StorageError>;
+}
+
+/// An orchestrated topology, and whether its one failover happened.
+struct Orchestration {
+    topology: Box<dyn Orchestrated>,
+    failed_over: bool,
+}
+
+/// The connection string of a store on the nodes on `ports`: every one named, the one that takes
+/// writes chosen (`target_session_attrs=read-write`).
+fn every_node(ports: &[u16]) -> String {
+    let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+    format!(
+        "host={} port={} user=postgres dbname=postgres target_session_attrs=read-write",
+        vec!["127.0.0.1"; ports.len()].join(","),
+        ports.join(",")
+    )
 }

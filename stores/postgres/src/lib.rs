@@ -92,7 +92,12 @@
 //! standby: about 5 s with the monitor's health checks and its demotion wait set to seconds
 //! (by default they take about half a minute), after which the store reaches the promoted
 //! standby at its next connection. The monitor keeps a promoted node read-only until the old
-//! primary has had time to stop; `target_session_attrs=read-write` skips it meanwhile.
+//! primary has had time to stop; `target_session_attrs=read-write` skips it meanwhile. With
+//! Patroni, likewise: name every node (etcd and Patroni's REST API are not nodes the store
+//! talks to); the tests run one etcd and two nodes, kill the leader's node and let Patroni
+//! promote the standby once the leader's key has expired (8-9 s with a key living 8 s).
+//! Patroni's synchronous mode (`synchronous_mode: true`) is what keeps acknowledged commits
+//! across its failover; without it, what the standby had not received is lost.
 //!
 //! What a failover can lose depends on the replication, not on the store:
 //!
@@ -164,6 +169,8 @@ mod auto_failover;
 mod cluster;
 #[cfg(feature = "conformance")]
 mod harness;
+#[cfg(feature = "conformance")]
+mod patroni;
 #[cfg(feature = "conformance")]
 mod process;
 mod row;

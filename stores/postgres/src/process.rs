@@ -2,7 +2,7 @@
 //! found through `/proc` (Linux): what [`crate::cluster`] does to the servers it runs.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -71,6 +71,42 @@ pub(crate) fn signal(name: &str, pids: &[u32]) -> Result<(), StorageError> {
     finish("kill", &args, KILL_LIMIT).map(drop)
 }
 
+/// A program of an orchestrated topology (a `pg_autoctl` node, a Patroni node, etcd) run as the
+/// `postgres` user in a process group of its own, until [`Daemon::kill`] ends the group.
+pub(crate) struct Daemon(Child);
+
+impl Daemon {
+    /// Runs `program` with `args` as the `postgres` user (`runuser`), `bin` first on its `PATH`,
+    /// in a process group of its own, its output in `log`.
+    pub(crate) fn spawn(bin: &str, program: &str, args: &[&str], log: &Path) -> Result<Daemon, StorageError> {
+        use std::os::unix::process::CommandExt as _;
+        let what = format!("the log of {program}");
+        let out = std::fs::File::create(log).map_err(|e| StorageError::with_source(what.clone(), e))?;
+        let err = out.try_clone().map_err(|e| StorageError::with_source(what, e))?;
+        Command::new("runuser")
+            .args(["-u", "postgres", "--", "env", &format!("PATH={bin}:/usr/bin:/bin"), program])
+            .args(args)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map(Daemon)
+            .map_err(|e| StorageError::with_source(format!("running {program} as postgres (runuser)"), e))
+    }
+
+    /// Kills the whole process group (SIGKILL), and reaps the program.
+    pub(crate) fn kill(mut self) {
+        kill_group(self.0.id());
+        let _ = self.0.wait();
+    }
+}
+
+/// Sends SIGKILL to every process of the process group `group`; best effort.
+pub(crate) fn kill_group(group: u32) {
+    let _ = finish("kill", &["-s", "KILL", "--", &format!("-{group}")], KILL_LIMIT);
+}
+
 /// What `/proc/<pid>/stat` says of a process: its state letter and when it started.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Stat {
@@ -78,6 +114,8 @@ pub(crate) struct Stat {
     pub(crate) state: char,
     /// When the process started, in clock ticks since the system booted.
     pub(crate) started: u64,
+    /// Its parent's process id.
+    pub(crate) parent: u32,
 }
 
 /// The process `pid`'s [`Stat`], or `None` when there is no such process.
@@ -85,7 +123,30 @@ pub(crate) fn stat(pid: u32) -> Option<Stat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name, in parentheses, may hold spaces and parentheses: the fields follow the last.
     let fields: Vec<&str> = text.get(text.rfind(')')? + 1..)?.split_whitespace().collect();
-    Some(Stat { state: fields.first()?.chars().next()?, started: fields.get(19)?.parse().ok()? })
+    Some(Stat {
+        state: fields.first()?.chars().next()?,
+        started: fields.get(19)?.parse().ok()?,
+        parent: fields.get(1)?.parse().ok()?,
+    })
+}
+
+/// Stops (SIGSTOP) every process `pick` lists, listing them again until each one is stopped,
+/// so that a process started meanwhile is stopped too, within `limit`; an error, naming `what`,
+/// if there is none.
+pub(crate) fn stop_every(what: &str, limit: Duration, pick: impl Fn() -> Vec<u32>) -> Result<(), StorageError> {
+    if pick().is_empty() {
+        return Err(StorageError::new(format!("{what}: none to stop")));
+    }
+    wait_until(limit, &format!("{what}: every one stopping"), || {
+        let running: Vec<u32> = pick().into_iter().filter(|&pid| !stopped(pid)).collect();
+        let _ = signal("STOP", &running);
+        running.is_empty()
+    })
+}
+
+/// Whether `pid` is stopped by a signal, or has ended.
+pub(crate) fn stopped(pid: u32) -> bool {
+    stat(pid).is_none_or(|s| matches!(s.state, 'T' | 't' | 'Z' | 'X'))
 }
 
 /// Whether `pid` is a process that has not ended (an ended one not yet reaped has not run since).

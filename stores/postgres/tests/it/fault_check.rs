@@ -178,7 +178,12 @@ pub(crate) fn fault_run(h: &PostgresHarness, what: &str, fault: Fault, max: usiz
 /// looked acknowledged confirmations up.
 fn loses_nothing(replication: Replication, what: &str, fault: Fault, max: usize) {
     let Some(h) = cluster(replication) else { return };
-    let run = fault_run(&h, what, fault, max);
+    lost_nothing(&fault_run(&h, what, fault, max), fault);
+}
+
+/// `run`, a fault run of `fault`: it lost nothing, was judged linearizable, and fired `fault` at
+/// least once; after a fault that can lose data, it looked acknowledged confirmations up.
+pub(crate) fn lost_nothing(run: &FaultRun, fault: Fault) {
     if let Err(failure) = &run.verdict {
         panic!("{failure}");
     }
@@ -197,7 +202,11 @@ fn loses_nothing(replication: Replication, what: &str, fault: Fault, max: usize)
 /// before the losing fault had ended, are taken as operations that may not have happened.
 fn caught_losing(replication: Replication, options: PostgresOptions, what: &str, fault: Fault, max: usize) {
     let Some(h) = service(SERVICE, PostgresHarness::on_cluster(replication, options)) else { return };
-    let run = fault_run(&h, what, fault, max);
+    lost_and_caught(&fault_run(&h, what, fault, max));
+}
+
+/// `run` failed on P1, having found acknowledged confirmations lost.
+pub(crate) fn lost_and_caught(run: &FaultRun) {
     let failure = run.verdict.as_ref().expect_err("confirmations were lost, and the fault check passed");
     assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
     let report = &run.report;

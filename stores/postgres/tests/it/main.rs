@@ -9,6 +9,7 @@ mod corrupt;
 mod fault_check;
 mod linearizability;
 mod options;
+mod patroni;
 mod power_cut;
 mod schema;
 mod silent;

@@ -1,0 +1,238 @@
+//! PostgreSQL under Patroni, of the tests' own (feature `conformance`): one `etcd` and two
+//! Patroni nodes (Debian's `patroni` and `etcd-server`), each run as the `postgres` user in a
+//! process group of its own, on free loopback ports, in a temporary directory removed when
+//! dropped. The leader's key in etcd lives 8 s and is renewed every second, so that a failover
+//! takes seconds, not the default's half minute. Synchronous mode (Patroni's
+//! `synchronous_mode`) is on for [`Replication::Synchronous`], off for
+//! [`Replication::Asynchronous`]. A failover is Patroni's own: the harness lets the standby fall
+//! behind, kills the leader's node (Patroni and its server), and waits for the standby's Patroni
+//! to take the leader's key and promote it; it promotes nothing.
+//!
+//! Needs root (the nodes run as `postgres`), Linux, `patroni` and `etcd`; without them, an
+//! error that says what is missing.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reservation_store::StorageError;
+use tokio::runtime::Runtime;
+
+use crate::cluster::{BINARIES, LAG, Replication, ask, free_port, version};
+use crate::harness::Orchestrated;
+use crate::process::{Daemon, alive, pids_where, run, signal, stat, stop_every, wait_until};
+
+/// The longest wait for a node to start and stream, and for a failover to end.
+const SETTLE_WITHIN: Duration = Duration::from_secs(60);
+
+/// The bound of each command the harness runs itself (`chown`).
+const COMMAND_LIMIT: Duration = Duration::from_secs(2);
+
+/// How long the leader's key lives in etcd without being renewed (`ttl`, seconds), how often
+/// Patroni's loop runs (`loop_wait`), and how long it retries etcd and PostgreSQL
+/// (`retry_timeout`): Patroni asks `loop_wait + 2 × retry_timeout ≤ ttl`.
+const TIMING: [(&str, u32); 3] = [("ttl", 8), ("loop_wait", 1), ("retry_timeout", 3)];
+
+/// One Patroni node: its server's port, its data directory, and Patroni while it runs.
+struct Node {
+    name: String,
+    port: u16,
+    data: PathBuf,
+    patroni: Option<Daemon>,
+}
+
+impl Node {
+    /// Kills the node: Patroni's process group, then its server, every process of it at once
+    /// (Patroni starts the server in a session of its own, and each server process is its own
+    /// process group), so that nothing of it answers or writes any more.
+    fn kill(&mut self) {
+        if let Some(patroni) = self.patroni.take() {
+            patroni.kill();
+        }
+        if let Some(postmaster) = self.postmaster() {
+            let mut server = children(postmaster, |_| true);
+            server.push(postmaster);
+            let _ = signal("KILL", &server);
+        }
+    }
+
+    /// The process id of the node's postmaster, from `postmaster.pid`, while it runs.
+    fn postmaster(&self) -> Option<u32> {
+        let text = std::fs::read_to_string(self.data.join("postmaster.pid")).ok()?;
+        let pid: u32 = text.lines().next()?.trim().parse().ok()?;
+        alive(pid).then_some(pid)
+    }
+
+    /// The node's WAL senders.
+    fn senders(&self) -> Vec<u32> {
+        let Some(postmaster) = self.postmaster() else { return Vec::new() };
+        children(postmaster, |command| command.contains(": walsender "))
+    }
+}
+
+/// The processes the postmaster `postmaster` started whose command line (a server process shows
+/// its title there) satisfies `wanted`.
+fn children(postmaster: u32, wanted: impl Fn(&str) -> bool) -> Vec<u32> {
+    pids_where(wanted).into_iter().filter(|&pid| stat(pid).is_some_and(|s| s.parent == postmaster)).collect()
+}
+
+/// The topology: etcd and the two nodes, the first the one that bootstrapped the cluster.
+pub(crate) struct Patroni {
+    dir: PathBuf,
+    etcd: Option<Daemon>,
+    nodes: Vec<Node>,
+}
+
+impl Patroni {
+    /// Starts etcd, then the first node (which makes the cluster and leads) and the second
+    /// (which copies it and streams from it), and waits until the leader takes writes and its
+    /// standby streams (as the synchronous standby when `replication` says so).
+    pub(crate) fn start(runtime: &Runtime, replication: Replication) -> Result<Patroni, StorageError> {
+        let synchronous = match replication {
+            Replication::Synchronous => true,
+            Replication::Asynchronous => false,
+            Replication::None => return Err(StorageError::new("Patroni's topology needs a standby")),
+        };
+        let bin = format!("{BINARIES}/{}/bin", version()?);
+        let dir = std::env::temp_dir().join(format!("reservation-patroni-{}-{}", std::process::id(), free_port()?));
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the topology's directory", e))?;
+        run("chown", &["postgres:postgres", &dir.display().to_string()], COMMAND_LIMIT)?;
+        let mut topology = Patroni { dir: dir.clone(), etcd: None, nodes: Vec::new() };
+        let (client, peer) = (free_port()?, free_port()?);
+        let (client_url, peer_url) = (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
+        let etcd_args = [
+            "--name",
+            "etcd",
+            "--data-dir",
+            &dir.join("etcd").display().to_string(),
+            "--listen-client-urls",
+            &client_url,
+            "--advertise-client-urls",
+            &client_url,
+            "--listen-peer-urls",
+            &peer_url,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+            "--initial-cluster",
+            &format!("etcd={peer_url}"),
+        ]
+        .map(str::to_owned);
+        let etcd_args: Vec<&str> = etcd_args.iter().map(String::as_str).collect();
+        topology.etcd = Some(Daemon::spawn("/usr/bin", "etcd", &etcd_args, &dir.join("etcd.log"))?);
+        let scope = dir.file_name().and_then(|n| n.to_str()).unwrap_or("reservation-patroni").to_owned();
+        for n in 1..=2 {
+            let name = format!("node{n}");
+            let node = Node { name: name.clone(), port: free_port()?, data: dir.join(&name), patroni: None };
+            let config = dir.join(format!("{name}.yml"));
+            let yaml = node_config(&scope, &node, free_port()?, client, &bin, &dir, synchronous);
+            std::fs::write(&config, yaml).map_err(|e| StorageError::with_source("a Patroni node's settings", e))?;
+            let log = dir.join(format!("{name}.log"));
+            let patroni = Daemon::spawn(&bin, "patroni", &[&config.display().to_string()], &log)?;
+            topology.nodes.push(Node { patroni: Some(patroni), ..node });
+            // The first node makes the cluster; the second copies it once it leads.
+            if n == 1 {
+                let port = topology.nodes[0].port;
+                wait_until(SETTLE_WITHIN, "Patroni's first node did not lead", || writable(runtime, port))?;
+            }
+        }
+        let leader = topology.nodes[0].port;
+        let state = if synchronous { "sync" } else { "async" };
+        // The standby's own WAL receiver, by the name Patroni gives it: the base backup that
+        // made it streams too, as another application.
+        let streaming = format!(
+            "SELECT count(*) = 1 FROM pg_stat_replication \
+             WHERE application_name = 'node2' AND state = 'streaming' AND sync_state = '{state}'"
+        );
+        wait_until(SETTLE_WITHIN, &format!("Patroni's second node did not stream ({state})"), || {
+            ask(runtime, leader, &streaming).unwrap_or(false)
+        })?;
+        Ok(topology)
+    }
+}
+
+impl Orchestrated for Patroni {
+    fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|n| n.port).collect()
+    }
+
+    /// The standby falls behind (the leader's WAL senders stopped) for [`LAG`] while the leader
+    /// goes on; then the leader's node is killed (Patroni and its server) and stays down. Once
+    /// the leader's key has expired in etcd, the standby's Patroni takes it and promotes its
+    /// server; the fault ends once that takes writes. In synchronous mode the commits made
+    /// meanwhile wait for the standby, and fail with the leader; without it, they are
+    /// acknowledged, and lost.
+    fn fail_over(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
+        let leader = self
+            .nodes
+            .iter()
+            .position(|n| writable(runtime, n.port))
+            .ok_or_else(|| StorageError::new("no Patroni node takes writes"))?;
+        // The standby streams since the topology started; should Patroni have restarted it
+        // since, the fault starts once it streams again.
+        let node = &self.nodes[leader];
+        let what = format!("Patroni's {}: WAL sender", node.name);
+        let lagging = wait_until(SETTLE_WITHIN, &format!("{what}: none streaming"), || !node.senders().is_empty())
+            .and_then(|()| stop_every(&what, SETTLE_WITHIN, || node.senders()));
+        if lagging.is_ok() {
+            std::thread::sleep(LAG);
+        }
+        self.nodes[leader].kill();
+        lagging?;
+        let standby = self
+            .nodes
+            .iter()
+            .enumerate()
+            .find(|(i, _)| *i != leader)
+            .map(|(_, n)| n.port)
+            .ok_or_else(|| StorageError::new("no standby to promote"))?;
+        wait_until(SETTLE_WITHIN, "Patroni did not promote the standby", || writable(runtime, standby))
+    }
+}
+
+impl Drop for Patroni {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            node.kill();
+        }
+        if let Some(etcd) = self.etcd.take() {
+            etcd.kill();
+        }
+        if std::thread::panicking() {
+            eprintln!("Patroni: its logs are kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The settings of `node` (its REST API on `api`), in the cluster `scope` kept in the etcd
+/// answering on `etcd`: its server's binaries in `bin`, its socket and its password file in
+/// `dir`, trust over loopback, synchronous mode as `synchronous` says.
+fn node_config(
+    scope: &str,
+    node: &Node,
+    api: u16,
+    etcd: u16,
+    bin: &str,
+    dir: &std::path::Path,
+    synchronous: bool,
+) -> String {
+    let timing: String = TIMING.iter().map(|(name, value)| format!("    {name}: {value}\n")).collect();
+    let (name, port, data, dir) = (&node.name, node.port, node.data.display(), dir.display());
+    format!(
+        "scope: {scope}\n\
+         name: {name}\n\
+         restapi:\n  listen: 127.0.0.1:{api}\n  connect_address: 127.0.0.1:{api}\n\
+         etcd3:\n  hosts: 127.0.0.1:{etcd}\n\
+         bootstrap:\n  dcs:\n{timing}    synchronous_mode: {synchronous}\n\
+         \x20 pg_hba:\n  - host all all 127.0.0.1/32 trust\n  - host replication all 127.0.0.1/32 trust\n  - local all all trust\n\
+         postgresql:\n  listen: 127.0.0.1:{port}\n  connect_address: 127.0.0.1:{port}\n  data_dir: {data}\n  bin_dir: {bin}\n\
+         \x20 pgpass: {dir}/{name}.pgpass\n\
+         \x20 authentication:\n    superuser: {{username: postgres}}\n    replication: {{username: postgres}}\n\
+         \x20 parameters:\n    unix_socket_directories: {dir}\n"
+    )
+}
+
+/// Whether the server on `port` answers and takes writes.
+fn writable(runtime: &Runtime, port: u16) -> bool {
+    ask(runtime, port, "SELECT NOT pg_is_in_recovery()").unwrap_or(false)
+}

@@ -1,0 +1,67 @@
+//! PostgreSQL under Patroni, of the tests' own (`PostgresHarness::on_patroni`: one etcd, two
+//! Patroni nodes): the store connects as a production client does (both nodes,
+//! `target_session_attrs=read-write`), follows Patroni's failover, and keeps what it
+//! acknowledged in synchronous mode; without it, the fault check catches the confirmations the
+//! failover loses. Without `patroni` and `etcd` (Debian's `patroni` and `etcd-server`) or root,
+//! each test says so in one line and passes, unless `RESERVATION_REQUIRE_SERVICES=1`.
+
+use std::time::Instant;
+
+use reservation_conformance::faults::Fault;
+use reservation_conformance::services::service;
+use reservation_postgres::{PostgresHarness, Replication};
+
+use crate::auto_failover::follows_the_failover_and_keeps_what_it_acknowledged;
+use crate::fault_check::{fault_run, lost_and_caught, lost_nothing, options};
+
+/// A harness under Patroni of its own, synchronous mode as `replication` says, or `None` (said
+/// once) without the means to make one.
+fn patroni(replication: Replication) -> Option<PostgresHarness> {
+    let started = Instant::now();
+    let h = service("Patroni (patroni and etcd, as root)", PostgresHarness::on_patroni(replication, options()))?;
+    eprintln!("Patroni ({replication:?}): etcd, a leader and a standby started in {:.2?}", started.elapsed());
+    Some(h)
+}
+
+#[test]
+fn under_patroni_the_store_follows_patronis_failover_and_keeps_what_it_acknowledged() {
+    let Some(h) = patroni(Replication::Synchronous) else { return };
+    follows_the_failover_and_keeps_what_it_acknowledged(h, "Patroni's failover");
+}
+
+#[test]
+fn patroni_needs_a_standby() {
+    let Err(refused) = PostgresHarness::on_patroni(Replication::None, options()) else {
+        panic!("a Patroni topology without a standby was made");
+    };
+    assert!(refused.to_string().contains("needs a standby"), "{refused}");
+}
+
+/// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
+mod long {
+    use super::*;
+
+    #[test]
+    fn in_synchronous_mode_patronis_failover_loses_nothing() {
+        if !reservation_conformance::tiers::long_tier(
+            "patroni::long::in_synchronous_mode_patronis_failover_loses_nothing",
+        ) {
+            return;
+        }
+        let Some(h) = patroni(Replication::Synchronous) else { return };
+        let run = fault_run(&h, "Patroni, synchronous mode, its failover", Fault::Failover, 1);
+        lost_nothing(&run, Fault::Failover);
+        assert!(run.report.indeterminate > 0, "no commit waited in vain for the standby: {}", run.report);
+    }
+
+    #[test]
+    fn the_fault_check_catches_patronis_failover_without_synchronous_mode_losing_acknowledged_confirmations() {
+        if !reservation_conformance::tiers::long_tier(
+            "patroni::long::the_fault_check_catches_patronis_failover_without_synchronous_mode_losing_acknowledged_confirmations",
+        ) {
+            return;
+        }
+        let Some(h) = patroni(Replication::Asynchronous) else { return };
+        lost_and_caught(&fault_run(&h, "Patroni, asynchronous, its failover", Fault::Failover, 1));
+    }
+}
