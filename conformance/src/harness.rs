@@ -367,7 +367,8 @@ pub enum Fault {
     /// The primary is stopped (SIGSTOP) past the failure detector's timeout of the nodes that
     /// watch it, until they promote a replica in its place, then let go on (SIGCONT): it comes
     /// back believing it leads, answers what was sent to it meanwhile and takes writes until it
-    /// is made a replica of the new primary. The store must follow the new primary.
+    /// is demoted (made a replica of the new primary, or stopped by its own orchestrator, as
+    /// Patroni does once it finds its key another's). The store must follow the new primary.
     LongPause,
     /// The suite's own, for a durable harness: the store is closed and a new one opened on the
     /// same storage ([`Harness::reopen`]), as a restarting process.

@@ -55,8 +55,8 @@ const STALE: Duration = Duration::from_secs(6 * 3600);
 ///   primary had sent would wait in the standby's socket, and be read once it went on.
 ///
 /// A harness made by [`PostgresHarness::on_auto_failover`] or [`PostgresHarness::on_patroni`]
-/// offers [`Fault::CutConnections`] and, once, [`Fault::Failover`] by its orchestrator (see
-/// each).
+/// offers [`Fault::CutConnections`] and, once, [`Fault::Failover`] by its orchestrator, or
+/// under Patroni [`Fault::LongPause`] in its place (see each).
 ///
 /// Power cuts: a harness made by [`PostgresHarness::on_cluster`] declares that its server
 /// survives a power cut under `names` ([`Capabilities::power_cuts`]), and for the power-cut check
@@ -127,10 +127,12 @@ impl PostgresHarness {
     /// `replication` sets Patroni's synchronous mode: on for [`Replication::Synchronous`], off
     /// for [`Replication::Asynchronous`]; [`Replication::None`] is an error. Its stores connect
     /// with both nodes and `target_session_attrs=read-write`. It offers
-    /// [`Fault::CutConnections`] and, once, [`Fault::Failover`] by Patroni: the standby falls
-    /// behind for half a second, the leader's node is killed (Patroni and its server) and stays
-    /// down, and once its key has expired the standby's Patroni promotes its server; the harness
-    /// promotes nothing. About 10 s to start on two cores.
+    /// [`Fault::CutConnections`] and, once, one of [`Fault::Failover`] by Patroni (the standby
+    /// falls behind for half a second, the leader's node is killed, Patroni and its server, and
+    /// stays down, and once its key has expired the standby's Patroni promotes its server) and
+    /// [`Fault::LongPause`] (the leader's whole node stopped until Patroni has promoted the
+    /// standby, then let go on, until its own Patroni demotes it); the harness promotes and
+    /// demotes nothing. 5-11 s to start on two cores.
     pub fn on_patroni(replication: Replication, options: PostgresOptions) -> Result<Self, StorageError> {
         let runtime = runtime()?;
         let topology = Patroni::start(&runtime, replication)?;
@@ -368,8 +370,14 @@ impl Harness for PostgresHarness {
 
     fn faults(&self) -> Vec<Fault> {
         let mut faults = vec![Fault::CutConnections];
-        if self.orchestrated.as_ref().is_some_and(|o| !lock(o).failed_over) {
-            faults.push(Fault::Failover);
+        if let Some(orchestrated) = &self.orchestrated {
+            let orchestrated = lock(orchestrated);
+            if !orchestrated.failed_over {
+                faults.push(Fault::Failover);
+                if orchestrated.topology.pauses() {
+                    faults.push(Fault::LongPause);
+                }
+            }
         }
         if let Some(clusters) = &self.clusters {
             faults.extend([Fault::Crash, Fault::Pause]);
@@ -390,6 +398,10 @@ impl Harness for PostgresHarness {
                 Fault::Failover if !orchestrated.failed_over => {
                     orchestrated.failed_over = true;
                     orchestrated.topology.fail_over(&self.runtime)
+                }
+                Fault::LongPause if !orchestrated.failed_over && orchestrated.topology.pauses() => {
+                    orchestrated.failed_over = true;
+                    orchestrated.topology.long_pause(&self.runtime)
                 }
                 _ => Err(not_offered(fault)),
             };
@@ -413,6 +425,15 @@ pub(crate) trait Orchestrated: Send {
     /// The orchestrator's failover: the node that takes writes killed and kept down, another
     /// promoted by the orchestrator; it ends once that one takes writes.
     fn fail_over(&mut self, runtime: &Runtime) -> Result<(), StorageError>;
+    /// Whether it offers [`Orchestrated::long_pause`].
+    fn pauses(&self) -> bool {
+        false
+    }
+    /// The node that takes writes stopped until the orchestrator promoted another, then let go
+    /// on; it ends once the orchestrator has it take writes no more.
+    fn long_pause(&mut self, _runtime: &Runtime) -> Result<(), StorageError> {
+        Err(not_offered(Fault::LongPause))
+    }
 }
 
 /// An orchestrated topology, and whether its one failover happened.

@@ -19,10 +19,13 @@ use tokio::runtime::Runtime;
 
 use crate::cluster::{BINARIES, LAG, Replication, ask, free_port, version};
 use crate::harness::Orchestrated;
-use crate::process::{Daemon, alive, pids_where, run, signal, stat, stop_every, wait_until};
+use crate::process::{Daemon, alive, descendants, pids_where, run, signal, stat, stop_every, wait_until};
 
 /// The longest wait for a node to start and stream, and for a failover to end.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
+
+/// How long, in a long pause, the old leader stays stopped after Patroni promoted the standby.
+const LET_GO_AFTER: Duration = Duration::from_millis(300);
 
 /// The bound of each command the harness runs itself (`chown`).
 const COMMAND_LIMIT: Duration = Duration::from_secs(2);
@@ -53,6 +56,15 @@ impl Node {
             server.push(postmaster);
             let _ = signal("KILL", &server);
         }
+    }
+
+    /// Every process of the node: Patroni's, and its server's.
+    fn processes(&self) -> Vec<u32> {
+        let mut all = self.patroni.as_ref().map(|p| descendants(p.id())).unwrap_or_default();
+        if let Some(postmaster) = self.postmaster() {
+            all.extend(descendants(postmaster));
+        }
+        all
     }
 
     /// The process id of the node's postmaster, from `postmaster.pid`, while it runs.
@@ -161,11 +173,7 @@ impl Orchestrated for Patroni {
     /// meanwhile wait for the standby, and fail with the leader; without it, they are
     /// acknowledged, and lost.
     fn fail_over(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
-        let leader = self
-            .nodes
-            .iter()
-            .position(|n| writable(runtime, n.port))
-            .ok_or_else(|| StorageError::new("no Patroni node takes writes"))?;
+        let (leader, standby) = self.roles(runtime)?;
         // The standby streams since the topology started; should Patroni have restarted it
         // since, the fault starts once it streams again.
         let node = &self.nodes[leader];
@@ -177,6 +185,47 @@ impl Orchestrated for Patroni {
         }
         self.nodes[leader].kill();
         lagging?;
+        wait_until(SETTLE_WITHIN, "Patroni did not promote the standby", || writable(runtime, standby))
+    }
+
+    fn pauses(&self) -> bool {
+        true
+    }
+
+    /// The leader's whole node (Patroni and every process of its server) is stopped (SIGSTOP),
+    /// as a machine that stops answering is, until Patroni on the standby, finding the leader's
+    /// key expired, has promoted its server, and [`LET_GO_AFTER`] later let go on (SIGCONT). The
+    /// old leader's server comes back taking writes on the connections the store kept to it,
+    /// until its Patroni, finding the key another's, demotes it; the fault ends once it takes
+    /// none. In synchronous mode those commits wait for a standby that is gone, and fail;
+    /// without it, they are acknowledged, and lost.
+    fn long_pause(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
+        let (leader, standby) = self.roles(runtime)?;
+        let node = &self.nodes[leader];
+        let stopped = stop_every(&format!("Patroni's {}", node.name), SETTLE_WITHIN, || node.processes());
+        let promoted = stopped.and_then(|()| {
+            wait_until(SETTLE_WITHIN, "Patroni did not promote the standby while the leader was stopped", || {
+                writable(runtime, standby)
+            })
+        });
+        if promoted.is_ok() {
+            std::thread::sleep(LET_GO_AFTER);
+        }
+        // Whatever happened, the node is let go on before the fault ends.
+        let resumed = signal("CONT", &node.processes());
+        promoted.and(resumed)?;
+        wait_until(SETTLE_WITHIN, "Patroni did not demote the old leader", || !writable(runtime, node.port))
+    }
+}
+
+impl Patroni {
+    /// The node that takes writes, and the other one's port: the fault's roles.
+    fn roles(&self, runtime: &Runtime) -> Result<(usize, u16), StorageError> {
+        let leader = self
+            .nodes
+            .iter()
+            .position(|n| writable(runtime, n.port))
+            .ok_or_else(|| StorageError::new("no Patroni node takes writes"))?;
         let standby = self
             .nodes
             .iter()
@@ -184,7 +233,7 @@ impl Orchestrated for Patroni {
             .find(|(i, _)| *i != leader)
             .map(|(_, n)| n.port)
             .ok_or_else(|| StorageError::new("no standby to promote"))?;
-        wait_until(SETTLE_WITHIN, "Patroni did not promote the standby", || writable(runtime, standby))
+        Ok((leader, standby))
     }
 }
 

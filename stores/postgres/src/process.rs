@@ -95,6 +95,11 @@ impl Daemon {
             .map_err(|e| StorageError::with_source(format!("running {program} as postgres (runuser)"), e))
     }
 
+    /// The program's process id (the leader of its process group).
+    pub(crate) fn id(&self) -> u32 {
+        self.0.id()
+    }
+
     /// Kills the whole process group (SIGKILL), and reaps the program.
     pub(crate) fn kill(mut self) {
         kill_group(self.0.id());
@@ -147,6 +152,20 @@ pub(crate) fn stop_every(what: &str, limit: Duration, pick: impl Fn() -> Vec<u32
 /// Whether `pid` is stopped by a signal, or has ended.
 pub(crate) fn stopped(pid: u32) -> bool {
     stat(pid).is_none_or(|s| matches!(s.state, 'T' | 't' | 'Z' | 'X'))
+}
+
+/// `root` and every process that descends from it, while they run.
+pub(crate) fn descendants(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> =
+        pids_where(|_| true).into_iter().filter_map(|pid| stat(pid).map(|s| (pid, s.parent))).collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while let Some(&pid) = found.get(i) {
+        found.extend(parents.iter().filter(|(_, parent)| *parent == pid).map(|(child, _)| *child));
+        i += 1;
+    }
+    found.retain(|&pid| alive(pid));
+    found
 }
 
 /// Whether `pid` is a process that has not ended (an ended one not yet reaped has not run since).

@@ -64,7 +64,16 @@ pub(crate) fn follows_the_failover_and_keeps_what_it_acknowledged(h: PostgresHar
     let started = Instant::now();
     h.inject(Fault::Failover).unwrap_or_else(|e| panic!("{what}: {}", error_chain(&e)));
     eprintln!("{what} took {:.2?}", started.elapsed());
-    assert!(!h.faults().contains(&Fault::Failover), "a second failover is offered");
+    // One failover, or one long pause, uses the standby up: neither is offered again.
+    for fault in [Fault::Failover, Fault::LongPause] {
+        assert!(!h.faults().contains(&fault), "{fault} is offered after the failover");
+        let refused = h.inject(fault).expect_err("a second failover");
+        assert!(
+            error_chain(&refused).contains(&format!("cannot cause the fault `{fault}`")),
+            "{}",
+            error_chain(&refused)
+        );
+    }
     assert_ne!(writable_port(&h), before, "the node that took writes before the failover still does");
     // The connections to the dead primary fail until one reaches the promoted standby.
     reservation_testkit::confirm_after_failover(|| confirm("after"));

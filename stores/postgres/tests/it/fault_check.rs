@@ -158,13 +158,19 @@ fn leave_a_cluster_behind() {
 /// One fault run on `h` with only `fault` fired, at most `max` times; its report and the faults
 /// fired printed (the figures of RELIABILITY.md).
 pub(crate) fn fault_run(h: &PostgresHarness, what: &str, fault: Fault, max: usize) -> FaultRun {
+    fault_run_for(h, what, fault, max, Duration::from_secs(6))
+}
+
+/// As [`fault_run`], the run going on for `duration`, with as many operations a second.
+pub(crate) fn fault_run_for(h: &PostgresHarness, what: &str, fault: Fault, max: usize, duration: Duration) -> FaultRun {
+    let per_second = |n: u32| usize::try_from(u128::from(n) * duration.as_millis() / 1_000).unwrap_or(usize::MAX);
     let settings = FaultSettings::default()
         .with_faults(&[fault])
-        .with_duration(Duration::from_secs(6))
+        .with_duration(duration)
         .with_max_faults(max)
         .with_gap(Duration::from_millis(1_200))
-        .with_ops(6_000)
-        .with_ledger_keys(1_200);
+        .with_ops(per_second(1_000))
+        .with_ledger_keys(per_second(200));
     let run = faults::run(h, &settings.into());
     eprintln!("PostgreSQL, {what}: {}", run.report);
     for fired in &run.report.fired {

@@ -5,14 +5,15 @@
 //! failover loses. Without `patroni` and `etcd` (Debian's `patroni` and `etcd-server`) or root,
 //! each test says so in one line and passes, unless `RESERVATION_REQUIRE_SERVICES=1`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use reservation_conformance::Harness;
 use reservation_conformance::faults::Fault;
 use reservation_conformance::services::service;
 use reservation_postgres::{PostgresHarness, Replication};
 
 use crate::auto_failover::follows_the_failover_and_keeps_what_it_acknowledged;
-use crate::fault_check::{fault_run, lost_and_caught, lost_nothing, options};
+use crate::fault_check::{fault_run, fault_run_for, lost_and_caught, lost_nothing, options};
 
 /// A harness under Patroni of its own, synchronous mode as `replication` says, or `None` (said
 /// once) without the means to make one.
@@ -26,6 +27,7 @@ fn patroni(replication: Replication) -> Option<PostgresHarness> {
 #[test]
 fn under_patroni_the_store_follows_patronis_failover_and_keeps_what_it_acknowledged() {
     let Some(h) = patroni(Replication::Synchronous) else { return };
+    assert!(h.faults().contains(&Fault::LongPause), "{:?}", h.faults());
     follows_the_failover_and_keeps_what_it_acknowledged(h, "Patroni's failover");
 }
 
@@ -36,6 +38,11 @@ fn patroni_needs_a_standby() {
     };
     assert!(refused.to_string().contains("needs a standby"), "{refused}");
 }
+
+/// How long a fault check with a long pause goes on: past the moment the old leader is let go
+/// on (8-9 s after the stop, when Patroni has promoted the standby), so that the store writes to
+/// it before its Patroni demotes it.
+const OUTLASTS_THE_PAUSE: Duration = Duration::from_secs(14);
 
 /// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
 mod long {
@@ -63,5 +70,32 @@ mod long {
         }
         let Some(h) = patroni(Replication::Asynchronous) else { return };
         lost_and_caught(&fault_run(&h, "Patroni, asynchronous, its failover", Fault::Failover, 1));
+    }
+
+    #[test]
+    fn in_synchronous_mode_a_patroni_leader_paused_past_its_keys_life_loses_nothing() {
+        if !reservation_conformance::tiers::long_tier(
+            "patroni::long::in_synchronous_mode_a_patroni_leader_paused_past_its_keys_life_loses_nothing",
+        ) {
+            return;
+        }
+        let Some(h) = patroni(Replication::Synchronous) else { return };
+        let what = "Patroni, synchronous mode, long pause of the leader";
+        let run = fault_run_for(&h, what, Fault::LongPause, 1, OUTLASTS_THE_PAUSE);
+        lost_nothing(&run, Fault::LongPause);
+        assert!(run.report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {}", run.report);
+        assert!(run.report.indeterminate > 0, "no commit waited in vain for the standby: {}", run.report);
+    }
+
+    #[test]
+    fn the_fault_check_catches_a_patroni_leader_paused_past_its_keys_life_without_synchronous_mode() {
+        if !reservation_conformance::tiers::long_tier(
+            "patroni::long::the_fault_check_catches_a_patroni_leader_paused_past_its_keys_life_without_synchronous_mode",
+        ) {
+            return;
+        }
+        let Some(h) = patroni(Replication::Asynchronous) else { return };
+        let what = "Patroni, asynchronous, long pause of the leader";
+        lost_and_caught(&fault_run_for(&h, what, Fault::LongPause, 1, OUTLASTS_THE_PAUSE));
     }
 }
