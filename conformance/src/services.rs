@@ -1,11 +1,17 @@
 //! Stores that need a server (PostgreSQL, Redis): their tests skip, saying so, when the server
 //! does not answer, and fail instead when [`REQUIRE_SERVICES`] is set to `1`, as CI sets it.
-//! Harnesses that start servers of their own take their ports from [`loopback_port`].
+//! Harnesses that start servers of their own take their ports from [`loopback_port`], run the
+//! commands they need within a bound ([`run_within`]), and cut a node off the network with
+//! nftables ([`Partition`]).
 
 use std::collections::BTreeSet;
 use std::fmt::Display;
 use std::io::Write;
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
+use std::time::{Duration, Instant as WallInstant};
+
+use reservation_store::StorageError;
 
 /// The environment variable that turns a missing server from a skip into a failure: `1`.
 pub const REQUIRE_SERVICES: &str = "RESERVATION_REQUIRE_SERVICES";
@@ -85,4 +91,98 @@ pub fn loopback_port_range(ip_local_port_range: Option<&str>) -> std::ops::Range
     const LOW: u16 = 10_000;
     let first = ip_local_port_range.and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok());
     LOW..first.filter(|&first| first >= LOW + 1_000).unwrap_or(32_768)
+}
+
+/// Runs `command`, `input` on its standard input, and waits for it at most `limit`: an error
+/// that names the command and quotes what it wrote to standard error when it fails, or says that
+/// it did not end (then it is killed). What harnesses run themselves (`kill`, `nft`) runs so.
+pub fn run_within(mut command: Command, input: Option<&str>, limit: Duration) -> Result<(), StorageError> {
+    use std::io::Write as _;
+    let shown = std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| StorageError::with_source(format!("running {shown}"), e))?;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(input.as_bytes()).map_err(|e| StorageError::with_source(format!("writing to {shown}"), e))?;
+    }
+    drop(child.stdin.take());
+    let deadline = WallInstant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) => {
+                let mut said = String::new();
+                if let Some(mut stderr) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
+                }
+                return Err(StorageError::new(format!("{shown}: {status}: {}", said.trim())));
+            }
+            Ok(None) if WallInstant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(StorageError::new(format!("{shown} did not end within {limit:?}")));
+            }
+        }
+    }
+}
+
+/// How long `nft` may take to load or delete a table.
+const NFT_WITHIN: Duration = Duration::from_secs(2);
+
+/// A partition made of nftables rules: a table of its own, `inet reservation_<process id>_<name>`,
+/// whose input chain holds the rules it was started with (each one rule of nft's syntax, such as
+/// `ip daddr 127.0.1.1 drop`). Every packet on loopback passes that chain, so a rule that drops
+/// those to and from an address cuts off whatever listens or connects there. Removed by
+/// [`Partition::heal`], or when dropped. Needs `nft` (Debian's `nftables`) and the right to use
+/// it (root).
+pub struct Partition {
+    table: String,
+    healed: bool,
+}
+
+impl Partition {
+    /// Whether `nft` runs here, and may list the tables: whether a partition can be made.
+    pub fn available() -> bool {
+        nft(&["list", "tables"], None).is_ok()
+    }
+
+    /// Loads the table `name` names (unique within this process) with `rules` in its input chain.
+    pub fn start(name: &str, rules: &[String]) -> Result<Partition, StorageError> {
+        let table = format!("reservation_{}_{name}", std::process::id());
+        let rules: String = rules.iter().map(|rule| format!("    {rule}\n")).collect();
+        let text = format!(
+            "table inet {table} {{\n  chain input {{\n    type filter hook input priority 0; policy accept;\n{rules}  }}\n}}\n"
+        );
+        nft(&["-f", "-"], Some(&text))?;
+        Ok(Partition { table, healed: false })
+    }
+
+    /// Deletes the table: the network heals.
+    pub fn heal(mut self) -> Result<(), StorageError> {
+        self.healed = true;
+        nft(&["delete", "table", "inet", &self.table], None)
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        if !self.healed {
+            let _ = nft(&["delete", "table", "inet", &self.table], None);
+        }
+    }
+}
+
+/// Runs `nft` with `args` (and `input` on its standard input), within [`NFT_WITHIN`].
+fn nft(args: &[&str], input: Option<&str>) -> Result<(), StorageError> {
+    let mut command = Command::new("nft");
+    command.args(args);
+    run_within(command, input, NFT_WITHIN)
 }

@@ -55,3 +55,67 @@ fn loopback_port_range_ends_where_the_ephemeral_range_starts() {
     assert_eq!(range(Some("many")), 10_000..32_768);
     assert_eq!(range(None), 10_000..32_768);
 }
+
+/// `run_within`: what the command was given on its standard input reaches it; a command that
+/// fails is an error quoting what it said; one that outlasts its bound is killed, and an error.
+#[test]
+fn run_within_passes_input_quotes_a_failure_and_bounds_the_wait() {
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    use reservation_conformance::services::run_within;
+    let sh = |script: &str| {
+        let mut command = Command::new("sh");
+        command.args(["-c", script]);
+        command
+    };
+    let second = Duration::from_secs(5);
+    run_within(sh(r#"read line; [ "$line" = hello ]"#), Some("hello\n"), second).expect("it read what it was given");
+    let refused = run_within(sh(r#"read line; [ "$line" = hello ]"#), Some("other\n"), second);
+    assert!(refused.is_err(), "a command that exits 1 passed");
+    let said =
+        reservation_store::error_chain(&run_within(sh("echo nope >&2; exit 3"), None, second).expect_err("exit 3"));
+    assert!(said.contains("exit status: 3") && said.contains("nope"), "{said}");
+    let started = Instant::now();
+    let said = reservation_store::error_chain(
+        &run_within(sh("sleep 30"), None, Duration::from_millis(200)).expect_err("a command past its bound"),
+    );
+    assert!(said.contains("did not end within 200ms"), "{said}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the wait was not bounded: {:?}", started.elapsed());
+}
+
+/// A `Partition` drops what its rules say until it heals; rules nft refuses are an error that
+/// quotes it. Without nft or the right to use it, says so and passes, unless
+/// `RESERVATION_REQUIRE_SERVICES=1`.
+#[test]
+fn a_partition_drops_what_its_rules_say_until_it_heals() {
+    use std::net::{TcpListener, TcpStream};
+    use std::time::Duration;
+
+    use reservation_conformance::services::Partition;
+    let available = if Partition::available() { Ok(()) } else { Err("nft (nftables), as root") };
+    if service("nftables", available).is_none() {
+        return;
+    }
+    let said = reservation_store::error_chain(
+        &Partition::start("refused", &["no such rule".to_owned()]).err().expect("nft refused the rule"),
+    );
+    assert!(said.contains("nft -f -: exit status"), "{said}");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let port = listener.local_addr().expect("its address").port();
+    let reach = || {
+        TcpStream::connect_timeout(
+            &format!("127.0.0.1:{port}").parse().expect("an address"),
+            Duration::from_millis(300),
+        )
+    };
+    reach().expect("reached before the partition");
+    let cut = Partition::start(&format!("test_{port}"), &[format!("tcp dport {port} drop")]).expect("a partition");
+    assert!(reach().is_err(), "reached through the partition");
+    cut.heal().expect("healed");
+    reach().expect("reached after the partition healed");
+    // Dropped without healing, it heals all the same.
+    let cut = Partition::start(&format!("dropped_{port}"), &[format!("tcp dport {port} drop")]).expect("a partition");
+    drop(cut);
+    reach().expect("reached after the partition was dropped");
+}

@@ -16,9 +16,11 @@ use std::time::Duration;
 use reservation_store::StorageError;
 use tokio::runtime::Runtime;
 
+use reservation_conformance::faults::{Fault, not_offered};
+
 use crate::cluster::{BINARIES, query, version};
 use crate::harness::Orchestrated;
-use crate::process::{Daemon, run, wait_until};
+use crate::process::{Daemon, run, sweep_stale, wait_until};
 
 /// The longest wait for a node to reach its state, and for a failover to end.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
@@ -71,6 +73,7 @@ impl AutoFailover {
     /// Makes and starts the monitor, sets its health checks fast, then makes the primary and its
     /// standby, and waits until the monitor reports them primary and secondary.
     pub(crate) fn start(runtime: &Runtime) -> Result<AutoFailover, StorageError> {
+        sweep_stale("reservation-auto-failover-");
         let bin = format!("{BINARIES}/{}/bin", version()?);
         let dir = std::env::temp_dir().join(format!("reservation-auto-failover-{}-{}", std::process::id(), port()?));
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the topology's directory", e))?;
@@ -116,7 +119,17 @@ impl Orchestrated for AutoFailover {
         self.nodes.iter().map(|n| n.port).collect()
     }
 
-    /// The primary's node is killed (SIGKILL, its whole process group) and stays down; the
+    fn offers(&self) -> Vec<Fault> {
+        vec![Fault::Failover]
+    }
+
+    fn cause(&mut self, fault: Fault, runtime: &Runtime) -> Result<(), StorageError> {
+        if fault == Fault::Failover { self.fail_over(runtime) } else { Err(not_offered(fault)) }
+    }
+}
+
+impl AutoFailover {
+    /// [`Fault::Failover`]: the primary's node is killed (SIGKILL, its whole process group) and stays down; the
     /// monitor finds it unhealthy and promotes the standby, which takes writes alone
     /// (`wait_primary`: no standby left to wait for). The fault ends once it answers that it
     /// takes writes. With the standby synchronous, every commit the primary

@@ -56,7 +56,7 @@ const STALE: Duration = Duration::from_secs(6 * 3600);
 ///
 /// A harness made by [`PostgresHarness::on_auto_failover`] or [`PostgresHarness::on_patroni`]
 /// offers [`Fault::CutConnections`] and, once, [`Fault::Failover`] by its orchestrator, or
-/// under Patroni [`Fault::LongPause`] in its place (see each).
+/// under Patroni [`Fault::LongPause`] or [`Fault::Partition`] in its place (see each).
 ///
 /// Power cuts: a harness made by [`PostgresHarness::on_cluster`] declares that its server
 /// survives a power cut under `names` ([`Capabilities::power_cuts`]), and for the power-cut check
@@ -114,6 +114,10 @@ impl PostgresHarness {
     /// offers [`Fault::CutConnections`] and, once, [`Fault::Failover`] by the monitor: the
     /// primary's node is killed (its `pg_autoctl` and its server) and stays down, and the monitor
     /// promotes the standby; the harness promotes nothing. About 20 s to start on two cores.
+    /// What a test process that ended without dropping its harness left (processes, directory)
+    /// is swept by the next one made here.
+    /// What a test process that ended without dropping its harness left (processes, directory)
+    /// is swept by the next one made here.
     pub fn on_auto_failover(options: PostgresOptions) -> Result<Self, StorageError> {
         let runtime = runtime()?;
         let topology = AutoFailover::start(&runtime)?;
@@ -131,8 +135,13 @@ impl PostgresHarness {
     /// falls behind for half a second, the leader's node is killed, Patroni and its server, and
     /// stays down, and once its key has expired the standby's Patroni promotes its server) and
     /// [`Fault::LongPause`] (the leader's whole node stopped until Patroni has promoted the
-    /// standby, then let go on, until its own Patroni demotes it); the harness promotes and
-    /// demotes nothing. 5-11 s to start on two cores.
+    /// standby, then let go on, until its own Patroni demotes it) and, where `nft` (nftables)
+    /// runs, [`Fault::Partition`] (the leader cut off from etcd and from the standby while the
+    /// store still reaches it, until Patroni has promoted the standby and the leader's own
+    /// Patroni, out of reach of etcd, has demoted it); the harness promotes and demotes nothing.
+    /// The nodes reach one another at 127.0.1.x and etcd at 127.0.3.x, the store every server
+    /// at 127.0.0.1. 5-11 s to start on two cores. What a test process that ended without
+    /// dropping its harness left (processes, directory) is swept by the next one made here.
     pub fn on_patroni(replication: Replication, options: PostgresOptions) -> Result<Self, StorageError> {
         let runtime = runtime()?;
         let topology = Patroni::start(&runtime, replication)?;
@@ -373,10 +382,7 @@ impl Harness for PostgresHarness {
         if let Some(orchestrated) = &self.orchestrated {
             let orchestrated = lock(orchestrated);
             if !orchestrated.failed_over {
-                faults.push(Fault::Failover);
-                if orchestrated.topology.pauses() {
-                    faults.push(Fault::LongPause);
-                }
+                faults.extend(orchestrated.topology.offers());
             }
         }
         if let Some(clusters) = &self.clusters {
@@ -394,17 +400,11 @@ impl Harness for PostgresHarness {
         }
         if let Some(orchestrated) = &self.orchestrated {
             let mut orchestrated = lock(orchestrated);
-            return match fault {
-                Fault::Failover if !orchestrated.failed_over => {
-                    orchestrated.failed_over = true;
-                    orchestrated.topology.fail_over(&self.runtime)
-                }
-                Fault::LongPause if !orchestrated.failed_over && orchestrated.topology.pauses() => {
-                    orchestrated.failed_over = true;
-                    orchestrated.topology.long_pause(&self.runtime)
-                }
-                _ => Err(not_offered(fault)),
-            };
+            if orchestrated.failed_over || !orchestrated.topology.offers().contains(&fault) {
+                return Err(not_offered(fault));
+            }
+            orchestrated.failed_over = true;
+            return orchestrated.topology.cause(fault, &self.runtime);
         }
         let Some(clusters) = &self.clusters else { return Err(not_offered(fault)) };
         let mut clusters = lock(clusters);
@@ -422,18 +422,13 @@ impl Harness for PostgresHarness {
 pub(crate) trait Orchestrated: Send {
     /// The ports of the nodes the store may write to, on 127.0.0.1.
     fn ports(&self) -> Vec<u16>;
-    /// The orchestrator's failover: the node that takes writes killed and kept down, another
-    /// promoted by the orchestrator; it ends once that one takes writes.
-    fn fail_over(&mut self, runtime: &Runtime) -> Result<(), StorageError>;
-    /// Whether it offers [`Orchestrated::long_pause`].
-    fn pauses(&self) -> bool {
-        false
-    }
-    /// The node that takes writes stopped until the orchestrator promoted another, then let go
-    /// on; it ends once the orchestrator has it take writes no more.
-    fn long_pause(&mut self, _runtime: &Runtime) -> Result<(), StorageError> {
-        Err(not_offered(Fault::LongPause))
-    }
+    /// The faults it offers, once, one in place of another (each uses the standby up):
+    /// [`Fault::Failover`] by the orchestrator (the node that takes writes killed and kept down,
+    /// another promoted), and those of its orchestrator's own.
+    fn offers(&self) -> Vec<Fault>;
+    /// Causes `fault`, one that it offers; it ends once the promoted node takes writes and the
+    /// old one none.
+    fn cause(&mut self, fault: Fault, runtime: &Runtime) -> Result<(), StorageError>;
 }
 
 /// An orchestrated topology, and whether its one failover happened.

@@ -8,6 +8,11 @@
 //! behind, kills the leader's node (Patroni and its server), and waits for the standby's Patroni
 //! to take the leader's key and promote it; it promotes nothing.
 //!
+//! The store reaches every server at 127.0.0.1; the nodes reach one another at
+//! `127.0.1.<node>` (the standby's WAL receiver, the other Patroni's questions to the REST API)
+//! and etcd at `127.0.3.<node>`, so that a partition of a node is nftables rules dropping what
+//! goes to or comes from its two addresses.
+//!
 //! Needs root (the nodes run as `postgres`), Linux, `patroni` and `etcd`; without them, an
 //! error that says what is missing.
 
@@ -17,15 +22,34 @@ use std::time::Duration;
 use reservation_store::StorageError;
 use tokio::runtime::Runtime;
 
+use reservation_conformance::faults::{Fault, not_offered};
+use reservation_conformance::services::Partition;
+
 use crate::cluster::{BINARIES, LAG, Replication, ask, free_port, version};
 use crate::harness::Orchestrated;
-use crate::process::{Daemon, alive, descendants, pids_where, run, signal, stat, stop_every, wait_until};
+use crate::process::{Daemon, alive, descendants, pids_where, run, signal, stat, stop_every, sweep_stale, wait_until};
 
 /// The longest wait for a node to start and stream, and for a failover to end.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
 
-/// How long, in a long pause, the old leader stays stopped after Patroni promoted the standby.
+/// How long, in a long pause or a partition, the old leader stays apart after Patroni promoted
+/// the standby.
 const LET_GO_AFTER: Duration = Duration::from_millis(300);
+
+/// The start of the address each node is reached at by the others (its server by the standby's
+/// WAL receiver, its REST API by the other Patroni), `127.0.1.<node>`; the store reaches every
+/// server at 127.0.0.1.
+const PEERS: &str = "127.0.1";
+
+/// The start of the address each node's Patroni reaches etcd at, `127.0.3.<node>` (etcd listens
+/// on each, and Patroni, told they are proxies, asks etcd for no other).
+const ETCD_FOR: &str = "127.0.3";
+
+/// What brings a leader set apart back: the network healed, or the node let go on.
+type Back<'a> = Box<dyn FnOnce() -> Result<(), StorageError> + 'a>;
+
+/// The bound of each wait of a question to etcd.
+const ASK_ETCD: Duration = Duration::from_secs(1);
 
 /// The bound of each command the harness runs itself (`chown`).
 const COMMAND_LIMIT: Duration = Duration::from_secs(2);
@@ -38,6 +62,8 @@ const TIMING: [(&str, u32); 3] = [("ttl", 8), ("loop_wait", 1), ("retry_timeout"
 /// One Patroni node: its server's port, its data directory, and Patroni while it runs.
 struct Node {
     name: String,
+    /// Its number, from 1: its addresses' last byte.
+    n: u8,
     port: u16,
     data: PathBuf,
     patroni: Option<Daemon>,
@@ -56,6 +82,16 @@ impl Node {
             server.push(postmaster);
             let _ = signal("KILL", &server);
         }
+    }
+
+    /// The address the other nodes reach it at: its server's for replication, its REST API's.
+    fn peer_address(&self) -> String {
+        format!("{PEERS}.{}", self.n)
+    }
+
+    /// The address its Patroni reaches etcd at.
+    fn etcd_address(&self) -> String {
+        format!("{ETCD_FOR}.{}", self.n)
     }
 
     /// Every process of the node: Patroni's, and its server's.
@@ -92,7 +128,12 @@ pub(crate) struct Patroni {
     dir: PathBuf,
     etcd: Option<Daemon>,
     nodes: Vec<Node>,
+    /// Whether this machine can cut a node off ([`Partition::available`]).
+    can_partition: bool,
 }
+
+/// The nodes' numbers.
+const NODES: [u8; 2] = [1, 2];
 
 impl Patroni {
     /// Starts etcd, then the first node (which makes the cluster and leads) and the second
@@ -104,20 +145,25 @@ impl Patroni {
             Replication::Asynchronous => false,
             Replication::None => return Err(StorageError::new("Patroni's topology needs a standby")),
         };
+        sweep_stale("reservation-patroni-");
         let bin = format!("{BINARIES}/{}/bin", version()?);
         let dir = std::env::temp_dir().join(format!("reservation-patroni-{}-{}", std::process::id(), free_port()?));
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the topology's directory", e))?;
         run("chown", &["postgres:postgres", &dir.display().to_string()], COMMAND_LIMIT)?;
-        let mut topology = Patroni { dir: dir.clone(), etcd: None, nodes: Vec::new() };
+        let can_partition = Partition::available();
+        let mut topology = Patroni { dir: dir.clone(), etcd: None, nodes: Vec::new(), can_partition };
         let (client, peer) = (free_port()?, free_port()?);
         let (client_url, peer_url) = (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
+        let listen: Vec<String> = std::iter::once(client_url.clone())
+            .chain(NODES.map(|n| format!("http://{ETCD_FOR}.{n}:{client}")))
+            .collect();
         let etcd_args = [
             "--name",
             "etcd",
             "--data-dir",
             &dir.join("etcd").display().to_string(),
             "--listen-client-urls",
-            &client_url,
+            &listen.join(","),
             "--advertise-client-urls",
             &client_url,
             "--listen-peer-urls",
@@ -130,10 +176,12 @@ impl Patroni {
         .map(str::to_owned);
         let etcd_args: Vec<&str> = etcd_args.iter().map(String::as_str).collect();
         topology.etcd = Some(Daemon::spawn("/usr/bin", "etcd", &etcd_args, &dir.join("etcd.log"))?);
+        // Patroni gives up on an etcd that has not yet settled its cluster's version.
+        wait_until(SETTLE_WITHIN, "etcd did not settle its cluster's version", || etcd_ready(client))?;
         let scope = dir.file_name().and_then(|n| n.to_str()).unwrap_or("reservation-patroni").to_owned();
-        for n in 1..=2 {
+        for n in NODES {
             let name = format!("node{n}");
-            let node = Node { name: name.clone(), port: free_port()?, data: dir.join(&name), patroni: None };
+            let node = Node { name: name.clone(), n, port: free_port()?, data: dir.join(&name), patroni: None };
             let config = dir.join(format!("{name}.yml"));
             let yaml = node_config(&scope, &node, free_port()?, client, &bin, &dir, synchronous);
             std::fs::write(&config, yaml).map_err(|e| StorageError::with_source("a Patroni node's settings", e))?;
@@ -141,7 +189,7 @@ impl Patroni {
             let patroni = Daemon::spawn(&bin, "patroni", &[&config.display().to_string()], &log)?;
             topology.nodes.push(Node { patroni: Some(patroni), ..node });
             // The first node makes the cluster; the second copies it once it leads.
-            if n == 1 {
+            if n == NODES[0] {
                 let port = topology.nodes[0].port;
                 wait_until(SETTLE_WITHIN, "Patroni's first node did not lead", || writable(runtime, port))?;
             }
@@ -166,12 +214,47 @@ impl Orchestrated for Patroni {
         self.nodes.iter().map(|n| n.port).collect()
     }
 
-    /// The standby falls behind (the leader's WAL senders stopped) for [`LAG`] while the leader
-    /// goes on; then the leader's node is killed (Patroni and its server) and stays down. Once
-    /// the leader's key has expired in etcd, the standby's Patroni takes it and promotes its
-    /// server; the fault ends once that takes writes. In synchronous mode the commits made
-    /// meanwhile wait for the standby, and fail with the leader; without it, they are
-    /// acknowledged, and lost.
+    fn offers(&self) -> Vec<Fault> {
+        let mut offered = vec![Fault::Failover, Fault::LongPause];
+        if self.can_partition {
+            offered.push(Fault::Partition);
+        }
+        offered
+    }
+
+    fn cause(&mut self, fault: Fault, runtime: &Runtime) -> Result<(), StorageError> {
+        match fault {
+            Fault::Failover => self.fail_over(runtime),
+            Fault::LongPause => self.apart(runtime, |node| {
+                let stopped = stop_every(&format!("Patroni's {}", node.name), SETTLE_WITHIN, || node.processes());
+                // Whatever happened, the node is let go on before the fault ends.
+                let back: Back<'_> = Box::new(|| signal("CONT", &node.processes()));
+                match stopped {
+                    Ok(()) => Ok(back),
+                    Err(e) => Err(back().err().unwrap_or(e)),
+                }
+            }),
+            Fault::Partition if self.can_partition => self.apart(runtime, |node| {
+                let (peer, etcd_at) = (node.peer_address(), node.etcd_address());
+                let rules = [
+                    format!("ip daddr {{ {peer}, {etcd_at} }} drop"),
+                    format!("ip saddr {{ {peer}, {etcd_at} }} drop"),
+                ];
+                let cut = Partition::start(&format!("patroni_{}", node.port), &rules)?;
+                Ok(Box::new(move || cut.heal()))
+            }),
+            _ => Err(not_offered(fault)),
+        }
+    }
+}
+
+impl Patroni {
+    /// [`Fault::Failover`]: the standby falls behind (the leader's WAL senders stopped) for
+    /// [`LAG`] while the leader goes on; then the leader's node is killed (Patroni and its
+    /// server) and stays down. Once the leader's key has expired in etcd, the standby's Patroni
+    /// takes it and promotes its server; the fault ends once that takes writes. In synchronous
+    /// mode the commits made meanwhile wait for the standby, and fail with the leader; without
+    /// it, they are acknowledged, and lost.
     fn fail_over(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
         let (leader, standby) = self.roles(runtime)?;
         // The standby streams since the topology started; should Patroni have restarted it
@@ -188,37 +271,36 @@ impl Orchestrated for Patroni {
         wait_until(SETTLE_WITHIN, "Patroni did not promote the standby", || writable(runtime, standby))
     }
 
-    fn pauses(&self) -> bool {
-        true
-    }
-
-    /// The leader's whole node (Patroni and every process of its server) is stopped (SIGSTOP),
-    /// as a machine that stops answering is, until Patroni on the standby, finding the leader's
-    /// key expired, has promoted its server, and [`LET_GO_AFTER`] later let go on (SIGCONT). The
-    /// old leader's server comes back taking writes on the connections the store kept to it,
-    /// until its Patroni, finding the key another's, demotes it; the fault ends once it takes
-    /// none. In synchronous mode those commits wait for a standby that is gone, and fail;
-    /// without it, they are acknowledged, and lost.
-    fn long_pause(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
+    /// [`Fault::LongPause`] and [`Fault::Partition`]: the leader's node is set apart by `apart`
+    /// (which gives what brings it back): its whole node stopped (SIGSTOP), as a machine that
+    /// stops answering is, or cut off from etcd and from the standby (its server's and its REST
+    /// API's peer address, its etcd address) while the store still reaches its server. Patroni on
+    /// the standby, finding the leader's key expired, promotes its server; [`LET_GO_AFTER`] later
+    /// the node is brought back, whatever happened. A paused leader comes back taking writes on
+    /// the connections the store kept to it, a cut-off one has taken them all along, until its
+    /// own Patroni, finding the key another's or etcd out of reach, demotes it; the fault ends
+    /// once it takes none. In synchronous mode those commits wait for a standby that no longer
+    /// follows, and fail; without it, they are acknowledged, and lost.
+    fn apart<'a>(
+        &'a self,
+        runtime: &Runtime,
+        apart: impl FnOnce(&'a Node) -> Result<Back<'a>, StorageError>,
+    ) -> Result<(), StorageError> {
         let (leader, standby) = self.roles(runtime)?;
         let node = &self.nodes[leader];
-        let stopped = stop_every(&format!("Patroni's {}", node.name), SETTLE_WITHIN, || node.processes());
-        let promoted = stopped.and_then(|()| {
-            wait_until(SETTLE_WITHIN, "Patroni did not promote the standby while the leader was stopped", || {
+        let back = apart(node)?;
+        let promoted =
+            wait_until(SETTLE_WITHIN, "Patroni did not promote the standby while the leader was apart", || {
                 writable(runtime, standby)
-            })
-        });
+            });
         if promoted.is_ok() {
             std::thread::sleep(LET_GO_AFTER);
         }
-        // Whatever happened, the node is let go on before the fault ends.
-        let resumed = signal("CONT", &node.processes());
-        promoted.and(resumed)?;
+        let brought = back();
+        promoted.and(brought)?;
         wait_until(SETTLE_WITHIN, "Patroni did not demote the old leader", || !writable(runtime, node.port))
     }
-}
 
-impl Patroni {
     /// The node that takes writes, and the other one's port: the fault's roles.
     fn roles(&self, runtime: &Runtime) -> Result<(usize, u16), StorageError> {
         let leader = self
@@ -267,14 +349,15 @@ fn node_config(
 ) -> String {
     let timing: String = TIMING.iter().map(|(name, value)| format!("    {name}: {value}\n")).collect();
     let (name, port, data, dir) = (&node.name, node.port, node.data.display(), dir.display());
+    let (peer, etcd_at) = (node.peer_address(), node.etcd_address());
     format!(
         "scope: {scope}\n\
          name: {name}\n\
-         restapi:\n  listen: 127.0.0.1:{api}\n  connect_address: 127.0.0.1:{api}\n\
-         etcd3:\n  hosts: 127.0.0.1:{etcd}\n\
+         restapi:\n  listen: {peer}:{api}\n  connect_address: {peer}:{api}\n\
+         etcd3:\n  hosts: {etcd_at}:{etcd}\n  use_proxies: true\n\
          bootstrap:\n  dcs:\n{timing}    synchronous_mode: {synchronous}\n\
-         \x20 pg_hba:\n  - host all all 127.0.0.1/32 trust\n  - host replication all 127.0.0.1/32 trust\n  - local all all trust\n\
-         postgresql:\n  listen: 127.0.0.1:{port}\n  connect_address: 127.0.0.1:{port}\n  data_dir: {data}\n  bin_dir: {bin}\n\
+         \x20 pg_hba:\n  - host all all 127.0.0.0/8 trust\n  - host replication all 127.0.0.0/8 trust\n  - local all all trust\n\
+         postgresql:\n  listen: 127.0.0.1,{peer}:{port}\n  connect_address: {peer}:{port}\n  data_dir: {data}\n  bin_dir: {bin}\n\
          \x20 pgpass: {dir}/{name}.pgpass\n\
          \x20 authentication:\n    superuser: {{username: postgres}}\n    replication: {{username: postgres}}\n\
          \x20 parameters:\n    unix_socket_directories: {dir}\n"
@@ -284,4 +367,20 @@ fn node_config(
 /// Whether the server on `port` answers and takes writes.
 fn writable(runtime: &Runtime, port: u16) -> bool {
     ask(runtime, port, "SELECT NOT pg_is_in_recovery()").unwrap_or(false)
+}
+
+/// Whether the etcd answering on `port` has settled its cluster's version (`GET /version`), each
+/// wait of the question bounded.
+fn etcd_ready(port: u16) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&(std::net::Ipv4Addr::LOCALHOST, port).into(), ASK_ETCD)
+    else {
+        return false;
+    };
+    let asked = stream.set_read_timeout(Some(ASK_ETCD)).and_then(|()| stream.set_write_timeout(Some(ASK_ETCD)));
+    let sent = asked.and_then(|()| stream.write_all(b"GET /version HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"));
+    let mut answer = Vec::new();
+    // The answer is a few hundred bytes; more is not read.
+    let read = sent.and_then(|()| stream.take(4_096).read_to_end(&mut answer));
+    read.is_ok() && String::from_utf8_lossy(&answer).contains("\"etcdcluster\":\"3.")
 }

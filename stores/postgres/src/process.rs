@@ -154,6 +154,26 @@ pub(crate) fn stopped(pid: u32) -> bool {
     stat(pid).is_none_or(|s| matches!(s.state, 'T' | 't' | 'Z' | 'X'))
 }
 
+/// Sweeps what test processes now ended left of the topologies they ran in directories
+/// `<temporary directory>/<prefix><process id>-…`: every process whose command line names such
+/// a directory (a node's server names its data there, its orchestrator its settings, each
+/// server process its cluster, named after the directory, in its title) is killed, and the
+/// directory removed. Best effort: what cannot be read is left.
+pub(crate) fn sweep_stale(prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(owner) = name.strip_prefix(prefix).and_then(|rest| rest.split('-').next()?.parse::<u32>().ok()) else {
+            continue;
+        };
+        if owner == std::process::id() || alive(owner) {
+            continue;
+        }
+        let _ = signal("KILL", &pids_where(|command| command.contains(&name)));
+        let _ = std::fs::remove_dir_all(entry.path());
+    }
+}
+
 /// `root` and every process that descends from it, while they run.
 pub(crate) fn descendants(root: u32) -> Vec<u32> {
     let parents: Vec<(u32, u32)> =
@@ -202,5 +222,40 @@ pub(crate) fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> 
             return Err(StorageError::new(format!("{what}: not within {limit:?}")));
         }
         std::thread::sleep(POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a test process now ended left is swept: its process killed, its directory removed;
+    /// what a live process owns is left.
+    #[test]
+    fn what_an_ended_test_process_left_is_swept_and_a_live_ones_is_left() {
+        let mut ended = Command::new("true").spawn().expect("a process");
+        let gone = ended.id();
+        ended.wait().expect("it ended");
+        let prefix = format!("reservation-sweep-test-{}-", std::process::id());
+        let stale = format!("{prefix}{gone}-1");
+        let live = format!("{prefix}{}-1", std::process::id());
+        let (stale_dir, live_dir) = (std::env::temp_dir().join(&stale), std::env::temp_dir().join(&live));
+        for dir in [&stale_dir, &live_dir] {
+            std::fs::create_dir_all(dir).expect("a directory");
+        }
+        let spawn = |name: &str| Command::new("sh").args(["-c", "sleep 60; true", name]).spawn().expect("a process");
+        let (mut left, mut kept) = (spawn(&stale), spawn(&live));
+        sweep_stale(&prefix);
+        assert!(!stale_dir.exists(), "the ended process's directory is left");
+        assert!(live_dir.exists(), "the live process's directory was removed");
+        let swept = left.try_wait().ok().flatten().is_some() || {
+            std::thread::sleep(Duration::from_millis(200));
+            left.try_wait().ok().flatten().is_some()
+        };
+        assert!(swept, "the ended process's node still runs");
+        assert!(kept.try_wait().expect("its state").is_none(), "the live process's node was killed");
+        let _ = kept.kill();
+        let _ = kept.wait();
+        let _ = std::fs::remove_dir_all(&live_dir);
     }
 }

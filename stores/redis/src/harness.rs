@@ -47,45 +47,10 @@ fn signal(pid: u32, signal: &str) -> Result<(), StorageError> {
     bounded(kill, None)
 }
 
-/// Runs `command`, `input` on its standard input, and waits for it at most [`ADMIN`]: an error
-/// that names the command and quotes what it wrote to standard error when it fails, or says that
-/// it did not end (then it is killed).
-fn bounded(mut command: Command, input: Option<&str>) -> Result<(), StorageError> {
-    use std::io::Write as _;
-    let shown = std::iter::once(command.get_program())
-        .chain(command.get_args())
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| StorageError::with_source(format!("running {shown}"), e))?;
-    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
-        stdin.write_all(input.as_bytes()).map_err(|e| StorageError::with_source(format!("writing to {shown}"), e))?;
-    }
-    drop(child.stdin.take());
-    let deadline = WallInstant::now() + ADMIN;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => return Ok(()),
-            Ok(Some(status)) => {
-                let mut said = String::new();
-                if let Some(mut stderr) = child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
-                }
-                return Err(StorageError::new(format!("{shown}: {status}: {}", said.trim())));
-            }
-            Ok(None) if WallInstant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(StorageError::new(format!("{shown} did not end within {ADMIN:?}")));
-            }
-        }
-    }
+/// Runs `command`, `input` on its standard input, within [`ADMIN`]
+/// ([`reservation_conformance::services::run_within`]).
+fn bounded(command: Command, input: Option<&str>) -> Result<(), StorageError> {
+    reservation_conformance::services::run_within(command, input, ADMIN)
 }
 
 /// Waits, at most [`START_WITHIN`], until `ready` says yes; an error of `ready` ends the wait.

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use reservation_conformance::Harness;
 use reservation_conformance::faults::Fault;
-use reservation_conformance::services::service;
+use reservation_conformance::services::{Partition, service};
 use reservation_postgres::{PostgresHarness, Replication};
 
 use crate::auto_failover::follows_the_failover_and_keeps_what_it_acknowledged;
-use crate::fault_check::{fault_run, fault_run_for, lost_and_caught, lost_nothing, options};
+use crate::fault_check::{fault_run_for, lost_and_caught, lost_nothing, options};
 
 /// A harness under Patroni of its own, synchronous mode as `replication` says, or `None` (said
 /// once) without the means to make one.
@@ -24,10 +24,24 @@ fn patroni(replication: Replication) -> Option<PostgresHarness> {
     Some(h)
 }
 
+/// A harness under Patroni that can cut its leader off, or `None` (said once) without the means
+/// to make one or without nftables.
+fn partitionable(replication: Replication) -> Option<PostgresHarness> {
+    let available = if Partition::available() { Ok(()) } else { Err("nft (nftables), as root") };
+    service("nftables", available)?;
+    patroni(replication)
+}
+
 #[test]
 fn under_patroni_the_store_follows_patronis_failover_and_keeps_what_it_acknowledged() {
     let Some(h) = patroni(Replication::Synchronous) else { return };
-    assert!(h.faults().contains(&Fault::LongPause), "{:?}", h.faults());
+    for fault in [Fault::Failover, Fault::LongPause, Fault::Partition] {
+        assert!(
+            h.faults().contains(&fault) || (fault == Fault::Partition && !Partition::available()),
+            "{fault}: {:?}",
+            h.faults()
+        );
+    }
     follows_the_failover_and_keeps_what_it_acknowledged(h, "Patroni's failover");
 }
 
@@ -39,10 +53,33 @@ fn patroni_needs_a_standby() {
     assert!(refused.to_string().contains("needs a standby"), "{refused}");
 }
 
-/// How long a fault check with a long pause goes on: past the moment the old leader is let go
-/// on (8-9 s after the stop, when Patroni has promoted the standby), so that the store writes to
-/// it before its Patroni demotes it.
+/// How long a fault check with a long pause or a partition goes on: past the moment the old
+/// leader is let go on (8-9 s after the stop, when Patroni has promoted the standby), so that the
+/// store writes to it before its Patroni demotes it.
 const OUTLASTS_THE_PAUSE: Duration = Duration::from_secs(14);
+
+/// The fault check with `fault` alone, once, on a topology `made` in synchronous mode: it lost
+/// nothing, and commits waited in vain for the standby.
+fn synchronous_loses_nothing(made: fn(Replication) -> Option<PostgresHarness>, fault: Fault) {
+    let Some(h) = made(Replication::Synchronous) else { return };
+    let run = fault_run_for(&h, &format!("Patroni, synchronous mode, {fault}"), fault, 1, run_for(fault));
+    lost_nothing(&run, fault);
+    assert!(run.report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {}", run.report);
+    assert!(run.report.indeterminate > 0, "no commit waited in vain for the standby: {}", run.report);
+}
+
+/// The fault check with `fault` alone, once, on a topology `made` without synchronous mode: it
+/// failed on P1, having found acknowledged confirmations lost.
+fn asynchronous_caught(made: fn(Replication) -> Option<PostgresHarness>, fault: Fault) {
+    let Some(h) = made(Replication::Asynchronous) else { return };
+    lost_and_caught(&fault_run_for(&h, &format!("Patroni, asynchronous, {fault}"), fault, 1, run_for(fault)));
+}
+
+/// How long a fault check of `fault` goes on: 6 s for a failover, [`OUTLASTS_THE_PAUSE`] for a
+/// fault that brings the old leader back.
+fn run_for(fault: Fault) -> Duration {
+    if fault == Fault::Failover { Duration::from_secs(6) } else { OUTLASTS_THE_PAUSE }
+}
 
 /// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.
 mod long {
@@ -50,52 +87,55 @@ mod long {
 
     #[test]
     fn in_synchronous_mode_patronis_failover_loses_nothing() {
-        if !reservation_conformance::tiers::long_tier(
+        if reservation_conformance::tiers::long_tier(
             "patroni::long::in_synchronous_mode_patronis_failover_loses_nothing",
         ) {
-            return;
+            synchronous_loses_nothing(patroni, Fault::Failover);
         }
-        let Some(h) = patroni(Replication::Synchronous) else { return };
-        let run = fault_run(&h, "Patroni, synchronous mode, its failover", Fault::Failover, 1);
-        lost_nothing(&run, Fault::Failover);
-        assert!(run.report.indeterminate > 0, "no commit waited in vain for the standby: {}", run.report);
     }
 
     #[test]
     fn the_fault_check_catches_patronis_failover_without_synchronous_mode_losing_acknowledged_confirmations() {
-        if !reservation_conformance::tiers::long_tier(
+        if reservation_conformance::tiers::long_tier(
             "patroni::long::the_fault_check_catches_patronis_failover_without_synchronous_mode_losing_acknowledged_confirmations",
         ) {
-            return;
+            asynchronous_caught(patroni, Fault::Failover);
         }
-        let Some(h) = patroni(Replication::Asynchronous) else { return };
-        lost_and_caught(&fault_run(&h, "Patroni, asynchronous, its failover", Fault::Failover, 1));
+    }
+
+    #[test]
+    fn in_synchronous_mode_a_patroni_leader_cut_off_from_etcd_and_its_standby_loses_nothing() {
+        if reservation_conformance::tiers::long_tier(
+            "patroni::long::in_synchronous_mode_a_patroni_leader_cut_off_from_etcd_and_its_standby_loses_nothing",
+        ) {
+            synchronous_loses_nothing(partitionable, Fault::Partition);
+        }
+    }
+
+    #[test]
+    fn the_fault_check_catches_a_patroni_leader_cut_off_from_etcd_and_its_standby_without_synchronous_mode() {
+        if reservation_conformance::tiers::long_tier(
+            "patroni::long::the_fault_check_catches_a_patroni_leader_cut_off_from_etcd_and_its_standby_without_synchronous_mode",
+        ) {
+            asynchronous_caught(partitionable, Fault::Partition);
+        }
     }
 
     #[test]
     fn in_synchronous_mode_a_patroni_leader_paused_past_its_keys_life_loses_nothing() {
-        if !reservation_conformance::tiers::long_tier(
+        if reservation_conformance::tiers::long_tier(
             "patroni::long::in_synchronous_mode_a_patroni_leader_paused_past_its_keys_life_loses_nothing",
         ) {
-            return;
+            synchronous_loses_nothing(patroni, Fault::LongPause);
         }
-        let Some(h) = patroni(Replication::Synchronous) else { return };
-        let what = "Patroni, synchronous mode, long pause of the leader";
-        let run = fault_run_for(&h, what, Fault::LongPause, 1, OUTLASTS_THE_PAUSE);
-        lost_nothing(&run, Fault::LongPause);
-        assert!(run.report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {}", run.report);
-        assert!(run.report.indeterminate > 0, "no commit waited in vain for the standby: {}", run.report);
     }
 
     #[test]
     fn the_fault_check_catches_a_patroni_leader_paused_past_its_keys_life_without_synchronous_mode() {
-        if !reservation_conformance::tiers::long_tier(
+        if reservation_conformance::tiers::long_tier(
             "patroni::long::the_fault_check_catches_a_patroni_leader_paused_past_its_keys_life_without_synchronous_mode",
         ) {
-            return;
+            asynchronous_caught(patroni, Fault::LongPause);
         }
-        let Some(h) = patroni(Replication::Asynchronous) else { return };
-        let what = "Patroni, asynchronous, long pause of the leader";
-        lost_and_caught(&fault_run_for(&h, what, Fault::LongPause, 1, OUTLASTS_THE_PAUSE));
     }
 }

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
 use reservation_conformance::faults::{Fault, not_offered};
+use reservation_conformance::services::Partition;
 use reservation_store::StorageError;
 
 use super::{AofServer, BEHIND, MinReplicas, admin_at, lock, signal, wait_until};
@@ -214,11 +215,11 @@ impl Sentinels {
     /// Whether this machine can cut the primary off: `nft` (nftables) runs, with the right to
     /// change the rules.
     pub(crate) fn can_partition(&self) -> bool {
-        nft(&["list", "tables"], None).is_ok()
+        Partition::available()
     }
 
     /// The primary is cut off from the sentinels and from both replicas while the store still
-    /// reaches it ([`Cut`]); the store goes on writing to it, and those writes reach no replica.
+    /// reaches it ([`cut`]); the store goes on writing to it, and those writes reach no replica.
     /// The sentinels find it down and promote a replica; [`CUT_OFF_AFTER`] later the network
     /// heals, the sentinels make the old primary a replica of the new one (its writes since the
     /// cut dropped by its first copy from the new primary), and the fault ends once it is one and
@@ -226,7 +227,7 @@ impl Sentinels {
     /// demotes nothing. Once only, in place of the failover.
     pub(crate) fn partition(&self) -> Result<(), StorageError> {
         self.apart(Fault::Partition, |old| {
-            let cut = Cut::start(old.port)?;
+            let cut = cut(old.port)?;
             Ok(Box::new(move || cut.heal()))
         })
     }
@@ -311,62 +312,13 @@ impl Sentinels {
     }
 }
 
-/// A partition of the server on one port from every other process of the topology: an
-/// nftables table of its own, `inet reservation_<process id>_<port>`, whose rules drop every
-/// packet to or from that port that does not come from, or go to, [`STORE_FROM`]. Removed by
-/// [`Cut::heal`], or when dropped.
-struct Cut {
-    table: String,
-    healed: bool,
-}
-
-impl Cut {
-    fn start(port: u16) -> Result<Cut, StorageError> {
-        let table = format!("reservation_{}_{port}", std::process::id());
-        let rules = format!(
-            "table inet {table} {{\n  chain input {{\n    type filter hook input priority 0; policy accept;\n    \
-             tcp dport {port} ip saddr != {STORE_FROM} drop\n    \
-             tcp sport {port} ip daddr != {STORE_FROM} drop\n  }}\n}}\n"
-        );
-        nft(&["-f", "-"], Some(&rules))?;
-        Ok(Cut { table, healed: false })
-    }
-
-    /// Deletes the table: the network heals.
-    fn heal(mut self) -> Result<(), StorageError> {
-        self.healed = true;
-        nft(&["delete", "table", "inet", &self.table], None)
-    }
-}
-
-impl Drop for Cut {
-    fn drop(&mut self) {
-        if !self.healed {
-            let _ = nft(&["delete", "table", "inet", &self.table], None);
-        }
-    }
-}
-
-/// Runs `nft` with `args` (and `input` on its standard input), within [`super::ADMIN`]: an error
-/// that quotes what it said when it fails.
-fn nft(args: &[&str], input: Option<&str>) -> Result<(), StorageError> {
-    let mut command = Command::new("nft");
-    command.args(args);
-    super::bounded(command, input)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::nft;
-
-    /// A command `nft` refuses is an error that quotes what it said (or, without `nft`, that it
-    /// could not run).
-    #[test]
-    fn a_refused_nft_command_is_an_error_that_says_what_nft_said() {
-        let said = reservation_store::error_chain(&nft(&["list", "no-such-thing"], None).expect_err("nft refused it"));
-        assert!(said.contains("nft list no-such-thing: exit status") || said.contains("running nft"), "{said}");
-        let rules = "table inet {\n";
-        let said = reservation_store::error_chain(&nft(&["-f", "-"], Some(rules)).expect_err("nft refused the rules"));
-        assert!(said.contains("nft -f -: exit status") || said.contains("running nft"), "{said}");
-    }
+/// A partition of the server on `port` from every other process of the topology
+/// ([`Partition`]): every packet to or from that port that does not come from, or go to,
+/// [`STORE_FROM`] is dropped.
+fn cut(port: u16) -> Result<Partition, StorageError> {
+    let rules = [
+        format!("tcp dport {port} ip saddr != {STORE_FROM} drop"),
+        format!("tcp sport {port} ip daddr != {STORE_FROM} drop"),
+    ];
+    Partition::start(&port.to_string(), &rules)
 }
