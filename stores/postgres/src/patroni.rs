@@ -65,6 +65,8 @@ struct Node {
     /// Its number, from 1: its addresses' last byte.
     n: u8,
     port: u16,
+    /// Its REST API's port.
+    api: u16,
     data: PathBuf,
     patroni: Option<Daemon>,
 }
@@ -96,11 +98,19 @@ impl Node {
 
     /// Every process of the node: Patroni's, and its server's.
     fn processes(&self) -> Vec<u32> {
-        let mut all = self.patroni.as_ref().map(|p| descendants(p.id())).unwrap_or_default();
-        if let Some(postmaster) = self.postmaster() {
-            all.extend(descendants(postmaster));
-        }
+        let mut all = self.patroni_processes();
+        all.extend(self.server_processes());
         all
+    }
+
+    /// Patroni's processes.
+    fn patroni_processes(&self) -> Vec<u32> {
+        self.patroni.as_ref().map(|p| descendants(p.id())).unwrap_or_default()
+    }
+
+    /// Its server's processes.
+    fn server_processes(&self) -> Vec<u32> {
+        self.postmaster().map(descendants).unwrap_or_default()
     }
 
     /// The process id of the node's postmaster, from `postmaster.pid`, while it runs.
@@ -130,6 +140,8 @@ pub(crate) struct Patroni {
     nodes: Vec<Node>,
     /// Whether this machine can cut a node off ([`Partition::available`]).
     can_partition: bool,
+    /// The port etcd answers its clients on.
+    etcd_port: u16,
 }
 
 /// The nodes' numbers.
@@ -151,8 +163,9 @@ impl Patroni {
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the topology's directory", e))?;
         run("chown", &["postgres:postgres", &dir.display().to_string()], COMMAND_LIMIT)?;
         let can_partition = Partition::available();
-        let mut topology = Patroni { dir: dir.clone(), etcd: None, nodes: Vec::new(), can_partition };
         let (client, peer) = (free_port()?, free_port()?);
+        let mut topology =
+            Patroni { dir: dir.clone(), etcd: None, nodes: Vec::new(), can_partition, etcd_port: client };
         let (client_url, peer_url) = (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
         let listen: Vec<String> = std::iter::once(client_url.clone())
             .chain(NODES.map(|n| format!("http://{ETCD_FOR}.{n}:{client}")))
@@ -181,9 +194,10 @@ impl Patroni {
         let scope = dir.file_name().and_then(|n| n.to_str()).unwrap_or("reservation-patroni").to_owned();
         for n in NODES {
             let name = format!("node{n}");
-            let node = Node { name: name.clone(), n, port: free_port()?, data: dir.join(&name), patroni: None };
+            let (port, api) = (free_port()?, free_port()?);
+            let node = Node { name: name.clone(), n, port, api, data: dir.join(&name), patroni: None };
             let config = dir.join(format!("{name}.yml"));
-            let yaml = node_config(&scope, &node, free_port()?, client, &bin, &dir, synchronous);
+            let yaml = node_config(&scope, &node, client, &bin, &dir, synchronous);
             std::fs::write(&config, yaml).map_err(|e| StorageError::with_source("a Patroni node's settings", e))?;
             let log = dir.join(format!("{name}.log"));
             let patroni = Daemon::spawn(&bin, "patroni", &[&config.display().to_string()], &log)?;
@@ -227,18 +241,29 @@ impl Orchestrated for Patroni {
             Fault::Failover => self.fail_over(runtime),
             Fault::LongPause => self.apart(runtime, |node| {
                 let stopped = stop_every(&format!("Patroni's {}", node.name), SETTLE_WITHIN, || node.processes());
-                // Whatever happened, the node is let go on before the fault ends.
-                let back: Back<'_> = Box::new(|| signal("CONT", &node.processes()));
+                // Whatever happened, the node is let go on before the fault ends: its server
+                // first, its Patroni `LET_GO_AFTER` later, so that the server takes writes as the
+                // leader for at least that long before Patroni can demote it (Patroni's own
+                // loop, on a machine let go on, may come to it at once).
+                let back: Back<'_> = Box::new(|| {
+                    let server = signal("CONT", &node.server_processes());
+                    std::thread::sleep(LET_GO_AFTER);
+                    server.and(signal("CONT", &node.patroni_processes()))
+                });
                 match stopped {
                     Ok(()) => Ok(back),
                     Err(e) => Err(back().err().unwrap_or(e)),
                 }
             }),
             Fault::Partition if self.can_partition => self.apart(runtime, |node| {
-                let (peer, etcd_at) = (node.peer_address(), node.etcd_address());
+                // Addresses and ports both: another topology's nodes may have the same addresses.
+                let (peer, etcd_at, etcd) = (node.peer_address(), node.etcd_address(), self.etcd_port);
+                let (port, api) = (node.port, node.api);
                 let rules = [
-                    format!("ip daddr {{ {peer}, {etcd_at} }} drop"),
-                    format!("ip saddr {{ {peer}, {etcd_at} }} drop"),
+                    format!("ip daddr {peer} tcp dport {{ {port}, {api} }} drop"),
+                    format!("ip saddr {peer} tcp sport {{ {port}, {api} }} drop"),
+                    format!("ip daddr {etcd_at} tcp dport {etcd} drop"),
+                    format!("ip saddr {etcd_at} tcp sport {etcd} drop"),
                 ];
                 let cut = Partition::start(&format!("patroni_{}", node.port), &rules)?;
                 Ok(Box::new(move || cut.heal()))
@@ -277,8 +302,9 @@ impl Patroni {
     /// API's peer address, its etcd address) while the store still reaches its server. Patroni on
     /// the standby, finding the leader's key expired, promotes its server; [`LET_GO_AFTER`] later
     /// the node is brought back, whatever happened. A paused leader comes back taking writes on
-    /// the connections the store kept to it, a cut-off one has taken them all along, until its
-    /// own Patroni, finding the key another's or etcd out of reach, demotes it; the fault ends
+    /// the connections the store kept to it (its server let go on [`LET_GO_AFTER`] before its
+    /// Patroni), a cut-off one has taken them all along, until its own Patroni, finding the key
+    /// another's or etcd out of reach, demotes it; the fault ends
     /// once it takes none. In synchronous mode those commits wait for a standby that no longer
     /// follows, and fail; without it, they are acknowledged, and lost.
     fn apart<'a>(
@@ -335,20 +361,12 @@ impl Drop for Patroni {
     }
 }
 
-/// The settings of `node` (its REST API on `api`), in the cluster `scope` kept in the etcd
+/// The settings of `node`, in the cluster `scope` kept in the etcd
 /// answering on `etcd`: its server's binaries in `bin`, its socket and its password file in
 /// `dir`, trust over loopback, synchronous mode as `synchronous` says.
-fn node_config(
-    scope: &str,
-    node: &Node,
-    api: u16,
-    etcd: u16,
-    bin: &str,
-    dir: &std::path::Path,
-    synchronous: bool,
-) -> String {
+fn node_config(scope: &str, node: &Node, etcd: u16, bin: &str, dir: &std::path::Path, synchronous: bool) -> String {
     let timing: String = TIMING.iter().map(|(name, value)| format!("    {name}: {value}\n")).collect();
-    let (name, port, data, dir) = (&node.name, node.port, node.data.display(), dir.display());
+    let (name, port, api, data, dir) = (&node.name, node.port, node.api, node.data.display(), dir.display());
     let (peer, etcd_at) = (node.peer_address(), node.etcd_address());
     format!(
         "scope: {scope}\n\

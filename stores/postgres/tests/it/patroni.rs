@@ -15,18 +15,28 @@ use reservation_postgres::{PostgresHarness, Replication};
 use crate::auto_failover::follows_the_failover_and_keeps_what_it_acknowledged;
 use crate::fault_check::{fault_run_for, lost_and_caught, lost_nothing, options};
 
-/// A harness under Patroni of its own, synchronous mode as `replication` says, or `None` (said
+/// Held by each test while its topology runs: one Patroni topology at a time (five processes,
+/// two of them Python), so that the tests' own load does not stretch Patroni's loop past the
+/// leader key's life on two cores.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A test's turn: the guard of [`ONE_AT_A_TIME`].
+type Turn = std::sync::MutexGuard<'static, ()>;
+
+/// A harness under Patroni of its own, synchronous mode as `replication` says, after the turn
+/// it holds ([`ONE_AT_A_TIME`]; bound before the harness, so dropped after it); or `None` (said
 /// once) without the means to make one.
-fn patroni(replication: Replication) -> Option<PostgresHarness> {
+fn patroni(replication: Replication) -> Option<(Turn, PostgresHarness)> {
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let started = Instant::now();
     let h = service("Patroni (patroni and etcd, as root)", PostgresHarness::on_patroni(replication, options()))?;
     eprintln!("Patroni ({replication:?}): etcd, a leader and a standby started in {:.2?}", started.elapsed());
-    Some(h)
+    Some((turn, h))
 }
 
 /// A harness under Patroni that can cut its leader off, or `None` (said once) without the means
 /// to make one or without nftables.
-fn partitionable(replication: Replication) -> Option<PostgresHarness> {
+fn partitionable(replication: Replication) -> Option<(Turn, PostgresHarness)> {
     let available = if Partition::available() { Ok(()) } else { Err("nft (nftables), as root") };
     service("nftables", available)?;
     patroni(replication)
@@ -34,7 +44,7 @@ fn partitionable(replication: Replication) -> Option<PostgresHarness> {
 
 #[test]
 fn under_patroni_the_store_follows_patronis_failover_and_keeps_what_it_acknowledged() {
-    let Some(h) = patroni(Replication::Synchronous) else { return };
+    let Some((_turn, h)) = patroni(Replication::Synchronous) else { return };
     for fault in [Fault::Failover, Fault::LongPause, Fault::Partition] {
         assert!(
             h.faults().contains(&fault) || (fault == Fault::Partition && !Partition::available()),
@@ -60,8 +70,8 @@ const OUTLASTS_THE_PAUSE: Duration = Duration::from_secs(14);
 
 /// The fault check with `fault` alone, once, on a topology `made` in synchronous mode: it lost
 /// nothing, and commits waited in vain for the standby.
-fn synchronous_loses_nothing(made: fn(Replication) -> Option<PostgresHarness>, fault: Fault) {
-    let Some(h) = made(Replication::Synchronous) else { return };
+fn synchronous_loses_nothing(made: fn(Replication) -> Option<(Turn, PostgresHarness)>, fault: Fault) {
+    let Some((_turn, h)) = made(Replication::Synchronous) else { return };
     let run = fault_run_for(&h, &format!("Patroni, synchronous mode, {fault}"), fault, 1, run_for(fault));
     lost_nothing(&run, fault);
     assert!(run.report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {}", run.report);
@@ -70,8 +80,8 @@ fn synchronous_loses_nothing(made: fn(Replication) -> Option<PostgresHarness>, f
 
 /// The fault check with `fault` alone, once, on a topology `made` without synchronous mode: it
 /// failed on P1, having found acknowledged confirmations lost.
-fn asynchronous_caught(made: fn(Replication) -> Option<PostgresHarness>, fault: Fault) {
-    let Some(h) = made(Replication::Asynchronous) else { return };
+fn asynchronous_caught(made: fn(Replication) -> Option<(Turn, PostgresHarness)>, fault: Fault) {
+    let Some((_turn, h)) = made(Replication::Asynchronous) else { return };
     lost_and_caught(&fault_run_for(&h, &format!("Patroni, asynchronous, {fault}"), fault, 1, run_for(fault)));
 }
 
