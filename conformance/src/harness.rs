@@ -361,8 +361,9 @@ pub enum Fault {
     /// The primary is cut off from the nodes that watch it (Redis's sentinels, a PostgreSQL
     /// orchestrator's monitor) and from its replicas, while the store still reaches it and may
     /// go on writing to it, until a replica is promoted in its place by those nodes; then the
-    /// network heals, and the old primary is made a replica of the new one. What it acknowledged
-    /// meanwhile is on no other node; the store must follow the new primary.
+    /// network heals, and the old primary is demoted (made a replica of the new one by those
+    /// nodes, or by its own orchestrator, as Patroni demotes a leader out of reach of etcd). What
+    /// it acknowledged meanwhile is on no other node; the store must follow the new primary.
     Partition,
     /// The primary is stopped (SIGSTOP) past the failure detector's timeout of the nodes that
     /// watch it, until they promote a replica in its place, then let go on (SIGCONT): it comes

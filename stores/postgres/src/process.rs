@@ -58,10 +58,12 @@ fn finish(program: &str, args: &[&str], limit: Duration) -> Result<Output, Stora
     }
 }
 
-/// Sends the signal `name` (`STOP`, `CONT`, `KILL`) to each of `pids` with the `kill` command.
-/// A process that has ended meanwhile is no error (`kill` signals the others all the same); a
-/// `kill` command that cannot run is.
+/// Sends the signal `name` (`STOP`, `CONT`, `KILL`) to each of `pids` with the `kill` command,
+/// never to 0 or 1. A process that has ended meanwhile is no error (`kill` signals the others all
+/// the same); a `kill` command that cannot run is.
 pub(crate) fn signal(name: &str, pids: &[u32]) -> Result<(), StorageError> {
+    // Never 0, which names the caller's own process group, nor 1, the system's first process.
+    let pids: Vec<u32> = pids.iter().copied().filter(|&pid| pid > 1).collect();
     if pids.is_empty() {
         return Ok(());
     }
@@ -107,9 +109,12 @@ impl Daemon {
     }
 }
 
-/// Sends SIGKILL to every process of the process group `group`; best effort.
+/// Sends SIGKILL to every process of the process group `group` (never to group 0 or 1); best
+/// effort.
 pub(crate) fn kill_group(group: u32) {
-    let _ = finish("kill", &["-s", "KILL", "--", &format!("-{group}")], KILL_LIMIT);
+    if group > 1 {
+        let _ = finish("kill", &["-s", "KILL", "--", &format!("-{group}")], KILL_LIMIT);
+    }
 }
 
 /// What `/proc/<pid>/stat` says of a process: its state letter and when it started.
@@ -228,6 +233,17 @@ pub(crate) fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Neither 0 (the caller's own process group) nor 1 is ever signalled: were they, this test
+    /// process would stop.
+    #[test]
+    fn neither_the_callers_group_nor_the_first_process_is_signalled() {
+        signal("STOP", &[0, 1]).expect("nothing to signal");
+        kill_group(0);
+        let mut child = Command::new("sleep").arg("30").spawn().expect("a process");
+        signal("KILL", &[0, 1, child.id()]).expect("signalled");
+        assert!(child.wait().expect("it ended").code().is_none(), "the process beside 0 and 1 was not killed");
+    }
 
     /// What a test process now ended left is swept: its process killed, its directory removed;
     /// what a live process owns is left.
