@@ -94,34 +94,44 @@ pub fn loopback_port_range(ip_local_port_range: Option<&str>) -> std::ops::Range
 }
 
 /// Runs `command`, `input` on its standard input, and waits for it at most `limit`: an error
-/// that names the command and quotes what it wrote to standard error when it fails, or says that
-/// it did not end (then it is killed). What harnesses run themselves (`kill`, `nft`) runs so.
+/// that names the command and quotes what it wrote to standard error when it fails (its first
+/// [`SAID_AT_MOST`] bytes, as far as they came within the bound: a process it left running may
+/// hold the pipe open), or says that it did not end (then it is killed). What harnesses run
+/// themselves (`kill`, `nft`) runs so.
 pub fn run_within(mut command: Command, input: Option<&str>, limit: Duration) -> Result<(), StorageError> {
-    use std::io::Write as _;
+    use std::io::{Read as _, Write as _};
     let shown = std::iter::once(command.get_program())
         .chain(command.get_args())
         .map(|a| a.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ");
+    let deadline = WallInstant::now() + limit;
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| StorageError::with_source(format!("running {shown}"), e))?;
+    // Read on a thread of its own from the start, so that neither a full pipe nor one held open
+    // holds the wait.
+    let (sender, said) = std::sync::mpsc::channel();
+    if let Some(stderr) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stderr.take(SAID_AT_MOST).read_to_end(&mut bytes);
+            let _ = sender.send(String::from_utf8_lossy(&bytes).into_owned());
+        });
+    }
     if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
         stdin.write_all(input.as_bytes()).map_err(|e| StorageError::with_source(format!("writing to {shown}"), e))?;
     }
     drop(child.stdin.take());
-    let deadline = WallInstant::now() + limit;
     loop {
         match child.try_wait() {
             Ok(Some(status)) if status.success() => return Ok(()),
             Ok(Some(status)) => {
-                let mut said = String::new();
-                if let Some(mut stderr) = child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
-                }
+                let left = deadline.saturating_duration_since(WallInstant::now()).max(Duration::from_millis(100));
+                let said = said.recv_timeout(left).unwrap_or_default();
                 return Err(StorageError::new(format!("{shown}: {status}: {}", said.trim())));
             }
             Ok(None) if WallInstant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
@@ -133,6 +143,9 @@ pub fn run_within(mut command: Command, input: Option<&str>, limit: Duration) ->
         }
     }
 }
+
+/// The most of a command's standard error [`run_within`] keeps: 64 KiB.
+pub const SAID_AT_MOST: u64 = 64 * 1024;
 
 /// How long `nft` may take to load or delete a table.
 const NFT_WITHIN: Duration = Duration::from_secs(2);

@@ -82,6 +82,21 @@ fn run_within_passes_input_quotes_a_failure_and_bounds_the_wait() {
     );
     assert!(said.contains("did not end within 200ms"), "{said}");
     assert!(started.elapsed() < Duration::from_secs(10), "the wait was not bounded: {:?}", started.elapsed());
+    // A command that fails leaving a process that holds its standard error open: its answer
+    // comes within the bound all the same, quoting what came by then.
+    let started = Instant::now();
+    let left = run_within(sh("echo first >&2; sleep 30 & exit 4"), None, Duration::from_millis(500));
+    let said = reservation_store::error_chain(&left.expect_err("exit 4"));
+    assert!(said.contains("exit status: 4"), "{said}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the wait was not bounded: {:?}", started.elapsed());
+    // What a talkative command says is kept up to a bound, and does not hold it up.
+    let loud = run_within(sh("head -c 1000000 /dev/zero | tr '\\0' Z >&2; exit 5"), None, second);
+    let said = reservation_store::error_chain(&loud.expect_err("exit 5"));
+    assert!(said.contains("exit status: 5"), "{}", &said[..said.len().min(200)]);
+    // The command itself, quoted, holds one `Z`.
+    let kept = said.matches('Z').count() - 1;
+    let most = usize::try_from(reservation_conformance::services::SAID_AT_MOST).expect("a size");
+    assert!(kept > 0 && kept <= most, "{kept} bytes of standard error kept");
 }
 
 /// A `Partition` drops what its rules say until it heals; rules nft refuses are an error that

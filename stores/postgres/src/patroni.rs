@@ -79,11 +79,7 @@ impl Node {
         if let Some(patroni) = self.patroni.take() {
             patroni.kill();
         }
-        if let Some(postmaster) = self.postmaster() {
-            let mut server = children(postmaster, |_| true);
-            server.push(postmaster);
-            let _ = signal("KILL", &server);
-        }
+        let _ = signal("KILL", &self.server_processes());
     }
 
     /// The address the other nodes reach it at: its server's for replication, its REST API's.
