@@ -116,8 +116,6 @@ impl PostgresHarness {
     /// promotes the standby; the harness promotes nothing. About 20 s to start on two cores.
     /// What a test process that ended without dropping its harness left (processes, directory)
     /// is swept by the next one made here.
-    /// What a test process that ended without dropping its harness left (processes, directory)
-    /// is swept by the next one made here.
     pub fn on_auto_failover(options: PostgresOptions) -> Result<Self, StorageError> {
         let runtime = runtime()?;
         let topology = AutoFailover::start(&runtime)?;

@@ -64,8 +64,9 @@ pub(crate) fn follows_the_failover_and_keeps_what_it_acknowledged(h: PostgresHar
     let started = Instant::now();
     h.inject(Fault::Failover).unwrap_or_else(|e| panic!("{what}: {}", error_chain(&e)));
     eprintln!("{what} took {:.2?}", started.elapsed());
-    // One failover, or one long pause, uses the standby up: neither is offered again.
-    for fault in [Fault::Failover, Fault::LongPause] {
+    // One failover uses the standby up: neither it nor a long pause or a partition in its place
+    // is offered again, or caused.
+    for fault in [Fault::Failover, Fault::LongPause, Fault::Partition] {
         assert!(!h.faults().contains(&fault), "{fault} is offered after the failover");
         let refused = h.inject(fault).expect_err("a second failover");
         assert!(
