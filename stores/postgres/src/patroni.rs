@@ -126,6 +126,10 @@ impl Node {
 /// The processes the postmaster `postmaster` started whose command line (a server process shows
 /// its title there) satisfies `wanted`.
 fn children(postmaster: u32, wanted: impl Fn(&str) -> bool) -> Vec<u32> {
+    // Every orphan on the machine is a child of 1.
+    if postmaster <= 1 {
+        return Vec::new();
+    }
     pids_where(wanted).into_iter().filter(|&pid| stat(pid).is_some_and(|s| s.parent == postmaster)).collect()
 }
 

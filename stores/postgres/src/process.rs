@@ -179,8 +179,12 @@ pub(crate) fn sweep_stale(prefix: &str) {
     }
 }
 
-/// `root` and every process that descends from it, while they run.
+/// `root` and every process that descends from it, while they run; none for 0 or 1, whose
+/// descendants are every process of the machine.
 pub(crate) fn descendants(root: u32) -> Vec<u32> {
+    if root <= 1 {
+        return Vec::new();
+    }
     let parents: Vec<(u32, u32)> =
         pids_where(|_| true).into_iter().filter_map(|pid| stat(pid).map(|s| (pid, s.parent))).collect();
     let mut found = vec![root];
@@ -233,6 +237,24 @@ pub(crate) fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Neither 0 nor 1 has descendants to list: every process of the machine descends from them,
+    /// and a list of processes to stop or kill must never be that.
+    #[test]
+    fn neither_0_nor_1_has_descendants_to_list() {
+        assert_eq!(descendants(0), Vec::<u32>::new());
+        assert_eq!(descendants(1), Vec::<u32>::new());
+        let mut child = Command::new("sh").args(["-c", "sleep 30; true"]).spawn().expect("a process");
+        // The shell starts its `sleep` a moment after it starts itself.
+        let mut listed = descendants(child.id());
+        let _ = wait_until(Duration::from_secs(5), "the shell's sleep", || {
+            listed = descendants(child.id());
+            listed.len() >= 2
+        });
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(listed.len() >= 2 && listed.first() == Some(&child.id()), "{listed:?}");
+    }
 
     /// Neither 0 (the caller's own process group) nor 1 is ever signalled: were they, this test
     /// process would stop.
