@@ -255,7 +255,7 @@ impl Orchestrated for Patroni {
                     Err(e) => Err(back().err().unwrap_or(e)),
                 }
             }),
-            Fault::Partition if self.can_partition => self.apart(runtime, |node| {
+            Fault::Partition => self.apart(runtime, |node| {
                 // Addresses and ports both: another topology's nodes may have the same addresses.
                 let (peer, etcd_at, etcd) = (node.peer_address(), node.etcd_address(), self.etcd_port);
                 let (port, api) = (node.port, node.api);
