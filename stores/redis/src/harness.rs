@@ -16,8 +16,10 @@ use tokio::runtime::Runtime;
 
 use crate::{RedisOptions, RedisStore, Time};
 
+mod cluster;
 mod sentinels;
 
+use cluster::Cluster;
 use sentinels::Sentinels;
 
 /// The longest wait for a server to start, load its data or catch up as a replica.
@@ -63,6 +65,22 @@ fn wait_until(what: &str, mut ready: impl FnMut() -> Result<bool, StorageError>)
         std::thread::sleep(Duration::from_millis(20));
     }
     Err(StorageError::new(format!("{what} within {START_WITHIN:?}")))
+}
+
+/// The longest wait for an orchestrated topology (Sentinel, Cluster) to form, and for its
+/// failover to end with a new primary that its replicas follow.
+const SETTLE_WITHIN: Duration = Duration::from_secs(30);
+
+/// Waits, at most [`SETTLE_WITHIN`], until `ready` says yes.
+fn settle(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), StorageError> {
+    let deadline = WallInstant::now() + SETTLE_WITHIN;
+    while WallInstant::now() < deadline {
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(StorageError::new(format!("{what} within {SETTLE_WITHIN:?}")))
 }
 
 /// Sends `commands` to the `redis-server` (a server or a sentinel), called `what`, on the
@@ -111,6 +129,8 @@ pub struct AofServer {
     /// `min-replicas-to-write` and `min-replicas-max-lag` (seconds), when set: as a primary, it
     /// refuses writes while fewer replicas than that acknowledged its stream that recently.
     min_replicas: Option<MinReplicas>,
+    /// As a node of a Redis Cluster, the port of its cluster bus and its node timeout.
+    cluster: Option<(u16, Duration)>,
 }
 
 /// Redis's `min-replicas-to-write` and `min-replicas-max-lag`: a primary refuses writes
@@ -168,6 +188,36 @@ impl AofServer {
             owns_dir: true,
             source,
             min_replicas,
+            cluster: None,
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    /// A node of a Redis Cluster (`cluster-enabled`), every write on disk, not yet in a cluster:
+    /// its cluster bus on a free loopback port of its own, a node called failing after
+    /// `node_timeout` without an answer; its connections to other nodes made from the loopback
+    /// address `source`, and the address it gives them for itself 127.0.0.1.
+    fn start_node(source: &'static str, node_timeout: Duration) -> Result<AofServer, StorageError> {
+        let free = || {
+            reservation_conformance::services::loopback_port()
+                .map_err(|e| StorageError::with_source("a free loopback port", e))
+        };
+        let (port, bus) = (free()?, free()?);
+        let dir = std::env::temp_dir().join(format!("reservation-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the server's directory", e))?;
+        let server = AofServer {
+            port,
+            url: format!("redis://127.0.0.1:{port}/"),
+            dir,
+            child: Mutex::new(None),
+            primary: Mutex::new(None),
+            keeps: true,
+            fsync: "always",
+            owns_dir: true,
+            source: Some(source),
+            min_replicas: None,
+            cluster: Some((bus, node_timeout)),
         };
         server.spawn()?;
         Ok(server)
@@ -191,6 +241,7 @@ impl AofServer {
             owns_dir: false,
             source: None,
             min_replicas: None,
+            cluster: None,
         };
         server.spawn()?;
         Ok(server)
@@ -219,6 +270,12 @@ impl AofServer {
             // mode; the server listens on 127.0.0.1 alone all the same.
             command.args(["--bind-source-addr", source, "--replica-announce-ip", "127.0.0.1"]);
             command.args(["--protected-mode", "no"]);
+        }
+        if let Some((bus, node_timeout)) = self.cluster {
+            // Its map of the cluster, `nodes.conf`, in its own directory; a restart reads it.
+            command.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+            command.args(["--cluster-port", &bus.to_string(), "--cluster-announce-ip", "127.0.0.1"]);
+            command.args(["--cluster-node-timeout", &node_timeout.as_millis().to_string()]);
         }
         if let Some(MinReplicas { replicas, max_lag_secs }) = self.min_replicas {
             command.args(["--min-replicas-to-write", &replicas.to_string()]);
@@ -338,6 +395,22 @@ impl AofServer {
             .is_some_and(|role| role == "master")
     }
 
+    /// The port of the primary this server answers `ROLE` as a replica of, if it does.
+    fn follows(&self) -> Option<u16> {
+        let role = self.admin(|conn| redis::cmd("ROLE").query::<Vec<redis::Value>>(conn)).ok()?;
+        let mut role = role.into_iter();
+        let kind: String = redis::from_redis_value(role.next()?).ok()?;
+        let _host = role.next()?;
+        let port: u16 = redis::from_redis_value(role.next()?).ok()?;
+        (kind == "slave").then_some(port)
+    }
+
+    /// Whether this node of a cluster answers that the cluster is whole (`cluster_state:ok`).
+    fn cluster_is_ok(&self) -> bool {
+        self.admin(|conn| redis::cmd("CLUSTER").arg("INFO").query::<String>(conn))
+            .is_ok_and(|info| info.lines().any(|line| line.trim() == "cluster_state:ok"))
+    }
+
     /// Makes the server start, at its next start, as a replica of the server on port `primary`.
     fn follow(&self, primary: u16) {
         *lock(&self.primary) = Some(primary);
@@ -440,6 +513,8 @@ enum Servers {
     Replicated(Box<Replicated>),
     /// A primary, two replicas and three sentinels, of its own.
     Sentinel(Box<Sentinels>),
+    /// A Redis Cluster of three primaries and three replicas, of its own.
+    Cluster(Box<Cluster>),
 }
 
 /// `RedisStore`s on one server under a key prefix of this harness's own, so that runs never
@@ -557,6 +632,27 @@ impl RedisHarness {
         Ok(harness)
     }
 
+    /// A harness on a Redis Cluster of its own, as users run one: three primaries, each with one
+    /// replica, every node an [`AofServer`] (every write on disk) with `cluster-enabled` and a
+    /// node timeout of one second, made a cluster by `redis-cli --cluster create`; each node a
+    /// `redis-server` process on a loopback port, all killed when the harness is dropped. Its
+    /// stores connect with a `redis+cluster://` URL naming every node; `options` may ask them to
+    /// wait for each primary's replica ([`RedisOptions::with_replica_acks`] with 1). It offers
+    /// [`Fault::CutConnections`] (on every node), [`Fault::Pause`] (of the primary that holds
+    /// the most keys, 300 ms, shorter than the node timeout) and, once, [`Fault::Failover`] by
+    /// the cluster: that primary's replica falls behind for 300 ms (stopped, its link cut) while
+    /// the primary takes writes alone, the primary is killed, and the other primaries elect the
+    /// replica; the harness promotes nothing. Without a wait for the replica, what the store
+    /// acknowledged in those 300 ms is lost. In place of that failover, [`Fault::LongPause`]: the
+    /// primary stopped (SIGSTOP) until its replica is elected, then let go on, taking writes
+    /// until the cluster tells it it was replaced. Not durable: its store is never reopened.
+    pub fn cluster(options: RedisOptions) -> Result<Self, StorageError> {
+        let topology = Cluster::start()?;
+        let mut harness = Self::connect(&topology.url(), options)?;
+        harness.servers = Servers::Cluster(Box::new(topology));
+        Ok(harness)
+    }
+
     /// A harness on the server at `url`; `options.prefix` is replaced by the harness's own.
     pub fn connect(url: &str, options: RedisOptions) -> Result<Self, StorageError> {
         use std::sync::atomic::AtomicU32;
@@ -608,19 +704,42 @@ impl RedisHarness {
         matches!(self.servers, Servers::Sentinel(_)).then_some(self.url.as_str())
     }
 
+    /// The `redis+cluster://` URL a harness made by [`RedisHarness::cluster`] connects its
+    /// stores with; `None` for the others.
+    pub fn cluster_url(&self) -> Option<&str> {
+        matches!(self.servers, Servers::Cluster(_)).then_some(self.url.as_str())
+    }
+
+    /// The nodes of a harness made by [`RedisHarness::cluster`]'s cluster (empty for the others),
+    /// running or not: whichever are its primaries now.
+    pub fn cluster_nodes(&self) -> &[AofServer] {
+        match &self.servers {
+            Servers::Cluster(topology) => topology.nodes(),
+            _ => &[],
+        }
+    }
+
     /// The options of the harness's stores: its key prefix.
     pub fn options(&self) -> &RedisOptions {
         &self.options
     }
 
-    /// The harness's own server, if it runs one: the primary, for a replicated harness.
+    /// The harness's own server, if it runs one: the primary, for a replicated harness; on a
+    /// cluster, the primary that holds the most keys.
     pub fn server(&self) -> Option<&AofServer> {
         match &self.servers {
             Servers::Shared => None,
             Servers::Durable(server) => Some(server),
             Servers::Replicated(servers) => Some(servers.primary()),
             Servers::Sentinel(topology) => Some(topology.primary()),
+            Servers::Cluster(topology) => Some(topology.busiest()),
         }
+    }
+
+    /// Whether the harness runs a topology an orchestrator fails over (Sentinel, Cluster), which
+    /// it never reopens.
+    fn orchestrated(&self) -> bool {
+        matches!(self.servers, Servers::Sentinel(_) | Servers::Cluster(_))
     }
 
     /// A replicated harness's replica of the primary, while it has one.
@@ -655,7 +774,7 @@ impl Drop for RedisHarness {
         let pattern = format!("{}:*", self.options.prefix);
         let base = &self.base;
         self.runtime.block_on(async {
-            let Ok(mut conn) = base.pool.get().await else { return };
+            let Ok(mut conn) = base.pool.get(0).await else { return };
             let mut cursor = 0u64;
             loop {
                 let Ok((next, keys)): Result<(u64, Vec<Vec<u8>>), _> = redis::cmd("SCAN")
@@ -719,7 +838,7 @@ impl Harness for RedisHarness {
     /// a cut that takes back unsynced names takes the whole append-only file. With `everysec`, no
     /// power cut, not even under `process` ([`RedisHarness::durable_everysec`]).
     fn capabilities(&self) -> Capabilities {
-        match (self.server().is_some() && !matches!(self.servers, Servers::Sentinel(_)), self.fsync) {
+        match (self.server().is_some() && !self.orchestrated(), self.fsync) {
             (false, _) => Capabilities::default(),
             (true, "always") => Capabilities::default().with_power_cuts(Persistence::Data),
             (true, _) => Capabilities::default().with_durable(true),
@@ -730,7 +849,7 @@ impl Harness for RedisHarness {
     /// policy: the server started there at the first call, killed and started again on what a
     /// cut left at every later one (the machine that lost power restarting it).
     fn store_in(&self, dir: &Path, clock: ManualClock) -> Option<Self::Store> {
-        self.server().filter(|_| !matches!(self.servers, Servers::Sentinel(_)))?;
+        self.server().filter(|_| !self.orchestrated())?;
         let mut powered = lock(&self.powered);
         let server = match powered.take() {
             Some(server) if server.dir == dir => server.restart().map(|()| server),
@@ -747,7 +866,7 @@ impl Harness for RedisHarness {
     }
 
     fn reopen(&self, store: Self::Store, clock: ManualClock) -> Option<Self::Store> {
-        self.server().filter(|_| !matches!(self.servers, Servers::Sentinel(_)))?;
+        self.server().filter(|_| !self.orchestrated())?;
         drop(store);
         self.crash()
             .unwrap_or_else(|e| panic!("restarting the Redis server failed: {}", reservation_store::error_chain(&e)));
@@ -778,20 +897,33 @@ impl Harness for RedisHarness {
                 }
                 faults
             }
+            Servers::Cluster(topology) => {
+                let mut faults = vec![Fault::CutConnections, Fault::Pause];
+                if topology.offers_failover() {
+                    faults.extend([Fault::Failover, Fault::LongPause]);
+                }
+                faults
+            }
         }
     }
 
     fn inject(&self, fault: Fault) -> Result<(), StorageError> {
         let server = self.server().ok_or_else(|| not_offered(fault))?;
         match (fault, &self.servers) {
+            (Fault::CutConnections, Servers::Cluster(topology)) => {
+                let cut: Vec<_> = topology.nodes().iter().map(AofServer::cut_connections).collect();
+                cut.into_iter().collect::<Result<Vec<u64>, _>>().map(drop)
+            }
             (Fault::CutConnections, _) => server.cut_connections().map(drop),
-            (Fault::Crash, Servers::Sentinel(_)) => Err(not_offered(fault)),
+            (Fault::Crash, Servers::Sentinel(_) | Servers::Cluster(_)) => Err(not_offered(fault)),
             (Fault::Crash, _) => self.crash(),
             (Fault::Pause, _) => server.pause(PAUSE),
             (Fault::Failover, Servers::Replicated(servers)) => servers.failover(),
             (Fault::Failover, Servers::Sentinel(topology)) => topology.failover(),
             (Fault::Partition, Servers::Sentinel(topology)) => topology.partition(),
             (Fault::LongPause, Servers::Sentinel(topology)) => topology.long_pause(),
+            (Fault::Failover, Servers::Cluster(topology)) => topology.failover(),
+            (Fault::LongPause, Servers::Cluster(topology)) => topology.long_pause(),
             _ => Err(not_offered(fault)),
         }
     }

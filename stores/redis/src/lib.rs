@@ -119,6 +119,48 @@
 //! The expiry sweep of a local clock deletes without waiting: a deletion lost in a failover
 //! brings back an expired row, which the specification already treats as free.
 //!
+//! # Redis Cluster
+//!
+//! Connected with a `redis+cluster://` URL, the store routes each operation to the primary that
+//! serves its scope's slot:
+//!
+//! ```text
+//! redis+cluster://[user:password@]host[:port][,host[:port]…]
+//! redis+cluster://10.0.0.5:6379,10.0.0.6:6379,10.0.0.7:6379
+//! ```
+//!
+//! some of the cluster's nodes (port 6379 by default), asked in turn for the map of slots
+//! (`CLUSTER SLOTS`) whenever the store has none; the user and password are every node's; the
+//! database is 0, the only one a cluster has (a path other than `/` or `/0` is refused, as is a
+//! query string, or other nodes in [`RedisOptions::nodes`]). An operation's transaction needs its
+//! keys in one hash slot, so every key of a scope carries the scope as its hash tag:
+//! `{prefix}:r:{…scope…}…key…` for a row, `{prefix}:c:{…scope…}` for its clock and, on a local
+//! clock, `{prefix}:x:{…scope…}` for its expiry index, each listed in the set `{prefix}:s` (once
+//! per scope by each store, before its first operation there) for [`RedisStore::sweep`]. So a
+//! scope's keys live on one primary, and the scopes spread over the cluster; a prefix holding
+//! `{` or `}` is refused at [`RedisStore::connect`]. The `redis` crate's cluster client routes
+//! each command by itself and has no `WATCH`; the store holds one connection to the slot's
+//! primary from its `WATCH` to its `EXEC`, as on one server.
+//!
+//! A node that no longer serves the slot answers `MOVED` (or `ASK`, `TRYAGAIN`, `CLUSTERDOWN`
+//! while a slot moves or the cluster has no primary for it). Redis checks these before it runs
+//! anything (a transaction's every command before its `EXEC` runs one), so each is determinate:
+//! the store drops the connection and its map of slots, waits a little (1 ms, then one more each
+//! time, at most 50), asks the nodes for the map again and tries again, within
+//! [`RedisOptions::retries`]. A connection that fails drops the map too, so after a failover the
+//! next operation finds the replica the cluster elected. On [`Time::REDIS`], the clock is that
+//! of the primary serving the scope's slot; the scope's persisted instant keeps a decision from
+//! going back when another node's clock takes over.
+//!
+//! What survives a failover is what "Replicas and failover" says: a cluster's replicas are
+//! asynchronous, and the cluster elects one when its primary has not answered for the node
+//! timeout. Without [`RedisOptions::with_replica_acks`], the confirmations the primary
+//! acknowledged and had not sent are lost (60 in the crate's tests, caught by the conformance
+//! suite's fault check); with `n` the number of replicas of each primary, none was lost. A primary
+//! stopped past the node timeout and let go on lost nothing in the tests, with `WAIT` or without:
+//! the writes the store had sent it were refused, as determinate errors, rather than acknowledged
+//! (a Sentinel primary took them, and lost them).
+//!
 //! # Features
 //!
 //! - `conformance`: `RedisHarness`, the conformance suite's harness for this store.
@@ -152,7 +194,9 @@
 //!   every write on disk and its replica, servers of its own) offers a failover besides, and
 //!   `RedisHarness::sentinel` (a primary, two replicas and three sentinels of its own, its stores
 //!   connected through the sentinels at `RedisHarness::sentinel_url`) a failover by the
-//!   sentinels.
+//!   sentinels, and `RedisHarness::cluster` (a Redis Cluster of three primaries and three
+//!   replicas of its own, `RedisHarness::cluster_url`, its nodes `RedisHarness::cluster_nodes`)
+//!   a failover by the cluster.
 //! - Feature `broken-variants`: `RedisOptions::broken_without_watch`,
 //!   `RedisOptions::broken_without_write_back`, `RedisOptions::broken_forgets_clock` and
 //!   `RedisHarness::broken_forgetful`, for this crate's tests only (above).
@@ -163,14 +207,16 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod cluster;
 #[cfg(feature = "conformance")]
 mod harness;
 mod pool;
 mod row;
 mod sentinel;
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::Value;
@@ -184,6 +230,11 @@ use reservation_store::{
 pub use harness::{AofServer, MinReplicas, RedisHarness, redis_url};
 
 use pool::{Conn, Pool};
+use row::{Indexes, Keys};
+
+/// The most scopes a store remembers having listed for the sweep on a cluster before it forgets
+/// them all and lists each again (a listing is idempotent).
+const LISTED_AT_MOST: usize = 4096;
 
 /// Which clock decides expiry.
 #[derive(Clone, Debug)]
@@ -211,7 +262,9 @@ impl Time<SystemClock> {
 #[non_exhaustive]
 pub struct RedisOptions {
     /// The start of every Redis key the store writes (`{prefix}:r:…` rows, `{prefix}:c:…` the
-    /// scopes' clocks, `{prefix}:x` the expiry index); `rsv` by default. Stores with different prefixes never see each other's keys.
+    /// scopes' clocks, `{prefix}:x` the expiry index; on a cluster, `{prefix}:x:…` the scopes'
+    /// indexes and `{prefix}:s` their list); `rsv` by default. Stores with different prefixes
+    /// never see each other's keys. On a cluster, it holds no `{` or `}`.
     pub prefix: String,
     /// Most connections in the pool; 16 by default.
     pub max_connections: usize,
@@ -373,7 +426,9 @@ pub struct RedisStore<C = SystemClock> {
     pool: Arc<Pool>,
     time: Time<C>,
     options: RedisOptions,
-    index: Vec<u8>,
+    keys: Keys,
+    /// On a cluster with a local clock, the scopes' indexes this store listed for the sweep.
+    listed: Arc<Mutex<HashSet<Vec<u8>>>>,
     inserted: Arc<AtomicU64>,
     /// The latest instant this store (and its clones) decided at, in milliseconds: it never
     /// decides at an earlier one, whatever its clock reads (rule D10), as
@@ -387,7 +442,8 @@ impl<C: Clone> Clone for RedisStore<C> {
             pool: self.pool.clone(),
             time: self.time.clone(),
             options: self.options.clone(),
-            index: self.index.clone(),
+            keys: self.keys.clone(),
+            listed: self.listed.clone(),
             inserted: self.inserted.clone(),
             latest: self.latest.clone(),
         }
@@ -427,10 +483,21 @@ impl Fail {
     }
 
     /// Whether the write may have landed: the `EXEC` was sent, and the server did not refuse the
-    /// whole transaction (`EXECABORT`, after which nothing ran).
+    /// whole transaction (`EXECABORT`, after which nothing ran, or a cluster's refusal of a
+    /// command or of the `EXEC` itself, [`Fail::is_redirect`]).
     fn is_indeterminate(&self) -> bool {
         self.exec_sent
+            && !self.is_redirect()
             && !matches!(&self.error, Ok(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort))
+    }
+
+    /// Whether a cluster refused the command as not its node's to run: `MOVED` or `ASK` (another
+    /// node serves the slot), `TRYAGAIN` (the slot is moving), `CLUSTERDOWN` (no map serves it).
+    /// Redis checks these before it runs a command, and checks a transaction's every command
+    /// before its `EXEC` runs any: nothing was done.
+    fn is_redirect(&self) -> bool {
+        use redis::ServerErrorKind::{Ask, ClusterDown, Moved, TryAgain};
+        matches!(&self.error, Ok(e) if matches!(e.kind(), redis::ErrorKind::Server(Moved | Ask | TryAgain | ClusterDown)))
     }
 
     fn into_storage(self) -> StorageError {
@@ -473,23 +540,29 @@ impl RedisStore<SystemClock> {
 
 impl<C: Clock> RedisStore<C> {
     /// Connects to the server at `url` (`redis://host:port/db`), or to the master the sentinels
-    /// of a `redis+sentinel://` URL name (see "Redis Sentinel" in the crate documentation),
-    /// deciding expiry by `time`. The first connection is made (and answers `PING`) before this
-    /// returns.
+    /// of a `redis+sentinel://` URL name (see "Redis Sentinel" in the crate documentation), or
+    /// to the primaries of a Redis Cluster (`redis+cluster://`, see "Redis Cluster"), deciding
+    /// expiry by `time`. The first connection is made (and answers `PING`) before this returns.
     pub async fn connect(url: &str, time: Time<C>, options: RedisOptions) -> Result<Self, StorageError> {
         if options.prefix.is_empty() {
             return Err(StorageError::new("Redis: the key prefix is empty"));
         }
         let pool = Pool::new(url, &options.nodes, options.max_connections, options.timeout)?;
+        if pool.is_cluster() && options.prefix.contains(['{', '}']) {
+            return Err(StorageError::new(
+                "Redis: on a cluster, the key prefix holds no `{` or `}`: they would move the scopes' hash tags",
+            ));
+        }
         let store = RedisStore {
+            keys: Keys::new(&options.prefix, pool.is_cluster()),
             pool: Arc::new(pool),
             time,
-            index: row::index_key(&options.prefix),
             options,
+            listed: Arc::default(),
             inserted: Arc::default(),
             latest: Arc::default(),
         };
-        let mut conn = store.pool.get().await?;
+        let mut conn = store.pool.get(0).await?;
         redis::cmd("PING")
             .query_async::<String>(&mut *conn)
             .await
@@ -504,7 +577,8 @@ impl<C: Clock> RedisStore<C> {
             pool: self.pool.clone(),
             time,
             options: self.options.clone(),
-            index: self.index.clone(),
+            keys: self.keys.clone(),
+            listed: self.listed.clone(),
             inserted: self.inserted.clone(),
             latest: Arc::default(),
         }
@@ -521,15 +595,39 @@ impl<C: Clock> RedisStore<C> {
     }
 
     /// On a local clock: deletes the pending rows that expired by the store's clock, finding them
-    /// in the expiry index and deleting each only when
-    /// [`reservation_store::spec::lookup`] calls it free (each in its own optimistic
-    /// transaction); returns how many. On Redis's clock, Redis deletes them itself: 0.
+    /// in the expiry index (on a cluster, in each scope's index that the store's stores listed)
+    /// and deleting each only when [`reservation_store::spec::lookup`] calls it free (each in its
+    /// own optimistic transaction); returns how many. On Redis's clock, Redis deletes them
+    /// itself: 0.
     pub async fn sweep(&self) -> Result<u64, StorageError> {
         let Time::Local(clock) = &self.time else { return Ok(0) };
         let now = self.decision_instant(clock.now(), None);
-        let mut conn = self.pool.get().await?;
+        let indexes = match self.keys.indexes() {
+            Indexes::One(index) => vec![index],
+            Indexes::Listed(list) => {
+                let mut conn = self.pool.get(cluster::slot(&list)).await?;
+                let indexes: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
+                    .arg(&list)
+                    .query_async(&mut *conn)
+                    .await
+                    .map_err(|e| Fail::at("read the list of expiry indexes", false)(e).into_storage())?;
+                conn.keep();
+                indexes
+            }
+        };
+        let mut deleted = 0;
+        for index in indexes {
+            deleted += self.sweep_index(&index, now).await?;
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes the pending rows of the expiry index `index` that expired by `now`; returns how
+    /// many.
+    async fn sweep_index(&self, index: &[u8], now: Instant) -> Result<u64, StorageError> {
+        let mut conn = self.pool.get(cluster::slot(index)).await?;
         let candidates: Vec<Vec<u8>> = redis::cmd("ZRANGEBYSCORE")
-            .arg(&self.index)
+            .arg(index)
             .arg("-inf")
             .arg(score(now))
             .query_async(&mut *conn)
@@ -537,7 +635,7 @@ impl<C: Clock> RedisStore<C> {
             .map_err(|e| Fail::at("read the expiry index", false)(e).into_storage())?;
         let mut deleted = 0;
         for key in candidates {
-            let Some((scope, _)) = row::parse_row_key(&self.options.prefix, &key) else {
+            let Some((scope, _)) = self.keys.parse_row(&key) else {
                 continue;
             };
             let (value,): (Option<Vec<u8>>,) = redis::pipe()
@@ -558,16 +656,16 @@ impl<C: Clock> RedisStore<C> {
                 // sweep's instant is persisted as its scope's (a deletion is a change: reopened on
                 // a clock set back, the store must not find the key free while it was live).
                 Some(_) if free => {
-                    p.atomic().cmd("DEL").arg(&key).cmd("ZREM").arg(&self.index).arg(&key);
+                    p.atomic().cmd("DEL").arg(&key).cmd("ZREM").arg(index).arg(&key);
                     if self.options.persist_clock {
-                        self.advance_clock(&mut p, &row::clock_key(&self.options.prefix, &scope), now);
+                        self.advance_clock(&mut p, &self.keys.clock(&scope), now);
                     }
                     &mut p
                 }
                 // Live: it stays, and so does its index entry.
                 Some(Reservation::Pending(_)) => p.cmd("UNWATCH"),
                 // Confirmed or free: the index entry is stale.
-                _ => p.atomic().cmd("ZREM").arg(&self.index).arg(&key),
+                _ => p.atomic().cmd("ZREM").arg(index).arg(&key),
             };
             let done: Value =
                 p.query_async(&mut *conn).await.map_err(|e| Fail::at("sweep a row", true)(e).into_storage())?;
@@ -577,6 +675,30 @@ impl<C: Clock> RedisStore<C> {
         }
         conn.keep();
         Ok(deleted)
+    }
+
+    /// On a cluster with a local clock, lists `index` (a scope's expiry index) for the sweep,
+    /// unless this store listed it before: before the operation that may add to it, so that no
+    /// index holds a row the sweep cannot find.
+    async fn list_index(&self, index: &[u8]) -> Result<(), StorageError> {
+        let Indexes::Listed(list) = self.keys.indexes() else { return Ok(()) };
+        if !matches!(self.time, Time::Local(_)) || lock(&self.listed).contains(index) {
+            return Ok(());
+        }
+        let mut conn = self.pool.get(cluster::slot(&list)).await?;
+        let _: u64 = redis::cmd("SADD")
+            .arg(&list)
+            .arg(index)
+            .query_async(&mut *conn)
+            .await
+            .map_err(|e| Fail::at("list the scope's expiry index", false)(e).into_storage())?;
+        conn.keep();
+        let mut listed = lock(&self.listed);
+        if listed.len() >= LISTED_AT_MOST {
+            listed.clear();
+        }
+        listed.insert(index.to_vec());
+        Ok(())
     }
 
     /// Reads the row of `key` (watching it), its scope's persisted instant (from `clock_key`,
@@ -663,7 +785,7 @@ impl<C: Clock> RedisStore<C> {
     async fn write(
         &self,
         conn: &mut Conn<'_>,
-        key: &[u8],
+        (key, index): (&[u8], &[u8]),
         raw: Option<&[u8]>,
         next: Option<&StoredReservation>,
         changed: bool,
@@ -701,10 +823,10 @@ impl<C: Clock> RedisStore<C> {
             if matches!(self.time, Time::Local(_)) {
                 match next {
                     Some(Reservation::Pending(pending)) => {
-                        p.cmd("ZADD").arg(&self.index).arg(score(pending.expires_at())).arg(key);
+                        p.cmd("ZADD").arg(index).arg(score(pending.expires_at())).arg(key);
                     }
                     _ => {
-                        p.cmd("ZREM").arg(&self.index).arg(key);
+                        p.cmd("ZREM").arg(index).arg(key);
                     }
                 }
             }
@@ -743,8 +865,7 @@ impl<C: Clock> RedisStore<C> {
             Job::Execute(request) => (request.scope, request.key),
             Job::Lookup(scope, key) => (*scope, *key),
         };
-        let row_key = row::row_key(&self.options.prefix, scope, key);
-        let clock_key = row::clock_key(&self.options.prefix, scope);
+        let (row_key, clock_key, index) = (self.keys.row(scope, key), self.keys.clock(scope), self.keys.index(scope));
         let (raw, current, now, persisted) = self.watch_and_read(conn, &row_key, &clock_key, scope).await?;
         let (next, answer) = match job {
             Job::Execute(request) => {
@@ -758,7 +879,7 @@ impl<C: Clock> RedisStore<C> {
         // it moves the scope's clock.
         let advance =
             (self.options.persist_clock && persisted.is_none_or(|p| p < now)).then_some((&clock_key[..], now));
-        if !self.write(conn, &row_key, raw.as_deref(), next.as_ref(), next != current, advance).await? {
+        if !self.write(conn, (&row_key, &index), raw.as_deref(), next.as_ref(), next != current, advance).await? {
             return Ok(Attempt::Conflict);
         }
         Ok(Attempt::Done(answer))
@@ -775,8 +896,8 @@ impl<C: Clock> RedisStore<C> {
         key: &Key,
         next: Option<&StoredReservation>,
     ) -> Result<bool, StorageError> {
-        let mut conn = self.pool.get().await?;
-        let row_key = row::row_key(&self.options.prefix, scope, key);
+        let row_key = self.keys.row(scope, key);
+        let mut conn = self.pool.get(cluster::slot(&row_key)).await?;
         let (_, raw): ((), Option<Vec<u8>>) = redis::pipe()
             .cmd("WATCH")
             .arg(&row_key)
@@ -785,8 +906,10 @@ impl<C: Clock> RedisStore<C> {
             .query_async(&mut *conn)
             .await
             .map_err(|e| Fail::at("read the row", false)(e).into_storage())?;
-        let done =
-            self.write(&mut conn, &row_key, raw.as_deref(), next, true, None).await.map_err(Fail::into_storage)?;
+        let done = self
+            .write(&mut conn, (&row_key, &self.keys.index(scope)), raw.as_deref(), next, true, None)
+            .await
+            .map_err(Fail::into_storage)?;
         conn.keep();
         Ok(done)
     }
@@ -794,9 +917,17 @@ impl<C: Clock> RedisStore<C> {
     /// Runs attempts of `job` until one commits, up to [`RedisOptions::retries`] more after a
     /// conflict.
     async fn retrying(&self, job: Job<'_>) -> Result<Answer, StorageError> {
+        let (scope, key) = match &job {
+            Job::Execute(request) => (request.scope, request.key),
+            Job::Lookup(scope, key) => (*scope, *key),
+        };
+        let slot = cluster::slot(&self.keys.row(scope, key));
+        if let Job::Execute(_) = job {
+            self.list_index(&self.keys.index(scope)).await?;
+        }
         let mut conflicts = 0;
         loop {
-            let mut conn = self.pool.get().await?;
+            let mut conn = self.pool.get(slot).await?;
             match self.once(&mut conn, &job).await {
                 Ok(Attempt::Done(done)) => {
                     conn.keep();
@@ -812,6 +943,14 @@ impl<C: Clock> RedisStore<C> {
                     }
                     // Let the writer that won finish before the next attempt.
                     tokio::time::sleep(Duration::from_micros(50 * u64::from(conflicts.min(20)))).await;
+                }
+                // Another node serves the slot, or the cluster is between two maps: nothing was
+                // done. The connection is dropped, and the pool's map with it; the next attempt
+                // asks the nodes for the map again.
+                Err(fail) if fail.is_redirect() && conflicts < self.options.retries => {
+                    drop(conn);
+                    conflicts += 1;
+                    tokio::time::sleep(Duration::from_millis(u64::from(conflicts.min(50)))).await;
                 }
                 // The connection may still watch a key, or be broken: it is dropped.
                 Err(fail) => return Err(fail.into_storage()),
@@ -856,4 +995,9 @@ impl<C: Clock> ReservationStore for RedisStore<C> {
             Answer::Executed(..) => Err(StorageError::new("Redis: an operation's answer to a lookup").into()),
         }
     }
+}
+
+/// Locks `mutex`; what it guards stays whole across a panic.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

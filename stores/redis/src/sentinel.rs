@@ -47,13 +47,11 @@ impl SentinelUrl {
             return Err(refused("it has a query or a fragment, which the store would not apply"));
         }
         let (authority, path) = rest.split_once('/').ok_or_else(|| refused("it names no master"))?;
-        let (userinfo, hosts) = match authority.rsplit_once('@') {
-            Some((userinfo, hosts)) => (Some(userinfo), hosts),
-            None => (None, authority),
-        };
+        let (userinfo, hosts) = user_and_hosts(authority);
         let mut sentinels = Vec::new();
         for host in hosts.split(',') {
-            let (name, port) = host_and_port(host).ok_or_else(|| refused("a sentinel's address is not host[:port]"))?;
+            let (name, port) =
+                host_and_port(host, SENTINEL_PORT).ok_or_else(|| refused("a sentinel's address is not host[:port]"))?;
             let client =
                 Client::open((name, port)).map_err(|e| StorageError::with_source("Redis: a sentinel's address", e))?;
             sentinels.push(client);
@@ -73,13 +71,7 @@ impl SentinelUrl {
                 .filter(|db| *db >= 0)
                 .ok_or_else(|| refused("the database is not a number of 0 or more"))?,
         };
-        // The data nodes' user and password, decoded as a `redis://` URL decodes them.
-        let userinfo = userinfo.map_or_else(String::new, |u| format!("{u}@"));
-        let node = format!("redis://{userinfo}127.0.0.1/{db}")
-            .into_connection_info()
-            .map_err(|_| refused("its user or password is not a URL's"))?
-            .redis_settings()
-            .clone();
+        let node = node_settings(userinfo, db).ok_or_else(|| refused("its user or password is not a URL's"))?;
         Ok(Some(SentinelUrl { sentinels, master: master.to_owned(), node }))
     }
 
@@ -104,8 +96,24 @@ impl SentinelUrl {
     }
 }
 
-/// `host[:port]`, or `[v6]:port`, with the sentinel's port by default.
-fn host_and_port(host: &str) -> Option<(&str, u16)> {
+/// The user and password (before the last `@`, if any) and the hosts of a URL's authority.
+pub(crate) fn user_and_hosts(authority: &str) -> (Option<&str>, &str) {
+    match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    }
+}
+
+/// The data nodes' settings: database `db`, and the user and password of `userinfo` decoded as a
+/// `redis://` URL decodes them; `None` if they are not a URL's.
+pub(crate) fn node_settings(userinfo: Option<&str>, db: i64) -> Option<RedisConnectionInfo> {
+    let userinfo = userinfo.map_or_else(String::new, |u| format!("{u}@"));
+    let info = format!("redis://{userinfo}127.0.0.1/{db}").into_connection_info().ok()?;
+    Some(info.redis_settings().clone())
+}
+
+/// `host[:port]`, or `[v6]:port`, with the port `default` when none is given.
+pub(crate) fn host_and_port(host: &str, default: u16) -> Option<(&str, u16)> {
     let (name, port) = match host.strip_prefix('[') {
         Some(v6) => {
             let (name, after) = v6.split_once(']')?;
@@ -120,7 +128,7 @@ fn host_and_port(host: &str) -> Option<(&str, u16)> {
         },
     };
     let port = match port {
-        None => SENTINEL_PORT,
+        None => default,
         Some(port) => port.parse::<u16>().ok().filter(|p| *p != 0)?,
     };
     // No `@` can be here: the user and password were split off at the last one.

@@ -15,13 +15,13 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant as WallInstant};
+use std::time::Duration;
 
 use reservation_conformance::faults::{Fault, not_offered};
 use reservation_conformance::services::Partition;
 use reservation_store::StorageError;
 
-use super::{AofServer, BEHIND, MinReplicas, admin_at, lock, signal, wait_until};
+use super::{AofServer, BEHIND, MinReplicas, admin_at, lock, settle, signal, wait_until};
 
 /// The name the sentinels watch the primary under.
 pub(crate) const MASTER: &str = "reservation";
@@ -30,10 +30,6 @@ pub(crate) const MASTER: &str = "reservation";
 /// (`down-after-milliseconds`): short, so that a failover takes seconds, yet longer than the
 /// fault check's pause of a server, which must not start one.
 const DOWN_AFTER: Duration = Duration::from_millis(1_000);
-
-/// The longest wait for the sentinels to know each other and the replicas, and for a failover to
-/// end with a new primary that its replicas follow.
-const SETTLE_WITHIN: Duration = Duration::from_secs(30);
 
 /// The address the store connects from, and the one every process gives as its own.
 const STORE_FROM: &str = "127.0.0.1";
@@ -50,18 +46,6 @@ const CUT_OFF_AFTER: Duration = Duration::from_millis(300);
 
 /// What brings a primary set apart back: the network healed, or the process let go on.
 type Back = Box<dyn FnOnce() -> Result<(), StorageError>>;
-
-/// Waits, at most [`SETTLE_WITHIN`], until `ready` says yes.
-fn settle(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), StorageError> {
-    let deadline = WallInstant::now() + SETTLE_WITHIN;
-    while WallInstant::now() < deadline {
-        if ready() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(StorageError::new(format!("{what} within {SETTLE_WITHIN:?}")))
-}
 
 /// One sentinel: `redis-server sentinel.conf --sentinel` in a directory of its own, on a free
 /// loopback port, its log in that directory (kept, and its path said, if the harness is dropped

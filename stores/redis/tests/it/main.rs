@@ -4,11 +4,13 @@
 //! say so in one line and pass, unless `RESERVATION_REQUIRE_SERVICES=1`.
 
 mod clock;
+mod cluster;
 mod conformance;
 mod corrupt;
 mod fault_check;
 mod linearizability;
 mod options;
+mod orchestrated;
 mod power_cut;
 mod sentinel;
 mod servers;

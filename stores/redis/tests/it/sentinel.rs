@@ -16,6 +16,8 @@ use reservation_store::{
     AggregateRef, ConfirmOutcome, Key, ManualClock, ReservationScope, ReservationStore, Version, error_chain,
 };
 
+use crate::orchestrated::{caught_losing, lost_nothing, port_of, replica_of};
+
 /// A harness on a Sentinel topology of its own; or `None` (said once) without `redis-server`.
 fn sentinel(options: RedisOptions) -> Option<RedisHarness> {
     service("redis-server (for the Sentinel topology's servers and sentinels)", RedisHarness::sentinel(options))
@@ -178,29 +180,11 @@ fn through_sentinel_the_store_writes_to_the_primary_and_follows_the_sentinels_fa
     eprintln!("the sentinels' failover took {took:.2?}; the store answered again after {tries} tries");
 }
 
-/// How long a fault check with a long pause goes on: past the moment the old primary is let go
-/// on (the sentinels' promotion, 2 to 4 s after the stop), so that the workers write to it while
-/// it still believes it leads. A run of the default 2 s ends during the stop, and then only the
-/// writes in flight at the stop reach it: when both ledger workers were between a confirmation
-/// and the next key's reservation, nothing acknowledged was lost (1 run of 4 here, and once in CI).
-const OUTLASTS_THE_PAUSE: Duration = Duration::from_secs(8);
-
-/// The fault check on `h` with `fault` alone, once; its report printed.
-fn fault_run(h: &RedisHarness, fault: Fault, label: &str) -> reservation_conformance::faults::FaultRun {
-    let mut settings = FaultSettings::default().with_faults(&[fault]).with_max_faults(1);
-    if fault == Fault::LongPause {
-        settings = settings.with_duration(OUTLASTS_THE_PAUSE);
-    }
-    let started = WallInstant::now();
-    let run = reservation_conformance::faults::run(h, &settings.into());
-    eprintln!("redis, {label}: {} in {:.2?}", run.report, started.elapsed());
-    for harm in &run.report.fired {
-        eprintln!("  {harm}");
-    }
-    let fired: Vec<Fault> = run.report.fired.iter().map(|f| f.fault).collect();
-    assert_eq!(fired, [fault], "{label}: {}", run.report);
-    assert!(run.report.fired.iter().all(|f| f.recovered_after.is_some()), "{label}: {}", run.report);
-    run
+/// The fault check with `fault` alone on `h`, whose store waits for both replicas: it must pass,
+/// with writes that waited in vain.
+fn loses_nothing(h: &RedisHarness, fault: Fault, label: &str) {
+    let run = lost_nothing(h, fault, label);
+    assert!(run.report.indeterminate > 0, "no write waited in vain for the replicas: {}", run.report);
 }
 
 /// A harness on a Sentinel topology of its own that can cut its primary off; or `None` (said
@@ -213,22 +197,6 @@ fn partitionable(options: RedisOptions) -> Option<RedisHarness> {
         Err("`nft list tables` did not succeed (install the nftables package; the tests must run as root)")
     };
     service("nft (nftables), for a partition of the Sentinel topology's primary", can)
-}
-
-/// What the server at `old` (a URL) answers to `ROLE`, when it answers as a replica: the port of
-/// its primary and the state of its link.
-fn replica_of(h: &RedisHarness, old: &str) -> Option<(u16, String)> {
-    h.runtime().block_on(async {
-        let client = redis::Client::open(old).ok()?;
-        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
-        let role: (String, String, u16, String, i64) = redis::cmd("ROLE").query_async(&mut conn).await.ok()?;
-        (role.0 == "slave").then_some((role.2, role.3))
-    })
-}
-
-/// The port of a `redis://127.0.0.1:PORT/` URL.
-fn port_of(url: &str) -> u16 {
-    url.rsplit(':').next().and_then(|p| p.trim_end_matches('/').parse().ok()).unwrap_or_else(|| panic!("{url}"))
 }
 
 /// The fault `fault` on `h`, after which the old primary must already be a replica of the new
@@ -309,30 +277,6 @@ fn a_partitioned_sentinel_primary_acknowledges_writes_the_new_primary_never_gets
     assert!(!lost.is_empty(), "no acknowledged confirmation was lost ({} acknowledged)", acknowledged.len());
     let kept = Some(Reservation::confirmed(owner(), version));
     assert_eq!(looked(&acknowledged[0]), kept, "the first confirmation, made before the cut, was lost");
-}
-
-/// The fault check with `fault` alone on `h`, whose store does not wait for replicas: it must
-/// fail P1, naming the fault, with acknowledged confirmations lost.
-fn caught_losing(h: &RedisHarness, fault: Fault, label: &str) {
-    let run = fault_run(h, fault, label);
-    let failure = run.verdict.expect_err("the fault lost nothing");
-    assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
-    assert!(run.report.lost > 0, "{}", run.report);
-    let said = failure.to_string();
-    assert!(said.contains("acknowledged confirmations lost") && said.contains(fault.name()), "{said}");
-    eprintln!("{}", said.lines().take(12).collect::<Vec<_>>().join("\n"));
-}
-
-/// The fault check with `fault` alone on `h`, whose store waits for both replicas: it must pass,
-/// having looked acknowledged confirmations up, and with writes that waited in vain.
-fn loses_nothing(h: &RedisHarness, fault: Fault, label: &str) {
-    let run = fault_run(h, fault, label);
-    if let Err(failure) = run.verdict {
-        panic!("{failure}");
-    }
-    assert_eq!(run.report.lost, 0, "{}", run.report);
-    assert!(run.report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {}", run.report);
-    assert!(run.report.indeterminate > 0, "no write waited in vain for the replicas: {}", run.report);
 }
 
 /// The long tier (`reservation_conformance::tiers`): run by its own command, and by CI.

@@ -1,0 +1,168 @@
+//! A Redis Cluster of the harness's own, as users run one: three primaries, each with one
+//! replica, every node an [`AofServer`] (every write on disk) with `cluster-enabled`, made a
+//! cluster by `redis-cli --cluster create`. The store finds each slot's primary by the map the
+//! nodes answer (`redis+cluster://…`), and a failover is the cluster's own: the harness kills a
+//! primary, or stops it, and waits for the other primaries to elect its replica; it never
+//! promotes one itself.
+//!
+//! Every node listens on 127.0.0.1, where the store connects from, and connects to the others
+//! (its replication link and its cluster bus) from 127.0.1.1, giving 127.0.0.1 as its own address.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use reservation_conformance::faults::{Fault, not_offered};
+use reservation_store::StorageError;
+
+use super::{AofServer, BEHIND, settle, signal};
+
+/// How long a node goes without an answer from another before it calls it failing
+/// (`cluster-node-timeout`): short, so that a failover takes seconds, yet longer than the fault
+/// check's pause of a server, which must not start one.
+const NODE_TIMEOUT: Duration = Duration::from_millis(1_000);
+
+/// The longest `redis-cli --cluster create` may take.
+const CREATE_WITHIN: Duration = Duration::from_secs(60);
+
+/// The address the nodes connect to one another from.
+const NODES_FROM: &str = "127.0.1.1";
+
+/// How long, in a [`Fault::LongPause`], the old primary stays stopped after its replica was
+/// elected.
+const CUT_OFF_AFTER: Duration = Duration::from_millis(300);
+
+/// How many primaries the cluster has; each has one replica.
+const PRIMARIES: usize = 3;
+
+/// The topology: six nodes. Which of them are primaries is the cluster's to say.
+pub(crate) struct Cluster {
+    nodes: Vec<AofServer>,
+    /// Whether the one failover it offers happened.
+    failed_over: AtomicBool,
+}
+
+impl Cluster {
+    /// Starts six nodes, makes them a cluster of three primaries and three replicas, and waits
+    /// until every node finds the cluster whole and every primary's replica acknowledges its
+    /// writes.
+    pub(crate) fn start() -> Result<Cluster, StorageError> {
+        let nodes = (0..2 * PRIMARIES)
+            .map(|_| AofServer::start_node(NODES_FROM, NODE_TIMEOUT))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut create = std::process::Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        create.args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)));
+        create.args(["--cluster-replicas", "1", "--cluster-yes"]);
+        reservation_conformance::services::run_within(create, None, CREATE_WITHIN)?;
+        let cluster = Cluster { nodes, failed_over: AtomicBool::new(false) };
+        cluster.whole()?;
+        Ok(cluster)
+    }
+
+    /// The URL a store connects with: `redis+cluster://` and every node.
+    pub(crate) fn url(&self) -> String {
+        let hosts: Vec<String> = self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        format!("{}{}", crate::cluster::SCHEME, hosts.join(","))
+    }
+
+    /// Every node, running or not.
+    pub(crate) fn nodes(&self) -> &[AofServer] {
+        &self.nodes
+    }
+
+    /// The nodes whose `ROLE` is `master`.
+    fn primaries(&self) -> Vec<&AofServer> {
+        self.nodes.iter().filter(|n| n.is_primary()).collect()
+    }
+
+    /// The primary that holds the most keys (`DBSIZE`), where a test's writes go; the first node
+    /// if none answers.
+    pub(crate) fn busiest(&self) -> &AofServer {
+        let size = |n: &AofServer| n.admin(|conn| redis::cmd("DBSIZE").query::<u64>(conn)).unwrap_or(0);
+        let primaries = self.primaries();
+        // The first of the largest: `max_by_key` keeps the last.
+        let most = primaries.iter().map(|n| size(n)).max().unwrap_or(0);
+        primaries.into_iter().find(|n| size(n) == most).unwrap_or(&self.nodes[0])
+    }
+
+    /// The node that answers `ROLE` as a replica of `primary`.
+    fn replica_of(&self, primary: &AofServer) -> Option<&AofServer> {
+        self.nodes.iter().find(|n| n.follows() == Some(primary.port))
+    }
+
+    /// Waits until every running node answers that the cluster is whole (`cluster_state:ok`),
+    /// there are [`PRIMARIES`] primaries, and each one's replica acknowledges its writes.
+    fn whole(&self) -> Result<(), StorageError> {
+        settle("the cluster did not become whole, each primary with a replica that acknowledges its writes", || {
+            let primaries = self.primaries();
+            primaries.len() == PRIMARIES
+                && primaries.iter().all(|p| p.has_replicas_that_acknowledge(1))
+                && self.nodes.iter().filter(|n| n.pid().is_ok()).all(AofServer::cluster_is_ok)
+        })
+    }
+
+    /// Whether a failover (by a kill or by a long pause) may still be asked for.
+    pub(crate) fn offers_failover(&self) -> bool {
+        !self.failed_over.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `replica`, of `old` (which no longer answers), is a primary, and every
+    /// other running node finds the cluster whole.
+    fn elected(&self, old: &AofServer, replica: &AofServer) -> Result<(), StorageError> {
+        settle("the cluster did not elect the replica of the primary", || {
+            replica.is_primary()
+                && self.nodes.iter().filter(|n| n.port != old.port && n.pid().is_ok()).all(AofServer::cluster_is_ok)
+        })
+    }
+
+    /// The busiest primary's replica falls behind (stopped, its link cut, so that what is in
+    /// flight stays with the primary), the primary takes writes alone for [`BEHIND`] and is
+    /// killed, and the replica is let go on. The other primaries find the killed one failing
+    /// after [`NODE_TIMEOUT`] and elect its replica; the old primary is started again, on its
+    /// own `nodes.conf`, finds itself replaced and becomes a replica of the new one (its writes
+    /// that the replica did not have are dropped by its first copy from it). The fault ends
+    /// once the cluster is whole again. Once only.
+    pub(crate) fn failover(&self) -> Result<(), StorageError> {
+        if self.failed_over.swap(true, Ordering::SeqCst) {
+            return Err(not_offered(Fault::Failover));
+        }
+        let old = self.busiest();
+        let replica = self.replica_of(old).ok_or_else(|| StorageError::new("the busiest primary has no replica"))?;
+        let pid = replica.pid()?;
+        // Whatever goes wrong on the way, the replica is let go on, so that no stopped server
+        // outlives the fault; what went wrong is reported at the end.
+        let stopped = signal(pid, "STOP");
+        let cut = old.admin::<u64>(|conn| redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").query(conn));
+        std::thread::sleep(BEHIND);
+        old.kill();
+        signal(pid, "CONT").and(stopped)?;
+        self.elected(old, replica)?;
+        old.spawn()?;
+        self.whole()?;
+        cut.map(drop)
+    }
+
+    /// The busiest primary is stopped (SIGSTOP) past the node timeout, until the other primaries
+    /// elect its replica, and [`CUT_OFF_AFTER`] later let go on (SIGCONT): it comes back
+    /// believing it leads, answers what the store sent it meanwhile and takes what the store
+    /// sends next, until the cluster's messages tell it that it was replaced and it becomes a
+    /// replica of the new primary. The fault ends once the cluster is whole again. Once only, in
+    /// place of the failover.
+    pub(crate) fn long_pause(&self) -> Result<(), StorageError> {
+        if self.failed_over.swap(true, Ordering::SeqCst) {
+            return Err(not_offered(Fault::LongPause));
+        }
+        let old = self.busiest();
+        let replica = self.replica_of(old).ok_or_else(|| StorageError::new("the busiest primary has no replica"))?;
+        let pid = old.pid()?;
+        signal(pid, "STOP")?;
+        let elected = self.elected(old, replica);
+        if elected.is_ok() {
+            std::thread::sleep(CUT_OFF_AFTER);
+        }
+        // Whatever happened, the primary goes on before the fault ends.
+        let resumed = signal(pid, "CONT");
+        elected.and(resumed)?;
+        self.whole()
+    }
+}
