@@ -36,8 +36,25 @@ fn tests(source: &str) -> Vec<(String, Option<String>, bool)> {
     let mut test_next = false;
     let mut current: Option<usize> = None;
     let mut gate_at: Option<&str> = None;
+    // Inside a `long_fault_checks!` (the Redis tests' table of long-tier fault checks): the
+    // module its first line names, then one test per `name:` line, gated by the macro as
+    // `{module}::long::{name}`.
+    let mut table: Option<Option<String>> = None;
     for line in source.lines() {
         let trimmed = line.trim_start();
+        if trimmed.ends_with("long_fault_checks! {") {
+            table = Some(None);
+        } else if let Some(module) = &mut table {
+            match (module.as_ref(), trimmed.strip_suffix(':').or_else(|| trimmed.split_once(": ").map(|(n, _)| n))) {
+                _ if trimmed == "}" => table = None,
+                (None, _) => *module = trimmed.strip_prefix('"').and_then(|m| m.strip_suffix("\";")).map(str::to_owned),
+                (Some(module), Some(name)) if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+                    let long = modules.iter().any(|(m, _)| m == "long");
+                    found.push((name.to_owned(), Some(format!("{module}::long::{name}")), long));
+                }
+                _ => {}
+            }
+        }
         if let Some(name) = trimmed.strip_prefix("mod ").and_then(|rest| rest.strip_suffix(" {")) {
             modules.push((name.to_owned(), depth));
         }
@@ -121,6 +138,14 @@ fn the_scan_sees_a_gate_outside_a_long_module_and_a_long_test_without_one() {
     let inside =
         "mod long {\n    use super::*;\n\n    #[test]\n    fn b() {\n        work();\n    }\n}\n#[test]\nfn c() {}\n";
     assert_eq!(tests(inside), [("b".to_owned(), None, true), ("c".to_owned(), None, false)]);
+    // A table of fault checks: each name a test, gated by the macro under the module it names.
+    let table = "mod long {\n    crate::orchestrated::long_fault_checks! {\n        \"x\";\n        d:\n            h() => c(Fault::A, \"l\");\n        e: h() => c(Fault::B, \"m: n\");\n    }\n\n    #[test]\n    fn f() {}\n}\n";
+    let gated = |n: &str, long| (n.to_owned(), Some(format!("x::long::{n}")), long);
+    assert_eq!(tests(table), [gated("d", true), gated("e", true), ("f".to_owned(), None, true)]);
+    assert_eq!(
+        tests(&table.replace("mod long", "mod short")),
+        [gated("d", false), gated("e", false), ("f".to_owned(), None, false)]
+    );
 }
 
 #[test]

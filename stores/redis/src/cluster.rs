@@ -146,3 +146,59 @@ impl SlotMap {
             .map(|(_, _, host, port)| (host.as_str(), *port))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The slots Redis's own documentation and its `CLUSTER KEYSLOT` give: a key without a tag
+    /// hashed whole, a tag hashed alone, an empty tag (`{}`) or one never closed not a tag.
+    #[test]
+    fn the_slot_is_the_one_redis_computes() {
+        // CRC-16/XMODEM's check value: "123456789" sums to 0x31C3.
+        assert_eq!(slot(b"123456789"), 0x31C3);
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        // The first `{` and the first `}` after it: `{bar` is the tag of `foo{{bar}}zap`.
+        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
+        assert_eq!(slot(b"foo{bar}{zap}"), slot(b"bar"));
+        // An empty tag, and a `{` never closed, are no tag: the whole key is hashed.
+        assert_eq!(hash_tag(b"foo{}{bar}"), b"foo{}{bar}");
+        assert_eq!(hash_tag(b"foo{bar"), b"foo{bar");
+        assert_eq!(hash_tag(b"}foo{bar}"), b"bar");
+        assert!((0..10_000).all(|n| slot(format!("key{n}").as_bytes()) < SLOTS));
+    }
+
+    #[test]
+    fn a_slot_map_is_read_from_cluster_slots_and_refused_when_malformed() {
+        let node = |host: &str, port: i64| {
+            Value::Array(vec![Value::BulkString(host.into()), Value::Int(port), Value::BulkString(b"id".to_vec())])
+        };
+        let range =
+            |first: i64, last: i64, primary: Value| Value::Array(vec![Value::Int(first), Value::Int(last), primary]);
+        let answer = Value::Array(vec![range(0, 5460, node("10.0.0.1", 7000)), range(5461, 16383, node("", 7001))]);
+        let map = SlotMap::parse(answer, "asked.example").expect("a map");
+        assert_eq!(map.primary(0), Some(("10.0.0.1", 7000)));
+        assert_eq!(map.primary(5460), Some(("10.0.0.1", 7000)));
+        assert_eq!(map.primary(5461), Some(("asked.example", 7001)));
+        assert_eq!(map.primary(16383), Some(("asked.example", 7001)));
+        assert_eq!(map.primary(16384), None);
+        let gap = SlotMap::parse(Value::Array(vec![range(1, 2, node("h", 1))]), "x").expect("a map");
+        assert_eq!(gap.primary(0), None);
+        assert_eq!(gap.primary(3), None);
+        let refused = [
+            (Value::Int(1), "`CLUSTER SLOTS` answered"),
+            (Value::Array(vec![range(5, 4, node("h", 1))]), "not within"),
+            (Value::Array(vec![range(0, 16384, node("h", 1))]), "not within"),
+            (Value::Array(vec![Value::Array(vec![Value::Int(0), Value::Int(1)])]), "fewer than three"),
+            (Value::Array(vec![range(0, 1, Value::Array(vec![Value::BulkString(b"h".to_vec())]))]), "fewer than two"),
+            (Value::Array(vec![range(0, 1, node("h", 70_000))]), "a primary's port"),
+            (Value::Array((0..=MOST_RANGES).map(|_| range(0, 0, node("h", 1))).collect()), "more than there are slots"),
+        ];
+        for (answer, why) in refused {
+            let said = SlotMap::parse(answer, "x").expect_err(why);
+            assert!(said.contains(why), "{why}: {said}");
+        }
+    }
+}

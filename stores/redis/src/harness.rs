@@ -645,7 +645,12 @@ impl RedisHarness {
     /// replica; the harness promotes nothing. Without a wait for the replica, what the store
     /// acknowledged in those 300 ms is lost. In place of that failover, [`Fault::LongPause`]: the
     /// primary stopped (SIGSTOP) until its replica is elected, then let go on, taking writes
-    /// until the cluster tells it it was replaced. Not durable: its store is never reopened.
+    /// until the cluster tells it it was replaced. Also in place of the failover, where `nft`
+    /// (nftables) runs, [`Fault::Partition`]: that primary cut off from every other node (each
+    /// node connects to the others from a loopback address of its own, 127.0.4.1 to 127.0.4.6)
+    /// while the store, on 127.0.0.1, still reaches it, until the others elect its replica; then
+    /// the network heals, and the fault ends once the cluster has made the old primary a replica
+    /// of the new one. Not durable: its store is never reopened.
     pub fn cluster(options: RedisOptions) -> Result<Self, StorageError> {
         let topology = Cluster::start()?;
         let mut harness = Self::connect(&topology.url(), options)?;
@@ -901,6 +906,9 @@ impl Harness for RedisHarness {
                 let mut faults = vec![Fault::CutConnections, Fault::Pause];
                 if topology.offers_failover() {
                     faults.extend([Fault::Failover, Fault::LongPause]);
+                    if topology.can_partition() {
+                        faults.push(Fault::Partition);
+                    }
                 }
                 faults
             }
@@ -924,6 +932,7 @@ impl Harness for RedisHarness {
             (Fault::LongPause, Servers::Sentinel(topology)) => topology.long_pause(),
             (Fault::Failover, Servers::Cluster(topology)) => topology.failover(),
             (Fault::LongPause, Servers::Cluster(topology)) => topology.long_pause(),
+            (Fault::Partition, Servers::Cluster(topology)) => topology.partition(),
             _ => Err(not_offered(fault)),
         }
     }

@@ -6,12 +6,18 @@
 //! promotes one itself.
 //!
 //! Every node listens on 127.0.0.1, where the store connects from, and connects to the others
-//! (its replication link and its cluster bus) from 127.0.1.1, giving 127.0.0.1 as its own address.
+//! (its replication link and its cluster bus) from a loopback address of its own, 127.0.4.1 to
+//! 127.0.4.6 (Redis's `bind-source-addr`), giving 127.0.0.1 as its own address. So a partition of
+//! one node is four nftables rules on this topology's ports: what reaches its port or its bus
+//! port from an address other than 127.0.0.1, or leaves them for one, and what it sends from its
+//! own address to another node's ports, or receives there, is dropped. The store still reaches
+//! it; no other node does.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use reservation_conformance::faults::{Fault, not_offered};
+use reservation_conformance::services::Partition;
 use reservation_store::StorageError;
 
 use super::{AofServer, BEHIND, settle, signal};
@@ -24,12 +30,19 @@ const NODE_TIMEOUT: Duration = Duration::from_millis(1_000);
 /// The longest `redis-cli --cluster create` may take.
 const CREATE_WITHIN: Duration = Duration::from_secs(60);
 
-/// The address the nodes connect to one another from.
-const NODES_FROM: &str = "127.0.1.1";
+/// The addresses the nodes connect to one another from, one each.
+const NODES_FROM: [&str; 2 * PRIMARIES] =
+    ["127.0.4.1", "127.0.4.2", "127.0.4.3", "127.0.4.4", "127.0.4.5", "127.0.4.6"];
 
-/// How long, in a [`Fault::LongPause`], the old primary stays stopped after its replica was
-/// elected.
+/// The address the store connects from, and the one every node gives as its own.
+const STORE_FROM: &str = "127.0.0.1";
+
+/// How long, in a [`Fault::LongPause`] or a [`Fault::Partition`], the old primary stays apart
+/// after its replica was elected.
 const CUT_OFF_AFTER: Duration = Duration::from_millis(300);
+
+/// What brings a primary set apart back: the network healed, or the process let go on.
+type Back = Box<dyn FnOnce() -> Result<(), StorageError>>;
 
 /// How many primaries the cluster has; each has one replica.
 const PRIMARIES: usize = 3;
@@ -46,8 +59,9 @@ impl Cluster {
     /// until every node finds the cluster whole and every primary's replica acknowledges its
     /// writes.
     pub(crate) fn start() -> Result<Cluster, StorageError> {
-        let nodes = (0..2 * PRIMARIES)
-            .map(|_| AofServer::start_node(NODES_FROM, NODE_TIMEOUT))
+        let nodes = NODES_FROM
+            .into_iter()
+            .map(|from| AofServer::start_node(from, NODE_TIMEOUT))
             .collect::<Result<Vec<_>, _>>()?;
         let mut create = std::process::Command::new("redis-cli");
         create.arg("--cluster").arg("create");
@@ -75,14 +89,20 @@ impl Cluster {
         self.nodes.iter().filter(|n| n.is_primary()).collect()
     }
 
-    /// The primary that holds the most keys (`DBSIZE`), where a test's writes go; the first node
-    /// if none answers.
+    /// The primary that holds the most keys (`DBSIZE`), where a test's writes go; of those that
+    /// hold as many (none yet, early in a run), the one that has run the most commands
+    /// (`total_commands_processed`); the first node if none answers.
     pub(crate) fn busiest(&self) -> &AofServer {
-        let size = |n: &AofServer| n.admin(|conn| redis::cmd("DBSIZE").query::<u64>(conn)).unwrap_or(0);
-        let primaries = self.primaries();
-        // The first of the largest: `max_by_key` keeps the last.
-        let most = primaries.iter().map(|n| size(n)).max().unwrap_or(0);
-        primaries.into_iter().find(|n| size(n) == most).unwrap_or(&self.nodes[0])
+        let load = |n: &AofServer| {
+            let keys = n.admin(|conn| redis::cmd("DBSIZE").query::<u64>(conn)).unwrap_or(0);
+            let info = n.admin(|conn| redis::cmd("INFO").arg("stats").query::<redis::InfoDict>(conn));
+            let commands = info.ok().and_then(|info| info.get::<u64>("total_commands_processed")).unwrap_or(0);
+            (keys, commands)
+        };
+        let mut primaries: Vec<(&AofServer, (u64, u64))> = self.primaries().into_iter().map(|n| (n, load(n))).collect();
+        // The greatest load last; of equal loads, the last listed.
+        primaries.sort_by_key(|(_, load)| *load);
+        primaries.last().map_or(&self.nodes[0], |(n, _)| n)
     }
 
     /// The node that answers `ROLE` as a replica of `primary`.
@@ -149,20 +169,73 @@ impl Cluster {
     /// replica of the new primary. The fault ends once the cluster is whole again. Once only, in
     /// place of the failover.
     pub(crate) fn long_pause(&self) -> Result<(), StorageError> {
+        self.apart(Fault::LongPause, |old| {
+            let pid = old.pid()?;
+            signal(pid, "STOP")?;
+            Ok(Box::new(move || signal(pid, "CONT")))
+        })
+    }
+
+    /// Whether this machine can cut a primary off: `nft` (nftables) runs, with the right to
+    /// change the rules.
+    pub(crate) fn can_partition(&self) -> bool {
+        Partition::available()
+    }
+
+    /// The busiest primary is cut off from every other node while the store still reaches it
+    /// ([`Cluster::cut`]): it goes on taking the store's writes, which reach no replica, until
+    /// it has heard from no other primary for the node timeout and refuses them. The other
+    /// primaries elect its replica; [`CUT_OFF_AFTER`] later the network heals, the cluster's
+    /// messages make the old primary a replica of the new one (what it took alone dropped by its
+    /// first copy from it), and the fault ends once the cluster is whole again. The harness
+    /// promotes nothing and demotes nothing. Once only, in place of the failover.
+    pub(crate) fn partition(&self) -> Result<(), StorageError> {
+        self.apart(Fault::Partition, |old| {
+            let cut = self.cut(old)?;
+            Ok(Box::new(move || cut.heal()))
+        })
+    }
+
+    /// The busiest primary set apart by `apart` (which gives what brings it back), as `fault`,
+    /// until the other primaries elect its replica, and [`CUT_OFF_AFTER`] more; then brought
+    /// back, whatever happened, and the fault ends once the cluster is whole again. Once only.
+    fn apart(
+        &self,
+        fault: Fault,
+        apart: impl FnOnce(&AofServer) -> Result<Back, StorageError>,
+    ) -> Result<(), StorageError> {
         if self.failed_over.swap(true, Ordering::SeqCst) {
-            return Err(not_offered(Fault::LongPause));
+            return Err(not_offered(fault));
         }
         let old = self.busiest();
         let replica = self.replica_of(old).ok_or_else(|| StorageError::new("the busiest primary has no replica"))?;
-        let pid = old.pid()?;
-        signal(pid, "STOP")?;
+        let back = apart(old)?;
         let elected = self.elected(old, replica);
         if elected.is_ok() {
             std::thread::sleep(CUT_OFF_AFTER);
         }
-        // Whatever happened, the primary goes on before the fault ends.
-        let resumed = signal(pid, "CONT");
-        elected.and(resumed)?;
+        // Whatever happened, the primary comes back before the fault ends.
+        let brought = back();
+        elected.and(brought)?;
         self.whole()
+    }
+
+    /// A partition of `node` from every other node of the topology ([`Partition`]): what
+    /// reaches its port or bus port from an address other than [`STORE_FROM`], or leaves them
+    /// for one, and what it sends from its own address to the other nodes' ports, or receives
+    /// there, is dropped.
+    fn cut(&self, node: &AofServer) -> Result<Partition, StorageError> {
+        let ports = |n: &AofServer| [Some(n.port), n.cluster.map(|(bus, _)| bus)].into_iter().flatten();
+        let set = |ports: Vec<u16>| ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ");
+        let own = set(ports(node).collect());
+        let others = set(self.nodes.iter().filter(|n| n.port != node.port).flat_map(ports).collect());
+        let from = node.source.ok_or_else(|| StorageError::new("a cluster node with no address of its own"))?;
+        let rules = [
+            format!("tcp dport {{ {own} }} ip saddr != {STORE_FROM} drop"),
+            format!("tcp sport {{ {own} }} ip daddr != {STORE_FROM} drop"),
+            format!("ip saddr {from} tcp dport {{ {others} }} drop"),
+            format!("ip daddr {from} tcp sport {{ {others} }} drop"),
+        ];
+        Partition::start(&node.port.to_string(), &rules)
     }
 }

@@ -72,3 +72,21 @@ pub fn lost_nothing(h: &RedisHarness, fault: Fault, label: &str) -> FaultRun {
     assert!(run.report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {}", run.report);
     run
 }
+
+/// Fault checks of the long tier on an orchestrated topology, one `#[test]` each, gated by the
+/// tier under the name `{module}::long::{name}`: `name: harness => check(fault, label);`, where
+/// the harness is an `Option` (`None`: a service is missing, said once) and the check
+/// [`caught_losing`] or a function of the same shape.
+macro_rules! long_fault_checks {
+    ($module:literal; $($name:ident: $harness:expr => $check:ident($fault:expr, $label:literal);)*) => {$(
+        #[test]
+        fn $name() {
+            if !reservation_conformance::tiers::long_tier(concat!($module, "::long::", stringify!($name))) {
+                return;
+            }
+            let Some(h) = $harness else { return };
+            $check(&h, $fault, $label);
+        }
+    )*};
+}
+pub(crate) use long_fault_checks;

@@ -283,70 +283,20 @@ fn a_partitioned_sentinel_primary_acknowledges_writes_the_new_primary_never_gets
 mod long {
     use super::*;
 
-    #[test]
-    fn the_fault_check_catches_a_sentinel_failover_without_wait_losing_acknowledged_confirmations() {
-        if !reservation_conformance::tiers::long_tier(
-            "sentinel::long::the_fault_check_catches_a_sentinel_failover_without_wait_losing_acknowledged_confirmations",
-        ) {
-            return;
-        }
-        let Some(h) = sentinel(RedisOptions::default()) else { return };
-        caught_losing(&h, Fault::Failover, "Sentinel, failover without WAIT");
-    }
-
-    #[test]
-    fn with_wait_for_both_replicas_a_sentinel_failover_loses_nothing() {
-        if !reservation_conformance::tiers::long_tier(
-            "sentinel::long::with_wait_for_both_replicas_a_sentinel_failover_loses_nothing",
-        ) {
-            return;
-        }
-        let Some(h) = sentinel(both_replicas()) else { return };
-        loses_nothing(&h, Fault::Failover, "Sentinel, failover with WAIT 2");
-    }
-
-    #[test]
-    fn the_fault_check_catches_a_sentinel_partition_without_wait_losing_acknowledged_confirmations() {
-        if !reservation_conformance::tiers::long_tier(
-            "sentinel::long::the_fault_check_catches_a_sentinel_partition_without_wait_losing_acknowledged_confirmations",
-        ) {
-            return;
-        }
-        let Some(h) = partitionable(RedisOptions::default()) else { return };
-        caught_losing(&h, Fault::Partition, "Sentinel, partition without WAIT");
-    }
-
-    #[test]
-    fn with_wait_for_both_replicas_a_sentinel_partition_loses_nothing() {
-        if !reservation_conformance::tiers::long_tier(
-            "sentinel::long::with_wait_for_both_replicas_a_sentinel_partition_loses_nothing",
-        ) {
-            return;
-        }
-        let Some(h) = partitionable(both_replicas()) else { return };
-        loses_nothing(&h, Fault::Partition, "Sentinel, partition with WAIT 2");
-    }
-
-    #[test]
-    fn the_fault_check_catches_a_sentinel_primary_paused_past_the_sentinels_timeout_without_wait() {
-        if !reservation_conformance::tiers::long_tier(
-            "sentinel::long::the_fault_check_catches_a_sentinel_primary_paused_past_the_sentinels_timeout_without_wait",
-        ) {
-            return;
-        }
-        let Some(h) = sentinel(RedisOptions::default()) else { return };
-        caught_losing(&h, Fault::LongPause, "Sentinel, long pause without WAIT");
-    }
-
-    #[test]
-    fn with_wait_for_both_replicas_a_sentinel_primary_paused_past_the_sentinels_timeout_loses_nothing() {
-        if !reservation_conformance::tiers::long_tier(
-            "sentinel::long::with_wait_for_both_replicas_a_sentinel_primary_paused_past_the_sentinels_timeout_loses_nothing",
-        ) {
-            return;
-        }
-        let Some(h) = sentinel(both_replicas()) else { return };
-        loses_nothing(&h, Fault::LongPause, "Sentinel, long pause with WAIT 2");
+    crate::orchestrated::long_fault_checks! {
+        "sentinel";
+        the_fault_check_catches_a_sentinel_failover_without_wait_losing_acknowledged_confirmations:
+            sentinel(RedisOptions::default()) => caught_losing(Fault::Failover, "Sentinel, failover without WAIT");
+        with_wait_for_both_replicas_a_sentinel_failover_loses_nothing:
+            sentinel(both_replicas()) => loses_nothing(Fault::Failover, "Sentinel, failover with WAIT 2");
+        the_fault_check_catches_a_sentinel_partition_without_wait_losing_acknowledged_confirmations:
+            partitionable(RedisOptions::default()) => caught_losing(Fault::Partition, "Sentinel, partition without WAIT");
+        with_wait_for_both_replicas_a_sentinel_partition_loses_nothing:
+            partitionable(both_replicas()) => loses_nothing(Fault::Partition, "Sentinel, partition with WAIT 2");
+        the_fault_check_catches_a_sentinel_primary_paused_past_the_sentinels_timeout_without_wait:
+            sentinel(RedisOptions::default()) => caught_losing(Fault::LongPause, "Sentinel, long pause without WAIT");
+        with_wait_for_both_replicas_a_sentinel_primary_paused_past_the_sentinels_timeout_loses_nothing:
+            sentinel(both_replicas()) => loses_nothing(Fault::LongPause, "Sentinel, long pause with WAIT 2");
     }
 
     /// `min-replicas-to-write` on the servers makes a primary cut off from its replicas refuse
