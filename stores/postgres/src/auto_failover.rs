@@ -1,11 +1,13 @@
 //! PostgreSQL under pg_auto_failover, of the tests' own (feature `conformance`): a monitor, a
-//! primary and a synchronous standby, each a `pg_autoctl` node (Debian's
+//! primary and a standby, synchronous (in the write quorum) or asynchronous (out of it,
+//! `--replication-quorum false`), each a `pg_autoctl` node (Debian's
 //! `postgresql-<version>-auto-failover`) run as the `postgres` user in a process group of its
 //! own, on free loopback ports, in a temporary directory removed when dropped. The monitor
 //! checks the nodes every second and calls one unhealthy after two seconds without an answer,
 //! so that a failover takes seconds, not the default's half minute. A failover is the
 //! monitor's own: the harness kills the primary's node (its `pg_autoctl` and its server, the
-//! whole process group) and waits for the monitor to promote the standby; it promotes nothing.
+//! whole process group), or stops it for longer than the monitor waits, and waits for the
+//! monitor to promote the standby; it promotes nothing.
 //!
 //! Needs root (the nodes run as `postgres`), Linux and `pg_autoctl`; without them, an error that
 //! says what is missing.
@@ -18,12 +20,16 @@ use tokio::runtime::Runtime;
 
 use reservation_conformance::faults::{Fault, not_offered};
 
-use crate::cluster::{BINARIES, query, version};
+use crate::cluster::{BINARIES, LAG, Replication, query, version};
 use crate::harness::Orchestrated;
-use crate::process::{Daemon, run, sweep_stale, wait_until};
+use crate::process::{Daemon, descendants, postmaster, run, senders, signal, stop_every, sweep_stale, wait_until};
 
 /// The longest wait for a node to reach its state, and for a failover to end.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
+
+/// How long, in a long pause, the old primary stays stopped after the monitor promoted the
+/// standby, and how long its server is let go on before its `pg_autoctl`.
+const LET_GO_AFTER: Duration = Duration::from_millis(300);
 
 /// The bound of each command the harness runs itself (`chown`).
 const COMMAND_LIMIT: Duration = Duration::from_secs(2);
@@ -60,6 +66,23 @@ impl Node {
             child.kill();
         }
     }
+
+    /// Every process of the node: its `pg_autoctl` processes and its server's, which
+    /// `pg_autoctl` starts.
+    fn processes(&self) -> Vec<u32> {
+        self.child.as_ref().map(|c| descendants(c.id())).unwrap_or_default()
+    }
+
+    /// Its server's processes.
+    fn server_processes(&self) -> Vec<u32> {
+        postmaster(&self.dir).map(descendants).unwrap_or_default()
+    }
+
+    /// Its `pg_autoctl` processes.
+    fn keeper_processes(&self) -> Vec<u32> {
+        let server = self.server_processes();
+        self.processes().into_iter().filter(|pid| !server.contains(pid)).collect()
+    }
 }
 
 /// The topology: the monitor, then the two nodes in the order they were made.
@@ -71,8 +94,17 @@ pub(crate) struct AutoFailover {
 
 impl AutoFailover {
     /// Makes and starts the monitor, sets its health checks fast, then makes the primary and its
-    /// standby, and waits until the monitor reports them primary and secondary.
-    pub(crate) fn start(runtime: &Runtime) -> Result<AutoFailover, StorageError> {
+    /// standby (in the write quorum for [`Replication::Synchronous`], out of it for
+    /// [`Replication::Asynchronous`]), and waits until the monitor reports them primary and
+    /// secondary.
+    pub(crate) fn start(runtime: &Runtime, replication: Replication) -> Result<AutoFailover, StorageError> {
+        let quorum = match replication {
+            Replication::Synchronous => "true",
+            Replication::Asynchronous => "false",
+            Replication::None => {
+                return Err(StorageError::new("pg_auto_failover: a topology with no standby has no failover"));
+            }
+        };
         sweep_stale("reservation-auto-failover-");
         let bin = format!("{BINARIES}/{}/bin", version()?);
         let dir = std::env::temp_dir().join(format!("reservation-auto-failover-{}-{}", std::process::id(), port()?));
@@ -104,6 +136,7 @@ impl AutoFailover {
             let (port, pgdata) = (node.port.to_string(), node.dir.display().to_string());
             let mut create = vec!["create", "postgres", "--pgdata", &pgdata, "--pgport", &port, "--monitor", &monitor];
             create.extend(common);
+            create.extend(["--replication-quorum", quorum]);
             create.push("--run");
             node.child = Some(Node::spawn(&bin, &create, &dir.join(format!("node{}.log", i + 1)))?);
             topology.nodes.push(node);
@@ -120,39 +153,94 @@ impl Orchestrated for AutoFailover {
     }
 
     fn offers(&self) -> Vec<Fault> {
-        vec![Fault::Failover]
+        vec![Fault::Failover, Fault::LongPause]
     }
 
     fn cause(&mut self, fault: Fault, runtime: &Runtime) -> Result<(), StorageError> {
-        if fault == Fault::Failover { self.fail_over(runtime) } else { Err(not_offered(fault)) }
+        match fault {
+            Fault::Failover => self.fail_over(runtime),
+            Fault::LongPause => self.long_pause(runtime),
+            _ => Err(not_offered(fault)),
+        }
     }
 }
 
 impl AutoFailover {
-    /// [`Fault::Failover`]: the primary's node is killed (SIGKILL, its whole process group) and stays down; the
-    /// monitor finds it unhealthy and promotes the standby, which takes writes alone
-    /// (`wait_primary`: no standby left to wait for). The fault ends once it answers that it
-    /// takes writes. With the standby synchronous, every commit the primary
-    /// acknowledged is on it.
-    fn fail_over(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
+    /// The primary's index in `nodes` and the standby's port, as the monitor reports them.
+    fn roles(&self, runtime: &Runtime) -> Result<(usize, u16), StorageError> {
         let now = states(runtime, &self.monitor);
         let primary = now
             .iter()
             .find(|s| s.1 == "primary")
-            .map(|s| s.0)
+            .and_then(|s| self.nodes.iter().position(|n| n.port == s.0))
             .ok_or_else(|| StorageError::new(format!("the monitor reports no primary: {now:?}")))?;
-        let (dead, alive): (Vec<&mut Node>, Vec<&mut Node>) = self.nodes.iter_mut().partition(|n| n.port == primary);
-        for node in dead {
-            node.kill();
+        let standby = self
+            .nodes
+            .iter()
+            .enumerate()
+            .find(|(i, _)| *i != primary)
+            .map(|(_, n)| n.port)
+            .ok_or_else(|| StorageError::new("no standby to promote"))?;
+        Ok((primary, standby))
+    }
+
+    /// [`Fault::Failover`]: the standby falls behind (the primary's WAL senders stopped) for
+    /// [`LAG`] while the primary goes on; then the primary's node is killed (SIGKILL, its whole
+    /// process group) and stays down; the monitor finds it unhealthy and promotes the standby,
+    /// which takes writes alone (`wait_primary`: no standby left to wait for). The fault ends
+    /// once it answers that it takes writes. With the standby in the write quorum the commits
+    /// made meanwhile wait for it, and fail with the primary; out of it, they are acknowledged,
+    /// and lost.
+    fn fail_over(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
+        let (primary, standby) = self.roles(runtime)?;
+        let dir = self.nodes[primary].dir.clone();
+        let what = "pg_auto_failover's primary: WAL sender";
+        let lagging = wait_until(SETTLE_WITHIN, &format!("{what}: none streaming"), || !senders(&dir).is_empty())
+            .and_then(|()| stop_every(what, SETTLE_WITHIN, || senders(&dir)));
+        if lagging.is_ok() {
+            std::thread::sleep(LAG);
         }
-        let standby = alive.first().map(|n| n.port).ok_or_else(|| StorageError::new("no standby to promote"))?;
-        // Promoted and taking writes: out of recovery, and not read-only (the monitor keeps a
-        // promoted node read-only until it has reached `wait_primary`).
-        let writable = "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'";
-        wait_until(SETTLE_WITHIN, "the monitor did not promote the standby", || {
-            admin_bool(runtime, standby, "postgres", writable).unwrap_or(false)
+        self.nodes[primary].kill();
+        lagging?;
+        wait_until(SETTLE_WITHIN, "the monitor did not promote the standby", || writable(runtime, standby))
+    }
+
+    /// [`Fault::LongPause`]: the primary's whole node (its `pg_autoctl` and its server) is
+    /// stopped (SIGSTOP), as a machine that stops answering is, until the monitor has promoted
+    /// the standby; [`LET_GO_AFTER`] later its server is let go on, and its `pg_autoctl`
+    /// [`LET_GO_AFTER`] after that, so that the server takes writes on the connections the
+    /// store kept to it before its keeper, told by the monitor that it was replaced, stops it.
+    /// The fault ends once it takes none. With the standby in the write quorum those commits wait
+    /// for a standby that no longer follows, and fail; out of it, they are acknowledged, and
+    /// lost.
+    fn long_pause(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
+        let (primary, standby) = self.roles(runtime)?;
+        let node = &self.nodes[primary];
+        let stopped = stop_every("pg_auto_failover's primary", SETTLE_WITHIN, || node.processes());
+        let promoted = stopped.and_then(|()| {
+            wait_until(SETTLE_WITHIN, "the monitor did not promote the standby while the primary was stopped", || {
+                writable(runtime, standby)
+            })
+        });
+        if promoted.is_ok() {
+            std::thread::sleep(LET_GO_AFTER);
+        }
+        // Whatever happened, the node is let go on before the fault ends: its server first.
+        let server = signal("CONT", &node.server_processes());
+        std::thread::sleep(LET_GO_AFTER);
+        let keeper = signal("CONT", &node.keeper_processes());
+        promoted.and(server).and(keeper)?;
+        wait_until(SETTLE_WITHIN, "the old primary's keeper did not stop its server taking writes", || {
+            !writable(runtime, node.port)
         })
     }
+}
+
+/// Whether the node on `port` takes writes: out of recovery, and not read-only (the monitor
+/// keeps a promoted node read-only until it has reached `wait_primary`).
+fn writable(runtime: &Runtime, port: u16) -> bool {
+    let sql = "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'";
+    admin_bool(runtime, port, "postgres", sql).unwrap_or(false)
 }
 
 impl Drop for AutoFailover {

@@ -113,12 +113,26 @@ impl PostgresHarness {
     /// panics). Its stores connect with both nodes and `target_session_attrs=read-write`. It
     /// offers [`Fault::CutConnections`] and, once, [`Fault::Failover`] by the monitor: the
     /// primary's node is killed (its `pg_autoctl` and its server) and stays down, and the monitor
-    /// promotes the standby; the harness promotes nothing. About 20 s to start on two cores.
+    /// promotes the standby; the harness promotes nothing. In place of the failover, a long pause
+    /// ([`PostgresHarness::on_auto_failover_with`]). About 20 s to start on two cores.
     /// What a test process that ended without dropping its harness left (processes, directory)
     /// is swept by the next one made here.
     pub fn on_auto_failover(options: PostgresOptions) -> Result<Self, StorageError> {
+        Self::on_auto_failover_with(Replication::Synchronous, options)
+    }
+
+    /// As [`PostgresHarness::on_auto_failover`], its standby in the write quorum for
+    /// [`Replication::Synchronous`] (every commit waits for it) or out of it for
+    /// [`Replication::Asynchronous`] (`pg_autoctl create postgres --replication-quorum false`:
+    /// no commit waits for it); [`Replication::None`] is an error. Its failover stops the
+    /// primary's WAL senders for half a second before it kills the primary, so that an
+    /// asynchronous standby falls behind. Besides, once and in place of the failover, it offers
+    /// [`Fault::LongPause`]: the primary's whole node stopped until the monitor has promoted the
+    /// standby, then let go on (its server first), until its `pg_autoctl`, told it was replaced,
+    /// stops its server.
+    pub fn on_auto_failover_with(replication: Replication, options: PostgresOptions) -> Result<Self, StorageError> {
         let runtime = runtime()?;
-        let topology = AutoFailover::start(&runtime)?;
+        let topology = AutoFailover::start(&runtime, replication)?;
         PostgresHarness::orchestrated(runtime, Box::new(topology), options)
     }
 

@@ -27,7 +27,7 @@ use reservation_conformance::services::Partition;
 
 use crate::cluster::{BINARIES, LAG, Replication, ask, free_port, version};
 use crate::harness::Orchestrated;
-use crate::process::{Daemon, alive, descendants, pids_where, run, signal, stat, stop_every, sweep_stale, wait_until};
+use crate::process::{Daemon, descendants, postmaster, run, senders, signal, stop_every, sweep_stale, wait_until};
 
 /// The longest wait for a node to start and stream, and for a failover to end.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
@@ -109,28 +109,15 @@ impl Node {
         self.postmaster().map(descendants).unwrap_or_default()
     }
 
-    /// The process id of the node's postmaster, from `postmaster.pid`, while it runs.
+    /// The process id of the node's postmaster, while it runs.
     fn postmaster(&self) -> Option<u32> {
-        let text = std::fs::read_to_string(self.data.join("postmaster.pid")).ok()?;
-        let pid: u32 = text.lines().next()?.trim().parse().ok()?;
-        alive(pid).then_some(pid)
+        postmaster(&self.data)
     }
 
     /// The node's WAL senders.
     fn senders(&self) -> Vec<u32> {
-        let Some(postmaster) = self.postmaster() else { return Vec::new() };
-        children(postmaster, |command| command.contains(": walsender "))
+        senders(&self.data)
     }
-}
-
-/// The processes the postmaster `postmaster` started whose command line (a server process shows
-/// its title there) satisfies `wanted`.
-fn children(postmaster: u32, wanted: impl Fn(&str) -> bool) -> Vec<u32> {
-    // Every orphan on the machine is a child of 1.
-    if postmaster <= 1 {
-        return Vec::new();
-    }
-    pids_where(wanted).into_iter().filter(|&pid| stat(pid).is_some_and(|s| s.parent == postmaster)).collect()
 }
 
 /// The topology: etcd and the two nodes, the first the one that bootstrapped the cluster.

@@ -197,6 +197,30 @@ pub(crate) fn descendants(root: u32) -> Vec<u32> {
     found
 }
 
+/// The process id of the postmaster of the data directory `data`, from its `postmaster.pid`,
+/// while it runs.
+pub(crate) fn postmaster(data: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(data.join("postmaster.pid")).ok()?;
+    let pid: u32 = text.lines().next()?.trim().parse().ok()?;
+    alive(pid).then_some(pid)
+}
+
+/// The WAL senders of the server whose data directory is `data`, while it runs.
+pub(crate) fn senders(data: &Path) -> Vec<u32> {
+    let Some(postmaster) = postmaster(data) else { return Vec::new() };
+    children(postmaster, |command| command.contains(": walsender "))
+}
+
+/// The processes the postmaster `postmaster` started whose command line (a server process shows
+/// its title there) satisfies `wanted`.
+fn children(postmaster: u32, wanted: impl Fn(&str) -> bool) -> Vec<u32> {
+    // Every orphan on the machine is a child of 1.
+    if postmaster <= 1 {
+        return Vec::new();
+    }
+    pids_where(wanted).into_iter().filter(|&pid| stat(pid).is_some_and(|s| s.parent == postmaster)).collect()
+}
+
 /// Whether `pid` is a process that has not ended (an ended one not yet reaped has not run since).
 pub(crate) fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|s| !matches!(s.state, 'Z' | 'X'))

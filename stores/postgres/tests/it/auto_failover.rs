@@ -10,13 +10,14 @@ use std::time::Instant;
 use reservation_conformance::faults::Fault;
 use reservation_conformance::services::service;
 use reservation_conformance::{Harness, START, unique_namespace};
-use reservation_postgres::PostgresHarness;
+use reservation_postgres::{PostgresHarness, Replication};
 use reservation_store::spec::Reservation;
 use reservation_store::{
     AggregateRef, ConfirmOutcome, Key, ManualClock, ReservationScope, ReservationStore, Version, error_chain,
 };
 
 use crate::fault_check::{fault_run, lost_nothing, options};
+use crate::patroni::{ONE_AT_A_TIME, Turn, asynchronous_caught, synchronous_loses_nothing};
 
 /// A harness under pg_auto_failover of its own, or `None` (said once) without the means to
 /// make one.
@@ -36,6 +37,40 @@ fn writable_port(h: &PostgresHarness) -> i32 {
         tokio::spawn(connection);
         client.query_one("SELECT inet_server_port()", &[]).await.expect("its port").get(0)
     })
+}
+
+/// A harness under pg_auto_failover of its own, its standby in the write quorum or not as
+/// `replication` says, after the turn it holds (one orchestrated topology at a time); or `None`
+/// (said once) without the means to make one.
+fn with_standby(replication: Replication) -> Option<(Turn, PostgresHarness)> {
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let made = PostgresHarness::on_auto_failover_with(replication, options());
+    let h = service("pg_auto_failover (pg_autoctl, as root)", made)?;
+    Some((turn, h))
+}
+
+#[test]
+fn pg_auto_failover_needs_a_standby() {
+    let Err(refused) = PostgresHarness::on_auto_failover_with(Replication::None, options()) else {
+        panic!("a pg_auto_failover topology without a standby was made");
+    };
+    assert!(refused.to_string().contains("no standby has no failover"), "{refused}");
+}
+
+/// A long pause offered in place of the failover: the primary stopped until the standby is
+/// promoted, then let go on until its keeper stops its server; neither offered again.
+#[test]
+fn under_pg_auto_failover_a_long_pause_of_the_primary_ends_with_the_standby_promoted() {
+    let Some((_turn, h)) = with_standby(Replication::Synchronous) else { return };
+    assert!(h.faults().contains(&Fault::LongPause), "{:?}", h.faults());
+    let before = writable_port(&h);
+    let started = Instant::now();
+    h.inject(Fault::LongPause).unwrap_or_else(|e| panic!("the long pause: {}", error_chain(&e)));
+    eprintln!("pg_auto_failover, a long pause of the primary, took {:.2?}", started.elapsed());
+    assert_ne!(writable_port(&h), before, "the node that took writes before the long pause still does");
+    for fault in [Fault::Failover, Fault::LongPause] {
+        assert!(!h.faults().contains(&fault), "{fault} is offered after the long pause");
+    }
 }
 
 #[test]
@@ -105,6 +140,33 @@ mod long {
         let run = fault_run(&h, "pg_auto_failover, the monitor's failover", Fault::Failover, 1);
         lost_nothing(&run, Fault::Failover);
         assert_eq!(run.report.fired.len(), 1, "{}", run.report);
+    }
+
+    #[test]
+    fn the_fault_check_catches_the_monitors_failover_to_an_asynchronous_standby() {
+        if reservation_conformance::tiers::long_tier(
+            "auto_failover::long::the_fault_check_catches_the_monitors_failover_to_an_asynchronous_standby",
+        ) {
+            asynchronous_caught(with_standby, Fault::Failover, "pg_auto_failover");
+        }
+    }
+
+    #[test]
+    fn under_pg_auto_failover_with_a_synchronous_standby_a_primary_paused_past_the_monitors_timeout_loses_nothing() {
+        if reservation_conformance::tiers::long_tier(
+            "auto_failover::long::under_pg_auto_failover_with_a_synchronous_standby_a_primary_paused_past_the_monitors_timeout_loses_nothing",
+        ) {
+            synchronous_loses_nothing(with_standby, Fault::LongPause, "pg_auto_failover");
+        }
+    }
+
+    #[test]
+    fn the_fault_check_catches_a_primary_paused_past_the_monitors_timeout_with_an_asynchronous_standby() {
+        if reservation_conformance::tiers::long_tier(
+            "auto_failover::long::the_fault_check_catches_a_primary_paused_past_the_monitors_timeout_with_an_asynchronous_standby",
+        ) {
+            asynchronous_caught(with_standby, Fault::LongPause, "pg_auto_failover");
+        }
     }
 
     #[test]

@@ -15,13 +15,13 @@ use reservation_postgres::{PostgresHarness, Replication};
 use crate::auto_failover::follows_the_failover_and_keeps_what_it_acknowledged;
 use crate::fault_check::{fault_run_for, lost_and_caught, lost_nothing, options};
 
-/// Held by each test while its topology runs: one Patroni topology at a time (five processes,
-/// two of them Python), so that the tests' own load does not stretch Patroni's loop past the
-/// leader key's life on two cores.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Held by each test while its topology runs: one orchestrated topology at a time (Patroni's five
+/// processes, two of them Python; pg_auto_failover's three servers and their keepers), so that
+/// the tests' own load does not stretch an orchestrator's loop past its timeouts on two cores.
+pub(crate) static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A test's turn: the guard of [`ONE_AT_A_TIME`].
-type Turn = std::sync::MutexGuard<'static, ()>;
+pub(crate) type Turn = std::sync::MutexGuard<'static, ()>;
 
 /// A harness under Patroni of its own, synchronous mode as `replication` says, after the turn
 /// it holds ([`ONE_AT_A_TIME`]; bound before the harness, so dropped after it); or `None` (said
@@ -64,25 +64,30 @@ fn patroni_needs_a_standby() {
 }
 
 /// How long a fault check with a long pause or a partition goes on: past the moment the old
-/// leader is let go on (8-9 s after the stop, when Patroni has promoted the standby), so that the
-/// store writes to it before its Patroni demotes it.
+/// leader is let go on (8-9 s after the stop under Patroni, when it has promoted the standby;
+/// about 6 s under pg_auto_failover), so that the store writes to it before its orchestrator
+/// demotes it.
 const OUTLASTS_THE_PAUSE: Duration = Duration::from_secs(14);
 
-/// The fault check with `fault` alone, once, on a topology `made` in synchronous mode: it lost
-/// nothing, and commits waited in vain for the standby.
-fn synchronous_loses_nothing(made: fn(Replication) -> Option<(Turn, PostgresHarness)>, fault: Fault) {
+/// The fault check with `fault` alone, once, on a topology `made` with a synchronous standby
+/// (`label` names it): it lost nothing, and commits waited in vain for the standby.
+pub(crate) fn synchronous_loses_nothing(
+    made: fn(Replication) -> Option<(Turn, PostgresHarness)>,
+    fault: Fault,
+    label: &str,
+) {
     let Some((_turn, h)) = made(Replication::Synchronous) else { return };
-    let run = fault_run_for(&h, &format!("Patroni, synchronous mode, {fault}"), fault, 1, run_for(fault));
+    let run = fault_run_for(&h, &format!("{label}, synchronous, {fault}"), fault, 1, run_for(fault));
     lost_nothing(&run, fault);
     assert!(run.report.confirmations_checked > 0, "no acknowledged confirmation was looked up: {}", run.report);
     assert!(run.report.indeterminate > 0, "no commit waited in vain for the standby: {}", run.report);
 }
 
-/// The fault check with `fault` alone, once, on a topology `made` without synchronous mode: it
-/// failed on P1, having found acknowledged confirmations lost.
-fn asynchronous_caught(made: fn(Replication) -> Option<(Turn, PostgresHarness)>, fault: Fault) {
+/// The fault check with `fault` alone, once, on a topology `made` with an asynchronous standby
+/// (`label` names it): it failed on P1, having found acknowledged confirmations lost.
+pub(crate) fn asynchronous_caught(made: fn(Replication) -> Option<(Turn, PostgresHarness)>, fault: Fault, label: &str) {
     let Some((_turn, h)) = made(Replication::Asynchronous) else { return };
-    lost_and_caught(&fault_run_for(&h, &format!("Patroni, asynchronous, {fault}"), fault, 1, run_for(fault)));
+    lost_and_caught(&fault_run_for(&h, &format!("{label}, asynchronous, {fault}"), fault, 1, run_for(fault)));
 }
 
 /// How long a fault check of `fault` goes on: 6 s for a failover, [`OUTLASTS_THE_PAUSE`] for a
@@ -100,7 +105,7 @@ mod long {
         if reservation_conformance::tiers::long_tier(
             "patroni::long::in_synchronous_mode_patronis_failover_loses_nothing",
         ) {
-            synchronous_loses_nothing(patroni, Fault::Failover);
+            synchronous_loses_nothing(patroni, Fault::Failover, "Patroni");
         }
     }
 
@@ -109,7 +114,7 @@ mod long {
         if reservation_conformance::tiers::long_tier(
             "patroni::long::the_fault_check_catches_patronis_failover_without_synchronous_mode_losing_acknowledged_confirmations",
         ) {
-            asynchronous_caught(patroni, Fault::Failover);
+            asynchronous_caught(patroni, Fault::Failover, "Patroni");
         }
     }
 
@@ -118,7 +123,7 @@ mod long {
         if reservation_conformance::tiers::long_tier(
             "patroni::long::in_synchronous_mode_a_patroni_leader_cut_off_from_etcd_and_its_standby_loses_nothing",
         ) {
-            synchronous_loses_nothing(partitionable, Fault::Partition);
+            synchronous_loses_nothing(partitionable, Fault::Partition, "Patroni");
         }
     }
 
@@ -127,7 +132,7 @@ mod long {
         if reservation_conformance::tiers::long_tier(
             "patroni::long::the_fault_check_catches_a_patroni_leader_cut_off_from_etcd_and_its_standby_without_synchronous_mode",
         ) {
-            asynchronous_caught(partitionable, Fault::Partition);
+            asynchronous_caught(partitionable, Fault::Partition, "Patroni");
         }
     }
 
@@ -136,7 +141,7 @@ mod long {
         if reservation_conformance::tiers::long_tier(
             "patroni::long::in_synchronous_mode_a_patroni_leader_paused_past_its_keys_life_loses_nothing",
         ) {
-            synchronous_loses_nothing(patroni, Fault::LongPause);
+            synchronous_loses_nothing(patroni, Fault::LongPause, "Patroni");
         }
     }
 
@@ -145,7 +150,7 @@ mod long {
         if reservation_conformance::tiers::long_tier(
             "patroni::long::the_fault_check_catches_a_patroni_leader_paused_past_its_keys_life_without_synchronous_mode",
         ) {
-            asynchronous_caught(patroni, Fault::LongPause);
+            asynchronous_caught(patroni, Fault::LongPause, "Patroni");
         }
     }
 }
