@@ -153,4 +153,20 @@ mod long {
             asynchronous_caught(patroni, Fault::LongPause, "Patroni");
         }
     }
+
+    #[test]
+    fn the_whole_suite_passes_under_patroni_in_synchronous_mode() {
+        if !reservation_conformance::tiers::long_tier(
+            "patroni::long::the_whole_suite_passes_under_patroni_in_synchronous_mode",
+        ) {
+            return;
+        }
+        let Some((_turn, h)) = patroni(Replication::Synchronous) else { return };
+        let started = Instant::now();
+        let report = reservation_conformance::run_all(&h, &PostgresHarness::settings());
+        eprintln!("the suite under Patroni, in {:.2?}", started.elapsed());
+        if let Err(report) = report.into_result() {
+            panic!("{report}");
+        }
+    }
 }
