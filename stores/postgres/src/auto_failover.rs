@@ -9,6 +9,11 @@
 //! whole process group), or stops it for longer than the monitor waits, and waits for the
 //! monitor to promote the standby; it promotes nothing.
 //!
+//! The store reaches every server at 127.0.0.1. The nodes reach one another, and the monitor
+//! reaches them, at addresses of their own, `127.0.5.<node>`, where each node listens too; each
+//! node reaches the monitor at an address of its own, `127.0.6.<node>`, where the monitor listens.
+//! So a partition of one node is four nftables rules on its two addresses and the ports there.
+//!
 //! Needs root (the nodes run as `postgres`), Linux and `pg_autoctl`; without them, an error that
 //! says what is missing.
 
@@ -22,7 +27,16 @@ use reservation_conformance::faults::{Fault, not_offered};
 
 use crate::cluster::{BINARIES, LAG, Replication, query, version};
 use crate::harness::Orchestrated;
+use reservation_conformance::services::Partition;
+
 use crate::process::{Daemon, descendants, postmaster, run, senders, signal, stop_every, sweep_stale, wait_until};
+
+/// The start of the address each node is reached at by the monitor and the other node,
+/// `127.0.5.<node>`.
+const PEERS: &str = "127.0.5";
+
+/// The start of the address each node reaches the monitor at, `127.0.6.<node>`.
+const MONITOR_FOR: &str = "127.0.6";
 
 /// The longest wait for a node to reach its state, and for a failover to end.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
@@ -49,6 +63,8 @@ const FAST_CHECKS: [(&str, &str); 6] = [
 
 /// One `pg_autoctl` process (a monitor or a node) and its data directory.
 struct Node {
+    /// Its number, from 1 (0 for the monitor): its addresses' last byte.
+    n: u8,
     port: u16,
     dir: PathBuf,
     child: Option<Daemon>,
@@ -65,6 +81,16 @@ impl Node {
         if let Some(child) = self.child.take() {
             child.kill();
         }
+    }
+
+    /// The address the monitor and the other node reach it at.
+    fn peer_address(&self) -> String {
+        format!("{PEERS}.{}", self.n)
+    }
+
+    /// The address it reaches the monitor at.
+    fn monitor_address(&self) -> String {
+        format!("{MONITOR_FOR}.{}", self.n)
     }
 
     /// Every process of the node: its `pg_autoctl` processes and its server's, which
@@ -110,12 +136,15 @@ impl AutoFailover {
         let dir = std::env::temp_dir().join(format!("reservation-auto-failover-{}-{}", std::process::id(), port()?));
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::with_source("the topology's directory", e))?;
         run("chown", &["postgres:postgres", &dir.display().to_string()], COMMAND_LIMIT)?;
-        let node =
-            |name: &str| -> Result<Node, StorageError> { Ok(Node { port: port()?, dir: dir.join(name), child: None }) };
-        let mut topology = AutoFailover { monitor: node("monitor")?, nodes: Vec::new(), dir: dir.clone() };
+        let node = |n: u8, name: &str| -> Result<Node, StorageError> {
+            Ok(Node { n, port: port()?, dir: dir.join(name), child: None })
+        };
+        let mut topology = AutoFailover { monitor: node(0, "monitor")?, nodes: Vec::new(), dir: dir.clone() };
         let (mport, mdir) = (topology.monitor.port.to_string(), topology.monitor.dir.display().to_string());
-        let common = ["--hostname", "127.0.0.1", "--listen", "127.0.0.1", "--auth", "trust", "--no-ssl"];
+        let common = ["--auth", "trust", "--no-ssl"];
+        let listen = format!("127.0.0.1,{MONITOR_FOR}.1,{MONITOR_FOR}.2");
         let mut create = vec!["create", "monitor", "--pgdata", &mdir, "--pgport", &mport];
+        create.extend(["--hostname", "127.0.0.1", "--listen", &listen]);
         create.extend(common);
         create.push("--run");
         topology.monitor.child = Some(Node::spawn(&bin, &create, &dir.join("monitor.log"))?);
@@ -130,15 +159,18 @@ impl AutoFailover {
         wait_until(SETTLE_WITHIN, "the monitor did not take its fast health checks", || {
             admin_bool(runtime, monitor_port, "postgres", read).unwrap_or(false)
         })?;
-        let monitor = format!("postgres://autoctl_node@127.0.0.1:{}/pg_auto_failover", topology.monitor.port);
-        for (i, wanted) in [["single"].as_slice(), ["primary", "secondary"].as_slice()].into_iter().enumerate() {
-            let mut node = node(&format!("node{}", i + 1))?;
+        for (n, wanted) in [(1, ["single"].as_slice()), (2, ["primary", "secondary"].as_slice())] {
+            let mut node = node(n, &format!("node{n}"))?;
+            let monitor =
+                format!("postgres://autoctl_node@{MONITOR_FOR}.{n}:{}/pg_auto_failover", topology.monitor.port);
             let (port, pgdata) = (node.port.to_string(), node.dir.display().to_string());
+            let (peer, listen) = (node.peer_address(), format!("127.0.0.1,{}", node.peer_address()));
             let mut create = vec!["create", "postgres", "--pgdata", &pgdata, "--pgport", &port, "--monitor", &monitor];
+            create.extend(["--hostname", &peer, "--listen", &listen]);
             create.extend(common);
             create.extend(["--replication-quorum", quorum]);
             create.push("--run");
-            node.child = Some(Node::spawn(&bin, &create, &dir.join(format!("node{}.log", i + 1)))?);
+            node.child = Some(Node::spawn(&bin, &create, &dir.join(format!("node{n}.log")))?);
             topology.nodes.push(node);
             let what = format!("the monitor did not report the nodes {wanted:?}");
             wait_until(SETTLE_WITHIN, &what, || reported(&states(runtime, &topology.monitor)) == wanted)?;
@@ -153,13 +185,18 @@ impl Orchestrated for AutoFailover {
     }
 
     fn offers(&self) -> Vec<Fault> {
-        vec![Fault::Failover, Fault::LongPause]
+        let mut offered = vec![Fault::Failover, Fault::LongPause];
+        if Partition::available() {
+            offered.push(Fault::Partition);
+        }
+        offered
     }
 
     fn cause(&mut self, fault: Fault, runtime: &Runtime) -> Result<(), StorageError> {
         match fault {
             Fault::Failover => self.fail_over(runtime),
             Fault::LongPause => self.long_pause(runtime),
+            Fault::Partition => self.partition(runtime),
             _ => Err(not_offered(fault)),
         }
     }
@@ -232,6 +269,44 @@ impl AutoFailover {
         promoted.and(server).and(keeper)?;
         wait_until(SETTLE_WITHIN, "the old primary's keeper did not stop its server taking writes", || {
             !writable(runtime, node.port)
+        })
+    }
+}
+
+impl AutoFailover {
+    /// [`Fault::Partition`]: the primary is cut off from the monitor and from the standby (what
+    /// reaches its server at its peer address, and what passes between it and the monitor at its
+    /// monitor address, is dropped) while the store still reaches its server at 127.0.0.1. The
+    /// monitor, its health checks unanswered, promotes the standby; [`LET_GO_AFTER`] later the
+    /// network heals, and the fault ends once the old primary's keeper, told it was replaced,
+    /// has stopped its server. Until then it takes the store's writes: with the standby in the
+    /// write quorum they wait for a standby that no longer follows, and fail; out of it, they are
+    /// acknowledged, and lost.
+    fn partition(&mut self, runtime: &Runtime) -> Result<(), StorageError> {
+        let (primary, standby) = self.roles(runtime)?;
+        let node = &self.nodes[primary];
+        let (peer, port, to_monitor, monitor) =
+            (node.peer_address(), node.port, node.monitor_address(), self.monitor.port);
+        // Addresses and ports both: another topology may use the same addresses.
+        let rules = [
+            format!("ip daddr {peer} tcp dport {port} drop"),
+            format!("ip saddr {peer} tcp sport {port} drop"),
+            format!("ip daddr {to_monitor} tcp dport {monitor} drop"),
+            format!("ip saddr {to_monitor} tcp sport {monitor} drop"),
+        ];
+        let cut = Partition::start(&format!("auto_failover_{port}"), &rules)?;
+        let promoted =
+            wait_until(SETTLE_WITHIN, "the monitor did not promote the standby while the primary was cut off", || {
+                writable(runtime, standby)
+            });
+        if promoted.is_ok() {
+            std::thread::sleep(LET_GO_AFTER);
+        }
+        // Whatever happened, the network heals before the fault ends.
+        let healed = cut.heal();
+        promoted.and(healed)?;
+        wait_until(SETTLE_WITHIN, "the old primary's keeper did not stop its server taking writes", || {
+            !writable(runtime, port)
         })
     }
 }

@@ -129,7 +129,10 @@ impl PostgresHarness {
     /// asynchronous standby falls behind. Besides, once and in place of the failover, it offers
     /// [`Fault::LongPause`]: the primary's whole node stopped until the monitor has promoted the
     /// standby, then let go on (its server first), until its `pg_autoctl`, told it was replaced,
-    /// stops its server.
+    /// stops its server; and, where `nft` (nftables) runs, [`Fault::Partition`]: the primary cut
+    /// off from the monitor and the standby (which reach it at `127.0.5.<n>`, and it the monitor
+    /// at `127.0.6.<n>`) while the store, at 127.0.0.1, still reaches it, until the monitor has
+    /// promoted the standby, then healed, until its `pg_autoctl` stops its server.
     pub fn on_auto_failover_with(replication: Replication, options: PostgresOptions) -> Result<Self, StorageError> {
         let runtime = runtime()?;
         let topology = AutoFailover::start(&runtime, replication)?;

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use reservation_conformance::faults::Fault;
-use reservation_conformance::services::service;
+use reservation_conformance::services::{Partition, service};
 use reservation_conformance::{Harness, START, unique_namespace};
 use reservation_postgres::{PostgresHarness, Replication};
 use reservation_store::spec::Reservation;
@@ -68,8 +68,33 @@ fn under_pg_auto_failover_a_long_pause_of_the_primary_ends_with_the_standby_prom
     h.inject(Fault::LongPause).unwrap_or_else(|e| panic!("the long pause: {}", error_chain(&e)));
     eprintln!("pg_auto_failover, a long pause of the primary, took {:.2?}", started.elapsed());
     assert_ne!(writable_port(&h), before, "the node that took writes before the long pause still does");
-    for fault in [Fault::Failover, Fault::LongPause] {
+    for fault in [Fault::Failover, Fault::LongPause, Fault::Partition] {
         assert!(!h.faults().contains(&fault), "{fault} is offered after the long pause");
+    }
+}
+
+/// A harness under pg_auto_failover that can cut its primary off, after its turn; or `None`
+/// (said once) without the means to make one or without nftables.
+fn partitionable(replication: Replication) -> Option<(Turn, PostgresHarness)> {
+    let available = if Partition::available() { Ok(()) } else { Err("nft (nftables), as root") };
+    service("nftables", available)?;
+    with_standby(replication)
+}
+
+/// A partition offered in place of the failover: the primary cut off from the monitor and the
+/// standby until the standby is promoted, the network healed, the old primary stopped by its
+/// keeper; neither offered again.
+#[test]
+fn under_pg_auto_failover_a_partitioned_primary_is_replaced_and_stops_taking_writes() {
+    let Some((_turn, h)) = partitionable(Replication::Synchronous) else { return };
+    assert!(h.faults().contains(&Fault::Partition), "{:?}", h.faults());
+    let before = writable_port(&h);
+    let started = Instant::now();
+    h.inject(Fault::Partition).unwrap_or_else(|e| panic!("the partition: {}", error_chain(&e)));
+    eprintln!("pg_auto_failover, a partition of the primary, took {:.2?}", started.elapsed());
+    assert_ne!(writable_port(&h), before, "the node that took writes before the partition still does");
+    for fault in [Fault::Failover, Fault::LongPause, Fault::Partition] {
+        assert!(!h.faults().contains(&fault), "{fault} is offered after the partition");
     }
 }
 
@@ -166,6 +191,24 @@ mod long {
             "auto_failover::long::the_fault_check_catches_a_primary_paused_past_the_monitors_timeout_with_an_asynchronous_standby",
         ) {
             asynchronous_caught(with_standby, Fault::LongPause, "pg_auto_failover");
+        }
+    }
+
+    #[test]
+    fn under_pg_auto_failover_with_a_synchronous_standby_a_partitioned_primary_loses_nothing() {
+        if reservation_conformance::tiers::long_tier(
+            "auto_failover::long::under_pg_auto_failover_with_a_synchronous_standby_a_partitioned_primary_loses_nothing",
+        ) {
+            synchronous_loses_nothing(partitionable, Fault::Partition, "pg_auto_failover");
+        }
+    }
+
+    #[test]
+    fn the_fault_check_catches_a_partitioned_primary_with_an_asynchronous_standby() {
+        if reservation_conformance::tiers::long_tier(
+            "auto_failover::long::the_fault_check_catches_a_partitioned_primary_with_an_asynchronous_standby",
+        ) {
+            asynchronous_caught(partitionable, Fault::Partition, "pg_auto_failover");
         }
     }
 
