@@ -165,6 +165,9 @@ fn on_a_cluster_each_scope_lives_in_one_slot_and_the_scopes_spread_over_the_prim
             outcome.unwrap_or_else(|e| panic!("{namespace}: {}", error_chain(&e)));
         }
     }
+    // One operation at a time: the pool keeps one idle connection for each primary it reached.
+    let held = store.connections();
+    assert!((1..=3).contains(&held), "the pool holds {held} connections after operations one at a time");
     let primaries: Vec<&reservation_redis::AofServer> = h
         .cluster_nodes()
         .iter()
