@@ -44,6 +44,10 @@ const CUT_OFF_AFTER: Duration = Duration::from_millis(300);
 /// What brings a primary set apart back: the network healed, or the process let go on.
 type Back = Box<dyn FnOnce() -> Result<(), StorageError>>;
 
+/// The longest a fault waits for a primary to hold a key, so that it is caused where the writes
+/// go.
+const WRITES_WITHIN: Duration = Duration::from_secs(2);
+
 /// How many primaries the cluster has; each has one replica.
 const PRIMARIES: usize = 3;
 
@@ -87,6 +91,21 @@ impl Cluster {
     /// The nodes whose `ROLE` is `master`.
     fn primaries(&self) -> Vec<&AofServer> {
         self.nodes.iter().filter(|n| n.is_primary()).collect()
+    }
+
+    /// The primary a fault is for: the busiest ([`Cluster::busiest`]) once a primary holds a key,
+    /// waiting at most [`WRITES_WITHIN`] for one to (a fault check's workers may not have written
+    /// yet on a loaded machine, and a primary that holds none of its keys is not where its
+    /// writes go); the busiest by commands if none does by then.
+    fn faulted(&self) -> &AofServer {
+        let written = || {
+            self.primaries().iter().any(|n| n.admin(|conn| redis::cmd("DBSIZE").query::<u64>(conn)).unwrap_or(0) > 0)
+        };
+        let deadline = std::time::Instant::now() + WRITES_WITHIN;
+        while !written() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.busiest()
     }
 
     /// The primary that holds the most keys (`DBSIZE`), where a test's writes go; of those that
@@ -146,7 +165,7 @@ impl Cluster {
         if self.failed_over.swap(true, Ordering::SeqCst) {
             return Err(not_offered(Fault::Failover));
         }
-        let old = self.busiest();
+        let old = self.faulted();
         let replica = self.replica_of(old).ok_or_else(|| StorageError::new("the busiest primary has no replica"))?;
         let pid = replica.pid()?;
         // Whatever goes wrong on the way, the replica is let go on, so that no stopped server
@@ -207,7 +226,7 @@ impl Cluster {
         if self.failed_over.swap(true, Ordering::SeqCst) {
             return Err(not_offered(fault));
         }
-        let old = self.busiest();
+        let old = self.faulted();
         let replica = self.replica_of(old).ok_or_else(|| StorageError::new("the busiest primary has no replica"))?;
         let back = apart(old)?;
         let elected = self.elected(old, replica);
