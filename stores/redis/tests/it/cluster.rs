@@ -218,13 +218,19 @@ fn a_slot_moved_to_another_node_is_followed_without_an_error() {
         })
         .expect("the busiest primary's replica");
     let mut conn = node(&h, &replica.url());
-    let _: String =
-        h.runtime().block_on(redis::cmd("CLUSTER").arg("FAILOVER").query_async(&mut conn)).expect("FAILOVER");
-    let deadline = WallInstant::now() + Duration::from_secs(20);
-    while replica_of(&h, &old).map(|(port, _)| port) != Some(port_of(&replica.url())) {
-        assert!(WallInstant::now() < deadline, "the manual failover did not end");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Redis gives a manual failover 5 s to end, and drops it silently after: on a loaded machine
+    // it is asked for again, up to four times.
+    let swapped = || replica_of(&h, &old).map(|(port, _)| port) == Some(port_of(&replica.url()));
+    let ended = (0..4).any(|_| {
+        // Refused once the replica has become the primary between two looks: the look after says so.
+        let _: Result<String, _> = h.runtime().block_on(redis::cmd("CLUSTER").arg("FAILOVER").query_async(&mut conn));
+        let deadline = WallInstant::now() + Duration::from_secs(7);
+        while !swapped() && WallInstant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        swapped()
+    });
+    assert!(ended, "the manual failover did not end, asked for four times");
     assert_eq!(confirm("after").expect("confirmed after the slot moved"), ConfirmOutcome::Confirmed);
     let found = h.runtime().block_on(store.lookup(&scope, &Key::new("before").expect("key"))).expect("looked up");
     assert_eq!(found, Some(Reservation::confirmed(owner(), version)));
