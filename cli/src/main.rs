@@ -17,6 +17,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use reservation_conformance::driver::CommandHarness;
 use reservation_conformance::faults::Fault;
 use reservation_conformance::judge_times::{Load, measure};
+use reservation_conformance::junit::JunitSuite;
 use reservation_conformance::{CheckResult, DynHarness, Harness, MemoryHarness, Report, Settings, run_matching_with};
 use reservation_model::cli::{BAD_ARGUMENTS, parse};
 use reservation_postgres::{PostgresHarness, PostgresOptions, Replication};
@@ -112,6 +113,11 @@ struct ConformArgs {
     /// long-pause
     #[arg(long, value_name = "FAULT=COMMAND", requires = "command", value_parser = fault_command)]
     fault: Vec<(Fault, String)>,
+    /// Also write the run as JUnit XML to FILE, for CI systems' test reports: a test suite per
+    /// store, a test case per check (a failure's headline as its message, its report as its
+    /// text), the seed and the replay command as properties
+    #[arg(long, value_name = "FILE", conflicts_with = "judge_times")]
+    junit: Option<String>,
     /// Run only the checks whose names contain PATTERN (repeat for several), such as `r3_`,
     /// `d1_`, `s1_`, `differential` or `linearizability`
     #[arg(long, value_name = "PATTERN")]
@@ -203,6 +209,10 @@ fn seconds(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| "not a number of seconds above 0".into())
 }
 
+/// The order of the built-in stores in a report: a store's runs (its parts on servers of its own
+/// after its own) in the order they were made.
+const STORE_ORDER: [&str; 4] = ["MemoryStore", "PostgresStore", "RedisStore", "SqliteStore"];
+
 /// The checks of what a store keeps across a restart, a crash and a power cut: those that `conform
 /// redis` runs on an append-only `redis-server` of its own, the shared server keeping nothing.
 const DURABILITY_CHECKS: [&str; 5] = [
@@ -249,6 +259,8 @@ struct Suite {
     redis_url: String,
     /// `--judge-times`: measure the judge instead of running the suite.
     judge: Option<Load>,
+    /// `--junit`: each store's run, kept for the JUnit report, in the order the runs end.
+    junit: Option<std::sync::Mutex<Vec<JunitSuite>>>,
 }
 
 impl Suite {
@@ -266,6 +278,37 @@ impl Suite {
             pg_url: args.pg_url.unwrap_or_else(reservation_postgres::pg_url),
             redis_url: args.redis_url.unwrap_or_else(reservation_redis::redis_url),
             judge: None,
+            junit: None,
+        }
+    }
+
+    /// Keeps the run of the store `name`, its report and its settings, for the JUnit report, if
+    /// one was asked for.
+    fn keep(&self, name: &str, report: &Report, settings: &Settings, replay: String) {
+        let Some(kept) = &self.junit else { return };
+        let properties = vec![
+            ("seed".to_owned(), settings.seed.unwrap_or_default().to_string()),
+            ("cases".to_owned(), settings.cases.to_string()),
+            ("threads".to_owned(), settings.differential_threads.to_string()),
+            ("replay".to_owned(), replay),
+        ];
+        let suite = JunitSuite { name: name.to_owned(), report: report.clone(), properties };
+        kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(suite);
+    }
+
+    /// Writes the JUnit report to `path`, the stores in the order of `order` (a store not named
+    /// there last); whether it was written (else why not, on standard error).
+    fn write_junit(&self, path: &str, order: &[&str]) -> bool {
+        let Some(kept) = &self.junit else { return true };
+        let mut suites = kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        suites.sort_by_key(|s| order.iter().position(|name| s.name.starts_with(name)).unwrap_or(order.len()));
+        let document = reservation_conformance::junit::junit_xml("reservation conform", &suites);
+        match std::fs::write(path, document) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("error: cannot write the JUnit report to {path}: {e}");
+                false
+            }
         }
     }
 
@@ -369,9 +412,11 @@ fn section<H: Harness>(
     let report = suite.run(name, harness, &settings, filter);
     let verdict = if report.is_ok() { "conforms" } else { "DOES NOT CONFORM" };
     text.push_str(&format!("{report}{name}: {verdict} in {:.2?}\n", started.elapsed()));
+    let replay = suite.replay(&settings, store);
     if !report.is_ok() {
-        text.push_str(&format!("to replay this run: {}\n", suite.replay(&settings, store)));
+        text.push_str(&format!("to replay this run: {replay}\n"));
     }
+    suite.keep(name, &report, &settings, replay);
     text.push('\n');
     (report.is_ok(), text)
 }
@@ -628,6 +673,7 @@ fn conform_command(
     let started = Instant::now();
     let report = suite.run("adapter", &harness, &settings, |_| true);
     let replay = suite.replay(&settings, &args);
+    suite.keep(command, &report, &settings, replay.clone());
     if json {
         for (name, result, took) in &report.checks {
             let (verdict, detail) = match result {
@@ -695,11 +741,16 @@ fn main() -> ExitCode {
         Command::Conform(args) => {
             let mut suite = Suite::new(args.suite, args.only);
             suite.judge = args.judge_times.map(|runs| Load { runs, at_once: args.at_once, busy: args.busy });
-            match (&args.command, suite.judge) {
+            suite.junit = args.junit.as_ref().map(|_| std::sync::Mutex::new(Vec::new()));
+            let code = match (&args.command, suite.judge) {
                 (Some(command), _) => conform_command(command, args.json, (args.timeout, &args.fault), &suite),
                 (None, Some(load)) if judge_stores(args.store, &suite, load) => ExitCode::SUCCESS,
                 (None, None) if conform(args.store, &suite) => ExitCode::SUCCESS,
                 (None, _) => ExitCode::from(1),
+            };
+            match &args.junit {
+                Some(path) if !suite.write_junit(path, &STORE_ORDER) => ExitCode::from(1),
+                _ => code,
             }
         }
         Command::Serve => {

@@ -255,6 +255,7 @@ mod harness;
 pub mod histories;
 mod history;
 pub mod judge_times;
+pub mod junit;
 pub mod linearizability;
 pub mod ops;
 pub mod oracle;

@@ -1003,3 +1003,82 @@ mod long {
         assert!(out.contains("differential"), "the differential check did not run:\n{out}");
     }
 }
+
+/// A JUnit test case: its suite, its name, and its failure's message if it failed.
+type JunitCase = (String, String, Option<String>);
+
+/// The test cases of the JUnit document at `path`, and the suites' properties.
+fn junit_cases(path: &std::path::Path) -> (Vec<JunitCase>, Vec<(String, String)>) {
+    let xml = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("not XML: {e}\n{xml}"));
+    assert_eq!(doc.root_element().tag_name().name(), "testsuites", "{xml}");
+    let mut cases = Vec::new();
+    for suite in doc.descendants().filter(|n| n.has_tag_name("testsuite")) {
+        let name = suite.attribute("name").expect("a suite's name").to_owned();
+        for case in suite.children().filter(|n| n.has_tag_name("testcase")) {
+            let failure = case.children().find(|n| n.has_tag_name("failure"));
+            let message = failure.map(|f| f.attribute("message").expect("a failure's message").to_owned());
+            cases.push((name.clone(), case.attribute("name").expect("a case's name").to_owned(), message));
+        }
+    }
+    let properties = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("property"))
+        .map(|p| {
+            (p.attribute("name").unwrap_or_default().to_owned(), p.attribute("value").unwrap_or_default().to_owned())
+        })
+        .collect();
+    (cases, properties)
+}
+
+/// `conform --junit FILE` writes the run as JUnit XML beside its text: MemoryStore's checks each a
+/// passing case under the store's suite, the seed and the replay command as properties; the
+/// Python store with its expiry-boundary bug, through `--command`, its failing check a case whose
+/// failure's message is the report's headline. A report that cannot be written fails the run.
+#[test]
+fn conform_writes_a_junit_report_that_ci_systems_read() {
+    let dir = std::env::temp_dir().join(format!("reservation-junit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let memory = dir.join("memory.xml");
+    let o = reservation(&[
+        "conform",
+        "memory",
+        "--only",
+        "r3_",
+        "--seed",
+        "5",
+        "--junit",
+        memory.to_str().expect("a path"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (cases, properties) = junit_cases(&memory);
+    let printed = text(&o).lines().filter(|l| l.trim_start().starts_with("ok ")).count();
+    assert!(!cases.is_empty() && cases.len() == printed, "{cases:?}\n{}", text(&o));
+    assert!(
+        cases
+            .iter()
+            .all(|(suite, case, failure)| suite == "MemoryStore" && case.starts_with("r3_") && failure.is_none()),
+        "{cases:?}"
+    );
+    assert!(properties.contains(&("seed".to_owned(), "5".to_owned())), "{properties:?}");
+    let replay = properties.iter().find(|(k, _)| k == "replay").map(|(_, v)| v.as_str()).unwrap_or_default();
+    assert!(replay.starts_with("reservation conform memory --seed 5 ") && replay.contains("--only r3_"), "{replay}");
+    // A file that cannot be written: the run fails, saying so.
+    let nowhere = dir.join("no-such-directory").join("report.xml");
+    let o = reservation(&["conform", "memory", "--only", "r3_", "--junit", nowhere.to_str().expect("a path")]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("cannot write the JUnit report to"), "{}", text(&o));
+    if python3() {
+        let failing = dir.join("python.xml");
+        let adapter = format!("RESERVATION_PY_BUG=expiry-boundary python3 {PYTHON_STORE}");
+        let args = ["conform", "--command", &adapter, "--only", "differential", "--cases", "300"];
+        let o = reservation(&[&args[..], &["--junit", failing.to_str().expect("a path")]].concat());
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let (cases, _) = junit_cases(&failing);
+        let failed: Vec<&String> = cases.iter().filter_map(|(_, _, f)| f.as_ref()).collect();
+        assert!(!failed.is_empty() && failed.iter().all(|m| m.contains("rule D1 broken")), "{cases:?}");
+        assert!(cases.iter().all(|(suite, _, _)| *suite == adapter), "{cases:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

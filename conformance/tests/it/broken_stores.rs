@@ -1204,3 +1204,19 @@ mod long {
         }
     }
 }
+
+/// A run with checks that pass, fail (a release that ignores the version: C6 and D3 fail) and
+/// are skipped (the power-cut check: the harness promises no power cut), written as JUnit XML
+/// and read back whole (`junit::round_trip`).
+#[test]
+fn a_failing_run_as_junit_xml_holds_every_check_failure_and_skip() {
+    let wanted = |name: &str| {
+        name.starts_with("c6") || name.starts_with("d3") || name.starts_with("r1") || name.contains("power_cuts")
+    };
+    let report = run_matching(&BrokenHarness(Bug::ReleaseIgnoresVersion), &settings(), wanted);
+    let kinds = |pick: fn(&CheckResult) -> bool| report.checks.iter().filter(|(_, r, _)| pick(r)).count();
+    assert!(kinds(|r| matches!(r, CheckResult::Failed(_))) >= 2, "{report}");
+    assert!(kinds(|r| matches!(r, CheckResult::Skipped(_))) >= 1, "{report}");
+    assert!(kinds(|r| matches!(r, CheckResult::Passed)) >= 1, "{report}");
+    crate::junit::round_trip("BrokenStore", &report);
+}

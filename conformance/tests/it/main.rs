@@ -10,6 +10,7 @@ mod file_log;
 mod fuzz_corpus;
 mod harms;
 mod judge;
+mod junit;
 mod linearizability;
 mod memory;
 mod oracle;
