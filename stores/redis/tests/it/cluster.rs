@@ -437,3 +437,109 @@ mod long {
         }
     }
 }
+
+/// On Redis's clock nothing needs sweeping: a cluster store lists no scope's index.
+#[test]
+fn on_redis_clock_a_cluster_store_lists_no_index() {
+    let Some(h) = cluster(RedisOptions::default()) else { return };
+    let store = h.store_with(Time::REDIS);
+    let hold = HoldId::new("h").expect("hold");
+    let scope = scope("cluster-redis-clock");
+    let key = Key::new("k").expect("key");
+    h.runtime()
+        .block_on(store.reserve(&scope, &key, &owner(), &hold, Ttl::from_millis(60_000).expect("ttl")))
+        .expect("reserved");
+    let list = format!("{}:s", h.options().prefix).into_bytes();
+    for node in h.cluster_nodes() {
+        assert!(!keys_on(&h, &node.url()).contains(&list), "a list of indexes on {}", node.url());
+    }
+    // On a local clock the list is there (the test's control).
+    let local = h.store_with(Time::Local(ManualClock::new(START)));
+    h.runtime()
+        .block_on(local.reserve(
+            &scope,
+            &Key::new("l").expect("key"),
+            &owner(),
+            &hold,
+            Ttl::from_millis(60_000).expect("ttl"),
+        ))
+        .expect("reserved");
+    assert!(h.cluster_nodes().iter().any(|n| keys_on(&h, &n.url()).contains(&list)), "no list on a local clock");
+}
+
+/// A node that says it serves every slot and answers `MOVED` to every command of an operation:
+/// its port, and how many `WATCH`es it was sent. Anything else (`PING`, a client's settings) it
+/// answers `OK`.
+fn always_moved() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    let watches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = watches.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let mut out = stream.try_clone().expect("a second handle");
+                let mut input = BufReader::new(stream);
+                let mut line = String::new();
+                // One command: `*N`, then N bulk strings; its first word decides the answer.
+                while input.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    let n: usize = line.trim().trim_start_matches('*').parse().unwrap_or(0);
+                    let mut words = Vec::new();
+                    for _ in 0..n {
+                        line.clear();
+                        let _ = input.read_line(&mut line);
+                        let len: usize = line.trim().trim_start_matches('$').parse().unwrap_or(0);
+                        let mut word = vec![0; len + 2];
+                        let _ = std::io::Read::read_exact(&mut input, &mut word);
+                        words.push(String::from_utf8_lossy(&word[..len]).to_uppercase());
+                    }
+                    line.clear();
+                    let answer = match words.first().map(String::as_str) {
+                        Some("CLUSTER") => {
+                            format!("*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:{port}\r\n$2\r\nid\r\n")
+                        }
+                        Some("PING") => "+PONG\r\n".to_owned(),
+                        Some("WATCH") => {
+                            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            format!("-MOVED 1 127.0.0.1:{port}\r\n")
+                        }
+                        Some("GET" | "ZRANGE" | "TIME" | "MULTI" | "SET" | "EXEC" | "UNWATCH" | "SADD") => {
+                            format!("-MOVED 1 127.0.0.1:{port}\r\n")
+                        }
+                        _ => "+OK\r\n".to_owned(),
+                    };
+                    if out.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, watches)
+}
+
+/// A node that keeps answering `MOVED`: each answer is determinate (nothing ran), the store asks
+/// for the map again and tries again, `retries` times more, and then fails with a determinate
+/// `StorageError`, in time.
+#[test]
+fn redirects_are_retried_within_the_bound_and_then_fail_determinate() {
+    let rt = runtime();
+    let (port, watches) = always_moved();
+    let mut options = RedisOptions::default();
+    options.retries = 3;
+    options.timeout = Duration::from_secs(2);
+    let url = format!("redis+cluster://127.0.0.1:{port}");
+    let store = rt
+        .block_on(RedisStore::connect(&url, Time::Local(ManualClock::new(START)), options))
+        .unwrap_or_else(|e| panic!("{}", error_chain(&e)));
+    let started = WallInstant::now();
+    let key = Key::new("k").expect("key");
+    let error = rt.block_on(store.lookup(&scope("cluster-moved-forever"), &key)).expect_err("a slot no node serves");
+    let said = error_chain(&error);
+    assert!(!error.is_indeterminate(), "{said}");
+    assert!(said.contains("Moved"), "{said}");
+    assert_eq!(watches.load(std::sync::atomic::Ordering::SeqCst), 4, "one attempt and three retries: {said}");
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+}
