@@ -184,6 +184,12 @@ mod tests {
         assert_eq!(map.primary(5461), Some(("asked.example", 7001)));
         assert_eq!(map.primary(16383), Some(("asked.example", 7001)));
         assert_eq!(map.primary(16384), None);
+        // A range of one slot, and as many ranges as there are slots, are a cluster's to answer.
+        let one = SlotMap::parse(Value::Array(vec![range(7, 7, node("h", 1))]), "x").expect("a map");
+        assert_eq!((one.primary(6), one.primary(7), one.primary(8)), (None, Some(("h", 1)), None));
+        let every: Vec<Value> = (0..MOST_RANGES).map(|s| range(s as i64, s as i64, node("h", 1))).collect();
+        let every = SlotMap::parse(Value::Array(every), "x").expect("a range per slot");
+        assert_eq!(every.primary(16383), Some(("h", 1)));
         let gap = SlotMap::parse(Value::Array(vec![range(1, 2, node("h", 1))]), "x").expect("a map");
         assert_eq!(gap.primary(0), None);
         assert_eq!(gap.primary(3), None);
