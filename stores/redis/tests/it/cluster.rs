@@ -397,11 +397,12 @@ mod long {
             partitionable(the_replica()) => lost_nothing(Fault::Partition, "Cluster, partition with WAIT 1");
     }
 
-    /// Unlike a Sentinel primary, a cluster primary stopped past the node timeout and let go on
-    /// lost no acknowledged confirmation without `WAIT` in any run here (4 of 4, about 6 of the
-    /// store's writes refused, determinate, each run): whatever it answers is judged as any
-    /// other run, a loss caught as P1 naming the fault, no loss a pass, and the run's figures are
-    /// printed for RELIABILITY.md.
+    /// A cluster primary stopped past the node timeout and let go on lost no ledger confirmation
+    /// without `WAIT` in seven runs of eight here (about 6 of the store's writes refused,
+    /// determinate, each run); in the eighth, a clean-clone CI run, it lost a contended key's
+    /// acknowledged state, which the check caught as P1 naming the long pause. Whatever it
+    /// answers is judged as any other run: a loss, of a ledger confirmation or of another
+    /// acknowledged state, caught as P1 naming the fault; no loss, a pass.
     #[test]
     fn without_wait_a_cluster_primary_paused_past_the_node_timeout_is_judged_by_what_it_lost() {
         if !reservation_conformance::tiers::long_tier(
@@ -416,7 +417,7 @@ mod long {
             Ok(()) => assert_eq!(run.report.lost, 0, "{}", run.report),
             Err(failure) => {
                 assert_eq!(failure.rule, Some(Rule::P1), "{failure}");
-                assert!(run.report.lost > 0 && failure.to_string().contains(Fault::LongPause.name()), "{failure}");
+                assert!(failure.to_string().contains(Fault::LongPause.name()), "{failure}");
             }
         }
     }
