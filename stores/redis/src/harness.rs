@@ -83,6 +83,20 @@ fn settle(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), StorageErro
     Err(StorageError::new(format!("{what} within {SETTLE_WITHIN:?}")))
 }
 
+/// The faults a topology an orchestrator fails over offers: cut connections and a pause always;
+/// while its one failover is unused, the failover, a long pause and, where `nft` runs, a
+/// partition, in place of one another.
+fn orchestrated_faults(offers_failover: bool, can_partition: bool) -> Vec<Fault> {
+    let mut faults = vec![Fault::CutConnections, Fault::Pause];
+    if offers_failover {
+        faults.extend([Fault::Failover, Fault::LongPause]);
+        if can_partition {
+            faults.push(Fault::Partition);
+        }
+    }
+    faults
+}
+
 /// Sends `commands` to the `redis-server` (a server or a sentinel), called `what`, on the
 /// loopback port `port`, on a connection of its own, every wait bounded by [`ADMIN`].
 fn admin_at<T: redis::FromRedisValue>(
@@ -892,26 +906,8 @@ impl Harness for RedisHarness {
                 }
                 faults
             }
-            Servers::Sentinel(topology) => {
-                let mut faults = vec![Fault::CutConnections, Fault::Pause];
-                if topology.offers_failover() {
-                    faults.extend([Fault::Failover, Fault::LongPause]);
-                    if topology.can_partition() {
-                        faults.push(Fault::Partition);
-                    }
-                }
-                faults
-            }
-            Servers::Cluster(topology) => {
-                let mut faults = vec![Fault::CutConnections, Fault::Pause];
-                if topology.offers_failover() {
-                    faults.extend([Fault::Failover, Fault::LongPause]);
-                    if topology.can_partition() {
-                        faults.push(Fault::Partition);
-                    }
-                }
-                faults
-            }
+            Servers::Sentinel(topology) => orchestrated_faults(topology.offers_failover(), topology.can_partition()),
+            Servers::Cluster(topology) => orchestrated_faults(topology.offers_failover(), topology.can_partition()),
         }
     }
 
