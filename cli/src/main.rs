@@ -10,6 +10,8 @@
 //!   store; exits 0 only if everything holds.
 #![deny(missing_docs)]
 
+mod model_junit;
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -118,6 +120,13 @@ struct ConformArgs {
     /// text), the seed and the replay command as properties
     #[arg(long, value_name = "FILE", conflicts_with = "judge_times")]
     junit: Option<String>,
+    /// Also write, for every failed check, a page in DIR/STORE (the store as the progress lines
+    /// name it; `adapter` with --command): CHECK.html, one self-contained HTML file that draws
+    /// the history behind the failure (a lane per thread, a bar per operation, the faults,
+    /// crashes and power cuts as bands, the failing operation marked, a filter by key), and
+    /// CHECK.json, that history
+    #[arg(long, value_name = "DIR", conflicts_with = "judge_times")]
+    report: Option<std::path::PathBuf>,
     /// Run only the checks whose names contain PATTERN (repeat for several), such as `r3_`,
     /// `d1_`, `s1_`, `differential` or `linearizability`
     #[arg(long, value_name = "PATTERN")]
@@ -261,6 +270,8 @@ struct Suite {
     judge: Option<Load>,
     /// `--junit`: each store's run, kept for the JUnit report, in the order the runs end.
     junit: Option<std::sync::Mutex<Vec<JunitSuite>>>,
+    /// `--report`: where the pages of failed checks go, a directory for each store.
+    pages: Option<std::path::PathBuf>,
 }
 
 impl Suite {
@@ -279,6 +290,7 @@ impl Suite {
             redis_url: args.redis_url.unwrap_or_else(reservation_redis::redis_url),
             judge: None,
             junit: None,
+            pages: None,
         }
     }
 
@@ -364,10 +376,17 @@ impl Suite {
 
     /// Runs the checks of `harness` that `--only` and `filter` let run, with `settings`; prints a
     /// line to standard error as each check ends, prefixed with `store`.
+    /// With `--report`, the page of each failed check is written, and the report's notes say
+    /// where.
     fn run<H: Harness>(&self, store: &str, harness: &H, settings: &Settings, filter: impl Fn(&str) -> bool) -> Report {
+        let mut settings = settings.clone();
+        if let Some(dir) = &self.pages {
+            let name = store.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_', "_");
+            settings = settings.with_report_dir(dir.join(name));
+        }
         run_matching_with(
             harness,
-            settings,
+            &settings,
             |name| self.runs(name) && filter(name),
             |name, result, took| eprintln!("{}", progress(store, name, result, took)),
         )
@@ -737,11 +756,12 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     match cli.command {
-        Command::Model(command) => reservation_model::cli::execute(command),
+        Command::Model(command) => reservation_model::cli::execute_with(command, Some(&model_junit::model_xml)),
         Command::Conform(args) => {
             let mut suite = Suite::new(args.suite, args.only);
             suite.judge = args.judge_times.map(|runs| Load { runs, at_once: args.at_once, busy: args.busy });
             suite.junit = args.junit.as_ref().map(|_| std::sync::Mutex::new(Vec::new()));
+            suite.pages = args.report;
             let code = match (&args.command, suite.judge) {
                 (Some(command), _) => conform_command(command, args.json, (args.timeout, &args.fault), &suite),
                 (None, Some(load)) if judge_stores(args.store, &suite, load) => ExitCode::SUCCESS,

@@ -830,6 +830,7 @@ fn fail(plan: &Plan, rule: Option<Rule>, step_rule: Option<Rule>, problem: Strin
         transcript,
         replay: None,
         undecided: None,
+        drawing: None,
     })
 }
 

@@ -454,7 +454,11 @@ fn run_with(harness: &dyn DynHarness, settings: &crate::Settings, cuts: bool) ->
         None => judge(check, &names, &events, (&harms, &report.crashes), &labels, &set_back),
     };
     report.judge = judged.elapsed();
-    let verdict = verdict.map_err(|f| harm::with_schedule(f, format!("crash run: {report}"), &harms, seed));
+    let verdict = verdict.map_err(|f| {
+        let f = harm::with_schedule(f, format!("crash run: {report}"), &harms, seed);
+        f.with_whole_history(&History { names: names.clone(), events: events.clone() })
+            .with_bands(harms.iter().map(crate::drawing::Band::from))
+    });
     CrashRun { verdict, report, history: History { names, events } }
 }
 

@@ -4,6 +4,8 @@ use std::fmt;
 
 use reservation_store::rules::Rule;
 
+pub use crate::drawing::{Band, Drawing};
+use crate::history::History;
 pub use crate::search::Undecided;
 
 /// A failed check: the rule it found broken, what went wrong, and every operation it ran with the
@@ -67,6 +69,10 @@ pub struct Details {
     /// Set when the check could not decide its history within the judge's budget: the suite's
     /// limitation, not a rule the store broke. [`Details::rule`] is then `None`.
     pub undecided: Option<Undecided>,
+    /// The history behind the failure, when the check recorded one (the linearizability, fault
+    /// and crash checks), with where in it the failure is: what its page draws
+    /// ([`crate::page`]).
+    pub drawing: Option<Box<Drawing>>,
 }
 
 /// The kind of step a failure went wrong at.
@@ -119,6 +125,7 @@ impl Failure {
             transcript: Vec::new(),
             replay: None,
             undecided: None,
+            drawing: None,
         })
     }
 
@@ -132,6 +139,30 @@ impl Failure {
 }
 
 impl Failure {
+    /// This failure drawn with `drawing`.
+    pub(crate) fn with_drawing(mut self, drawing: Drawing) -> Self {
+        self.drawing = Some(Box::new(drawing));
+        self
+    }
+
+    /// This failure with every operation of `history` in its drawing, whose history held only
+    /// some; or, without a drawing, a drawing of `history` that marks nothing.
+    pub(crate) fn with_whole_history(mut self, history: &History) -> Self {
+        match &mut self.drawing {
+            Some(d) => d.history.events.clone_from(&history.events),
+            None => self.drawing = Some(Box::new(Drawing::new(history.clone()))),
+        }
+        self
+    }
+
+    /// This failure with `bands` (the harms of its run) in its drawing, when it has one.
+    pub(crate) fn with_bands(mut self, bands: impl IntoIterator<Item = Band>) -> Self {
+        if let Some(d) = &mut self.drawing {
+            d.bands = bands.into_iter().collect();
+        }
+        self
+    }
+
     /// The same failure, blaming `rule`.
     pub fn with_rule(mut self, rule: Option<Rule>) -> Self {
         self.rule = rule;

@@ -218,6 +218,10 @@ pub fn run(harness: &dyn DynHarness, settings: &crate::Settings) -> FaultRun {
         None => judge(&names, &events, &harms, &mut report),
     };
     report.judge = judged.elapsed();
-    let verdict = verdict.map_err(|f| harm::with_schedule(f, format!("fault run: {report}"), &harms, seed));
+    let verdict = verdict.map_err(|f| {
+        let f = harm::with_schedule(f, format!("fault run: {report}"), &harms, seed);
+        f.with_whole_history(&History { names: names.clone(), events: events.clone() })
+            .with_bands(harms.iter().map(crate::drawing::Band::from))
+    });
     FaultRun { verdict, report, history: History { names, events } }
 }

@@ -367,3 +367,13 @@ pub(crate) fn with_schedule(mut failure: Failure, summary: String, harms: &[Harm
     failure.replay = Some(crate::settings::replay(&test, seed));
     failure
 }
+
+impl From<&Harm> for crate::drawing::Band {
+    fn from(harm: &Harm) -> Self {
+        crate::drawing::Band {
+            label: format!("{} {} ({})", harm.n, harm.fault, harm.point),
+            began: harm.began,
+            ended: harm.ended,
+        }
+    }
+}

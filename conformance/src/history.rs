@@ -139,6 +139,18 @@ impl Names {
 
     /// One operation of a history, as a failure's timeline shows it.
     pub(crate) fn show(&self, e: &Event) -> String {
+        let (call, ret) = self.call_and_return(e);
+        let clock = if e.clock_at_call == e.clock_at_return {
+            format!("{}", e.clock_at_call)
+        } else {
+            format!("{}..{}", e.clock_at_call, e.clock_at_return)
+        };
+        format!("[{:>5} .. {:>5}] round {} {clock}: {call} -> {ret}", e.called, e.returned, e.round)
+    }
+
+    /// What an operation of a history called, and what it returned, as a failure's timeline
+    /// shows them (without its stamps and clock).
+    pub(crate) fn call_and_return(&self, e: &Event) -> (String, String) {
         let k = e.key;
         let call = match e.call {
             Call::Op(op) => {
@@ -156,12 +168,7 @@ impl Names {
             Return::Protocol(message) => format!("no answer: {message}"),
             other => format!("{other:?}"),
         };
-        let clock = if e.clock_at_call == e.clock_at_return {
-            format!("{}", e.clock_at_call)
-        } else {
-            format!("{}..{}", e.clock_at_call, e.clock_at_return)
-        };
-        format!("[{:>5} .. {:>5}] round {} {clock}: {call} -> {ret}", e.called, e.returned, e.round)
+        (call, ret)
     }
 }
 

@@ -243,6 +243,7 @@ mod arguments;
 pub mod checks;
 pub mod crashes;
 pub mod differential;
+mod drawing;
 pub mod driver;
 mod entry;
 mod erased;
@@ -259,6 +260,7 @@ pub mod junit;
 pub mod linearizability;
 pub mod ops;
 pub mod oracle;
+pub mod page;
 mod protocol;
 mod record;
 mod report;
@@ -276,7 +278,7 @@ mod verdict;
 pub mod worked_examples;
 
 pub use erased::DynHarness;
-pub use failure::{Details, Failure, Finding, Protocol, Undecided};
+pub use failure::{Band, Details, Drawing, Failure, Finding, Protocol, Undecided};
 pub use gate::Ceilings;
 pub use harness::unique_namespace;
 pub use harness::{
@@ -284,7 +286,7 @@ pub use harness::{
     Requirement, START, dropped_parts,
 };
 pub use report::{CheckResult, Report, run_all, run_all_with, run_matching, run_matching_with};
-pub use settings::Settings;
+pub use settings::{REPORTS, Settings};
 
 /// Calls `$callback!` with the list of every check, in the suite's order:
 /// `test_name => check_function`, and `[requirement]` after a check that needs a capability
@@ -501,9 +503,9 @@ macro_rules! __check_test {
         fn $name() {
             let ::core::option::Option::Some(harness) = $harness else { return };
             $crate::__assert_declared(&harness, $crate::Requirement::$declared);
-            let settings: $crate::Settings = $settings;
-            if let ::core::result::Result::Err(failure) = $crate::checks::$check(&harness, &settings.with_env()) {
-                ::core::panic!("{failure}");
+            let settings: $crate::Settings = $crate::Settings::with_env($settings);
+            if let ::core::result::Result::Err(failure) = $crate::checks::$check(&harness, &settings) {
+                $crate::page::__fail(&failure, settings.report_dir.as_deref());
             }
         }
     };

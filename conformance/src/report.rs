@@ -229,6 +229,12 @@ fn run_checks(
     let mut once = ProtocolOnce::default();
     crate::__for_each_check!(__run_all_list { harness, erased, settings, report, filter, on_check, once });
     report.notes.extend(durability_note(erased, &report));
+    if let Some(dir) = settings.report_dir.as_ref().filter(|_| !report.is_ok()) {
+        report.notes.push(match crate::page::write_pages(dir, report.failures()) {
+            Ok(pages) => format!("the pages of the {} failed checks are in {}", pages.len(), dir.display()),
+            Err(e) => format!("the pages of the failed checks could not be written to {}: {e}", dir.display()),
+        });
+    }
     report
 }
 

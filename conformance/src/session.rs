@@ -257,6 +257,7 @@ impl<'h, H: Harness> Session<'h, H> {
             transcript: self.transcript.clone(),
             replay: None,
             undecided: None,
+            drawing: None,
         })
     }
 

@@ -62,6 +62,10 @@ pub struct Settings {
     /// default: `RESERVATION_CONFORMANCE_HISTORIES`, or `reservation-conformance` in the system's
     /// temporary directory.
     pub history_dir: Option<std::path::PathBuf>,
+    /// Where the page of each failed check is written ([`crate::page`]): an HTML file that
+    /// draws the history behind the failure, and that history as JSON. `None`, the default:
+    /// no page, unless `RESERVATION_CONFORMANCE_REPORTS` names a directory ([`Settings::with_env`]).
+    pub report_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for Settings {
@@ -81,6 +85,7 @@ impl Default for Settings {
             faults: FaultSettings::default(),
             crashes: CrashSettings::default(),
             history_dir: None,
+            report_dir: None,
         }
     }
 }
@@ -98,6 +103,10 @@ impl From<CrashSettings> for Settings {
         Settings::default().with_crashes(crashes)
     }
 }
+
+/// The environment variable that names the directory the pages of failed checks are written to
+/// ([`Settings::report_dir`]).
+pub const REPORTS: &str = "RESERVATION_CONFORMANCE_REPORTS";
 
 /// The environment variable of the one seed.
 pub const SEED: &str = "RESERVATION_CONFORMANCE_SEED";
@@ -185,6 +194,12 @@ impl Settings {
         self
     }
 
+    /// These settings with the page of each failed check written to `dir` ([`crate::page`]).
+    pub fn with_report_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.report_dir = Some(dir.into());
+        self
+    }
+
     /// The directory of [`Settings::history_dir`], or its default.
     pub fn history_dir_or_default(&self) -> std::path::PathBuf {
         self.history_dir.clone().unwrap_or_else(crate::histories::default_dir)
@@ -203,8 +218,9 @@ impl Settings {
     }
 
     /// These settings overridden by the environment's variables, where they are set and parse:
-    /// `RESERVATION_CONFORMANCE_CASES`, `RESERVATION_CONFORMANCE_SEED` and
-    /// `RESERVATION_CONFORMANCE_THREADS`. A program with flags of its own (the `reservation`
+    /// `RESERVATION_CONFORMANCE_CASES`, `RESERVATION_CONFORMANCE_SEED`,
+    /// `RESERVATION_CONFORMANCE_THREADS` and `RESERVATION_CONFORMANCE_REPORTS` (where failed
+    /// checks' pages go, [`Settings::report_dir`]). A program with flags of its own (the `reservation`
     /// command line) reads them itself and does not call this.
     pub fn with_env(mut self) -> Self {
         let var = |name: &str| std::env::var(name).ok();
@@ -216,6 +232,9 @@ impl Settings {
         }
         if let Some(threads) = var("RESERVATION_CONFORMANCE_THREADS").and_then(|v| v.parse().ok()) {
             self = self.with_differential_threads(threads);
+        }
+        if let Some(dir) = var(REPORTS).filter(|d| !d.is_empty()) {
+            self.report_dir = Some(dir.into());
         }
         self
     }

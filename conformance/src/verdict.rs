@@ -7,12 +7,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::drawing::Drawing;
 use crate::failure::Failure;
 use crate::gate::Ceilings;
 use crate::harness::START;
 use crate::histories;
 use crate::history::{Event, History, Names, Return, by_key};
-use crate::search::{BUDGET, Undecided, expected_rule, linearizable, shortest_failing_prefix};
+use crate::search::{BUDGET, Undecided, expected_rule, final_states, linearizable, shortest_failing_prefix};
+use crate::show::show_state;
 
 /// The property this check decides, as its failures state it.
 pub const ATOMICITY: &str =
@@ -45,16 +47,21 @@ pub fn check_history(names: &Names, events: &[Event]) -> Result<u64, Failure> {
 /// invalid argument or a panic always fails: the check's operations are all valid.
 pub fn check_history_with(names: &Names, events: &[Event], errors: StorageErrors) -> Result<u64, Failure> {
     const CHECK: &str = "linearizability";
-    precheck(CHECK, names, events, errors)?;
+    precheck(CHECK, names, events, errors).map_err(|f| f.with_whole_history(&whole(names, events)))?;
     let mut nodes = 0;
     for (key, ops) in by_key(events) {
         match linearizable(names, &ops) {
             Ok(decided) if decided.verdict.is_ok() => nodes += decided.cost.nodes,
-            Ok(_) => return Err(report(CHECK, names, key, &ops)),
+            Ok(_) => return Err(report(CHECK, names, key, &ops).with_whole_history(&whole(names, events))),
             Err(u) => return Err(undecided(CHECK, Undecided { key, ..u })),
         }
     }
     Ok(nodes)
+}
+
+/// The history of `names` and `events`, for a failure's drawing.
+fn whole(names: &Names, events: &[Event]) -> History {
+    History { names: names.clone(), events: events.to_vec() }
 }
 
 /// The failure of check `check` whose judge could not decide the history of key `u.key` within
@@ -133,7 +140,8 @@ pub(crate) fn precheck(check: &str, names: &Names, events: &[Event], errors: Sto
     };
     if let Some(e) = events.iter().find(failed) {
         let rule = expected_rule(names, &None, e, e.clock_at_call, None);
-        let mut f = Failure::new(check, rule, format!("an operation failed: {}", names.show(e)));
+        let mut f = Failure::new(check, rule, format!("an operation failed: {}", names.show(e)))
+            .with_drawing(Drawing::at(names, &[], e));
         f.step_rule = Some(rule);
         f.property = Some("every operation of a concurrent run must complete; one failed or panicked");
         f.context.push(format!("scope s0 = {}", names.scope));
@@ -166,6 +174,7 @@ pub(crate) fn report(check: &str, names: &Names, key: usize, ops: &[&Event]) -> 
     f.rule = rule;
     f.property = Some(ATOMICITY);
     f.step_rule = rule;
+    f = f.with_drawing(drawn(names, key, ops, len));
     let last = names.keys.len().max(key + 1) - 1;
     f.context.push(format!("scope s0 = {}; keys k0..k{last}; clock started at {START}", names.scope));
     f.context.push("[call .. return] stamps of one shared counter; an operation precedes another when its return stamp is below the other's call stamp".into());
@@ -185,4 +194,22 @@ pub(crate) fn report(check: &str, names: &Names, key: usize, ops: &[&Event]) -> 
         f.transcript.push(format!("thread {t}:{lines}"));
     }
     f
+}
+
+/// What a failure's page draws of key `key`, whose operations `ops` no order explains past the
+/// first `len`: those before the last placed, the last the one no order can place, and the states
+/// the key can be in after each of the last few placed.
+fn drawn(names: &Names, key: usize, ops: &[&Event], len: usize) -> Drawing {
+    let events: Vec<Event> = ops.iter().map(|e| (*e).clone()).collect();
+    let mut d = Drawing::new(History { names: names.clone(), events });
+    let placed = &ops[..len.saturating_sub(1)];
+    d.key = Some(key);
+    d.placed = placed.iter().map(|e| e.called).collect();
+    d.failing = ops.get(len.saturating_sub(1)).map(|e| e.called);
+    for end in placed.len().saturating_sub(SHOWN)..placed.len() {
+        if let Ok(states) = final_states(names, &placed[..=end]) {
+            d.states.push((placed[end].called, states.iter().map(|s| show_state(s.as_ref())).collect()));
+        }
+    }
+    d
 }

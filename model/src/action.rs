@@ -104,3 +104,35 @@ pub struct OpReport {
     /// The rule that decided it.
     pub rule: Rule,
 }
+
+/// Who takes a step of the model: the lifeline a sequence chart draws it from
+/// ([`crate::chart`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Actor {
+    /// The store's clock, ticking.
+    Clock,
+    /// An owner: its attempts' reserves, appends, confirms, abandons and crashes, and its facts
+    /// that give its key up.
+    Owner(u8),
+    /// An owner's subscription, applying its facts to the store.
+    Subscription(u8),
+}
+
+impl Actor {
+    /// Who takes `action`.
+    pub(crate) fn of(action: &Action) -> Actor {
+        match *action {
+            Action::Tick => Actor::Clock,
+            Action::Reserve { owner, .. }
+            | Action::Retry { owner, .. }
+            | Action::Append { owner, .. }
+            | Action::Confirm { owner, .. }
+            | Action::Abandon { owner, .. }
+            | Action::Crash { owner, .. }
+            | Action::GiveUp { owner, .. } => Actor::Owner(owner),
+            Action::Apply { owner } | Action::Restart { owner, .. } | Action::Replay { owner, .. } => {
+                Actor::Subscription(owner)
+            }
+        }
+    }
+}

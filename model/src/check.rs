@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use reservation_store::rules::Rule;
 use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
 
+pub use crate::action::Actor;
 pub use crate::ceiling::Ceiling;
 use crate::config::{Assumptions, ModelConfig};
 use crate::coverage::{Coverage, Scenario};
@@ -101,12 +102,34 @@ pub struct Verdict {
     pub path: Vec<StepRecord>,
 }
 
+impl Verdict {
+    /// The counterexample as `check` prints it: a line naming the property and the number of
+    /// steps, then the numbered trace; `None` when the property holds.
+    pub fn counterexample(&self) -> Option<String> {
+        self.fails.then(|| {
+            format!(
+                "counterexample to \"{}\" ({} steps):\n{}",
+                self.name,
+                self.steps.unwrap_or(0),
+                self.trace.as_deref().unwrap_or("")
+            )
+        })
+    }
+}
+
 /// One step of a counterexample, for machines: what happened, by which rules, and the store and
 /// the owners' latest facts after it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepRecord {
     /// The action, in words.
     pub action: String,
+    /// Who took the step: the lifeline a sequence chart draws it from ([`crate::chart`]).
+    pub actor: Actor,
+    /// The step as the counterexample's trace says it, its outcomes and rules with it, on one
+    /// line (without the store clock it starts at, which [`StepRecord::now`] holds).
+    pub said: String,
+    /// The store's clock when the step was taken.
+    pub now: u8,
     /// The rules that decided its store operations (none for a step without one).
     pub rules: Vec<Rule>,
     /// The store after the step.
@@ -273,14 +296,8 @@ impl CheckReport {
             "unreached rule ids: {}",
             if unreached.is_empty() { "none".to_string() } else { unreached.join(" ") }
         );
-        for v in self.failures() {
-            let _ = writeln!(
-                out,
-                "\ncounterexample to \"{}\" ({} steps):\n{}",
-                v.name,
-                v.steps.unwrap_or(0),
-                v.trace.as_deref().unwrap_or("")
-            );
+        for counterexample in self.failures().iter().filter_map(|v| v.counterexample()) {
+            let _ = writeln!(out, "\n{counterexample}");
         }
         out
     }
@@ -538,8 +555,13 @@ fn records(
     let mut s = *start;
     for &action in actions {
         let Some((next, reports)) = model.step(&s, action) else { break };
+        let said = model.step_text(&s, action).map(|(_, lines)| lines).unwrap_or_default();
+        let said = said.lines().next().unwrap_or_default();
         out.push(StepRecord {
             action: crate::trace::action_text(&action),
+            actor: Actor::of(&action),
+            said: said.split_once("] ").map_or(said, |(_, what)| what).to_owned(),
+            now: s.now,
             rules: reports.iter().flatten().map(|r| r.rule).collect(),
             store: crate::trace::store_text(&next),
             facts: crate::trace::facts_text(&next),

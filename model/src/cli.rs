@@ -1,21 +1,24 @@
 //! The model's commands, `check`, `explore` and `swarm`, parsed by clap: the project's one
 //! program, [`PROGRAM`] (crate `reservation-cli`), flattens [`Command`] among its own commands and
-//! runs it with [`execute`]. Every command line this module prints (a swarm's replay) is one of
-//! that program's.
+//! runs it with [`execute_with`], handing it the JUnit XML writer that `check --junit` and `swarm
+//! --junit` write with. Every command line this module prints (a swarm's replay) is one of that
+//! program's.
 //!
 //! Exit codes: 0 when every property holds on a complete run, 1 when a property fails, 2 when
 //! the run did not complete (a timeout, or a simulation, which is never exhaustive), 64 on bad
 //! arguments.
 
 use std::ffi::OsString;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::check::{CheckOptions, Strategy, check};
-use crate::swarm::{SwarmOptions, swarm};
+use crate::check::{CheckOptions, CheckReport, Strategy, check};
+use crate::swarm::{SwarmOptions, SwarmReport, swarm};
 use crate::{
     Assumption, ConfigError, MAX_ATTEMPTS, MAX_HORIZON, MAX_KEYS, MAX_OWNERS, MAX_TTL, ModelConfig, ReservationModel,
 };
@@ -238,6 +241,20 @@ pub struct CheckArgs {
     /// Print no header and no progress lines
     #[arg(long)]
     pub quiet: bool,
+    /// Also write the run as JUnit XML to FILE, for CI systems' test reports: a test case per
+    /// property (a counterexample's headline as its failure's message, the counterexample as its
+    /// text; a property an unfinished run did not decide, skipped), the configuration, the
+    /// search's settings and the command that reruns the check as properties. A file that cannot
+    /// be written fails the run (exit 1)
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also write each counterexample as a sequence chart in DIR, one SVG file per property that
+    /// fails (named by its first words): each owner, each subscription and the store a lifeline,
+    /// every step an arrow or a note with its operation, outcome and rule, the store and the
+    /// latest facts where they change, the property broken at the end. A file that cannot be
+    /// written fails the run (exit 1)
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
 }
 
 impl Default for CheckArgs {
@@ -254,6 +271,8 @@ impl Default for CheckArgs {
             ceiling: false,
             json: false,
             quiet: false,
+            junit: None,
+            report: None,
         }
     }
 }
@@ -279,6 +298,31 @@ impl CheckArgs {
             options.threads = self.threads.unwrap_or(1);
         }
         options
+    }
+
+    /// The command that runs the same check again: `reservation check` with the configuration's
+    /// flags and the search's (the strategy, the threads, the simulation's seed, the reductions
+    /// and the timeout), and none of the output's.
+    pub fn replay(&self) -> String {
+        let strategy = match self.strategy {
+            Strategy::Auto => "auto",
+            Strategy::Dfs => "dfs",
+            Strategy::Bfs => "bfs",
+            Strategy::Simulate => "simulate",
+        };
+        let options = self.options();
+        let mut line =
+            format!("{PROGRAM} check {} --strategy {strategy} --threads {}", self.config.flags(), options.threads);
+        if self.strategy == Strategy::Simulate {
+            line.push_str(&format!(" --seed {}", self.seed));
+        }
+        if self.no_symmetry {
+            line.push_str(" --no-symmetry");
+        }
+        if let Some(timeout) = self.timeout {
+            line.push_str(&format!(" --timeout {}", timeout.as_secs_f64()));
+        }
+        line
     }
 }
 
@@ -314,7 +358,49 @@ pub struct SwarmArgs {
     /// Print no header line
     #[arg(long)]
     pub quiet: bool,
+    /// Also write the run as JUnit XML to FILE, for CI systems' test reports: a test case per
+    /// property (the first failing walk's seed as its failure's message, the command that replays
+    /// it and its trace as its text), the configuration, the seeds and the command that reruns
+    /// the swarm as properties. A file that cannot be written fails the run (exit 1)
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
+
+impl SwarmArgs {
+    /// The command that runs the walks of `seeds` again, each as this swarm walked it: `reservation
+    /// swarm` with the configuration's flags and the depth.
+    pub fn replay(&self, seeds: Range<u64>) -> String {
+        format!("{PROGRAM} swarm {} --depth {} --seeds {}..{}", self.config.flags(), self.depth, seeds.start, seeds.end)
+    }
+}
+
+/// A `check` or a `swarm` that ran to its end, as [`execute_with`] hands it to the program's
+/// writer of `--junit`'s report.
+#[derive(Clone, Copy, Debug)]
+pub enum Finished<'a> {
+    /// A `check`: its flags, the configuration they give, and what it found.
+    Check {
+        /// Its flags.
+        args: &'a CheckArgs,
+        /// The configuration checked.
+        config: ModelConfig,
+        /// What the check found.
+        report: &'a CheckReport,
+    },
+    /// A `swarm`: its flags, the configuration they give, and what the walks found.
+    Swarm {
+        /// Its flags.
+        args: &'a SwarmArgs,
+        /// The configuration walked.
+        config: ModelConfig,
+        /// What the walks found.
+        report: &'a SwarmReport,
+    },
+}
+
+/// The JUnit XML document of a finished run: what the program hands [`execute_with`] to write
+/// `--junit FILE` with (the model has no XML writer of its own).
+pub type JunitXml<'a> = &'a dyn Fn(Finished<'_>) -> String;
 
 impl ValueEnum for Strategy {
     fn value_variants<'a>() -> &'a [Self] {
@@ -374,8 +460,26 @@ pub fn parse<P: Parser>(args: impl IntoIterator<Item = impl Into<OsString> + Clo
     })
 }
 
-/// Runs a parsed command; returns the exit code.
+/// Runs a parsed command; returns the exit code. `check --junit` and `swarm --junit` are refused
+/// as bad arguments: the program writes them through [`execute_with`].
 pub fn execute(command: Command) -> ExitCode {
+    execute_with(command, None)
+}
+
+/// Runs a parsed command, as [`execute`] does; `check --junit FILE` and `swarm --junit FILE` then
+/// write to FILE the document that `junit` makes of the finished run, whatever it found, and exit
+/// as the run does. A FILE that cannot be written is an error on standard error and exit 1; a
+/// `--junit` without `junit` is refused as a bad argument, before anything runs.
+pub fn execute_with(command: Command, junit: Option<JunitXml<'_>>) -> ExitCode {
+    let asked = match &command {
+        Command::Check(a) => a.junit.is_some(),
+        Command::Swarm(a) => a.junit.is_some(),
+        Command::Explore(_) | Command::Figures(_) => false,
+    };
+    if asked && junit.is_none() {
+        eprintln!("error: --junit: this program writes no JUnit XML");
+        return ExitCode::from(BAD_ARGUMENTS);
+    }
     let config_args = match &command {
         Command::Check(a) => &a.config,
         Command::Explore(a) => &a.config,
@@ -391,7 +495,7 @@ pub fn execute(command: Command) -> ExitCode {
         }
     };
     match command {
-        Command::Check(args) => run_check(config, &args),
+        Command::Check(args) => run_check(config, &args, junit),
         Command::Explore(args) => {
             let address = format!("127.0.0.1:{}", args.port);
             eprintln!("serving stateright's Explorer on http://{address}/ for {config}");
@@ -410,13 +514,10 @@ pub fn execute(command: Command) -> ExitCode {
                 println!("swarm over {config}: seeds {:?}, {} threads", options.seeds, options.threads);
             }
             let report = swarm(config, &options);
-            let flags = args.config.flags();
-            let depth = options.depth;
-            print!(
-                "{}",
-                report.text(|seed| format!("{PROGRAM} swarm {flags} --depth {depth} --seeds {seed}..{}", seed + 1))
-            );
-            if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+            print!("{}", report.text(|seed| args.replay(seed..seed + 1)));
+            let code = if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) };
+            let finished = Finished::Swarm { args: &args, config, report: &report };
+            write_junit(args.junit.as_deref(), junit, finished).unwrap_or(code)
         }
         Command::Figures(args) => run_figures(&args, &mut std::io::stdout().lock()),
     }
@@ -482,7 +583,21 @@ fn figures_line(measured: Measured, r: &crate::check::CheckReport) -> String {
     )
 }
 
-fn run_check(config: ModelConfig, args: &CheckArgs) -> ExitCode {
+/// Writes to `path`, when `--junit` gave one, the document `junit` makes of `finished`: `None`
+/// when it was written or not asked for, the exit code 1 when it cannot be written (after saying
+/// why on standard error).
+fn write_junit(path: Option<&Path>, junit: Option<JunitXml<'_>>, finished: Finished<'_>) -> Option<ExitCode> {
+    let (path, junit) = (path?, junit?);
+    match std::fs::write(path, junit(finished)) {
+        Ok(()) => None,
+        Err(e) => {
+            eprintln!("error: cannot write the JUnit report to {}: {e}", path.display());
+            Some(ExitCode::from(1))
+        }
+    }
+}
+
+fn run_check(config: ModelConfig, args: &CheckArgs, junit: Option<JunitXml<'_>>) -> ExitCode {
     let options = args.options();
     if !args.quiet && !args.json {
         println!("checking {config}");
@@ -506,13 +621,33 @@ fn run_check(config: ModelConfig, args: &CheckArgs) -> ExitCode {
         );
         println!("reduction factor: {factor:.2}");
     }
-    if !report.failures().is_empty() {
+    let code = if !report.failures().is_empty() {
         ExitCode::from(1)
     } else if !report.complete {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
+    };
+    if let Some(dir) = &args.report
+        && let Err(e) = write_charts(dir, &config, &report)
+    {
+        eprintln!("error: cannot write the counterexamples' charts to {}: {e}", dir.display());
+        return ExitCode::from(1);
     }
+    write_junit(args.junit.as_deref(), junit, Finished::Check { args, config, report: &report }).unwrap_or(code)
+}
+
+/// Writes the sequence chart of each counterexample of `report` in `dir`
+/// ([`crate::chart::sequence_chart`]), saying where on standard output.
+fn write_charts(dir: &Path, config: &ModelConfig, report: &crate::check::CheckReport) -> std::io::Result<()> {
+    for verdict in report.failures() {
+        let Some(svg) = crate::chart::sequence_chart(config, verdict) else { continue };
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(crate::chart::file_name(verdict.name));
+        std::fs::write(&path, svg)?;
+        println!("the counterexample to \"{}\" as a sequence chart: {}", verdict.name, path.display());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -32,8 +32,9 @@
 //!   [`check::CheckOptions::target`] takes; the rules and [`Scenario`]s reached, a [`Coverage`].
 //! - The commands, for the one program that runs them (`reservation`, crate `reservation-cli`):
 //!   the module [`cli`], with [`cli::Command`] (its flags [`cli::CheckArgs`], [`cli::ExploreArgs`],
-//!   [`cli::SwarmArgs`] and their [`cli::ConfigArgs`]), [`cli::parse`], [`cli::execute`],
-//!   [`cli::PROGRAM`] and [`cli::BAD_ARGUMENTS`].
+//!   [`cli::SwarmArgs`] and their [`cli::ConfigArgs`]), [`cli::parse`], [`cli::execute`], and
+//!   [`cli::execute_with`], which hands a [`cli::Finished`] run to the program's JUnit writer
+//!   ([`cli::JunitXml`]) for `--junit`, [`cli::PROGRAM`] and [`cli::BAD_ARGUMENTS`].
 //!
 //! The model's states and actions are not public (its compact state is laid out for the
 //! checker), and a [`ReservationModel`] offers nothing of its own but how it is built: it
@@ -53,6 +54,7 @@
 
 mod action;
 mod ceiling;
+pub mod chart;
 pub mod check;
 pub mod cli;
 mod config;

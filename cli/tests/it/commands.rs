@@ -1034,7 +1034,46 @@ fn junit_cases(path: &std::path::Path) -> (Vec<JunitCase>, Vec<(String, String)>
 /// `conform --junit FILE` writes the run as JUnit XML beside its text: MemoryStore's checks each a
 /// passing case under the store's suite, the seed and the replay command as properties; the
 /// Python store with its expiry-boundary bug, through `--command`, its failing check a case whose
-/// failure's message is the report's headline. A report that cannot be written fails the run.
+/// failure's message is the report's headline; both valid by the project's JUnit schema (where
+/// xmllint is installed). A report that cannot be written fails the run.
+/// `conform --report DIR`: a page for each failed check, in a directory of the store's, its
+/// history beside it; none for a run that passes. (The pages' drawing, in a browser:
+/// `reservation-conformance`'s test `pages`.)
+#[test]
+fn conform_writes_a_page_for_each_failed_check() {
+    let dir = std::env::temp_dir().join(format!("reservation-pages-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let report = dir.to_str().expect("a path");
+    let o = reservation(&["conform", "memory", "--only", "r3_", "--report", report]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!dir.exists(), "a passing run wrote pages");
+    if !python3() {
+        return;
+    }
+    let adapter = format!("RESERVATION_PY_BUG=expiry-boundary python3 {PYTHON_STORE}");
+    let o = reservation(&[
+        "conform",
+        "--command",
+        &adapter,
+        "--only",
+        "linearizability",
+        "--seed",
+        "3",
+        "--report",
+        report,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let pages = dir.join("adapter");
+    assert!(text(&o).contains(&format!("the pages of the 1 failed checks are in {}", pages.display())), "{}", text(&o));
+    let page = std::fs::read_to_string(pages.join("linearizability_under_threads.html")).expect("the page");
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("\"check\":\"linearizability_under_threads\""));
+    let history = std::fs::read_to_string(pages.join("linearizability_under_threads.json")).expect("its history");
+    let history: serde_json::Value = serde_json::from_str(&history).expect("JSON");
+    assert!(history["events"].as_array().is_some_and(|e| !e.is_empty()), "{history}");
+    assert!(history["failure"]["failing"].is_u64(), "{history}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn conform_writes_a_junit_report_that_ci_systems_read() {
     let dir = std::env::temp_dir().join(format!("reservation-junit-{}", std::process::id()));
@@ -1064,6 +1103,7 @@ fn conform_writes_a_junit_report_that_ci_systems_read() {
     assert!(properties.contains(&("seed".to_owned(), "5".to_owned())), "{properties:?}");
     let replay = properties.iter().find(|(k, _)| k == "replay").map(|(_, v)| v.as_str()).unwrap_or_default();
     assert!(replay.starts_with("reservation conform memory --seed 5 ") && replay.contains("--only r3_"), "{replay}");
+    crate::junit::validates(&memory);
     // A file that cannot be written: the run fails, saying so.
     let nowhere = dir.join("no-such-directory").join("report.xml");
     let o = reservation(&["conform", "memory", "--only", "r3_", "--junit", nowhere.to_str().expect("a path")]);
@@ -1079,6 +1119,7 @@ fn conform_writes_a_junit_report_that_ci_systems_read() {
         let failed: Vec<&String> = cases.iter().filter_map(|(_, _, f)| f.as_ref()).collect();
         assert!(!failed.is_empty() && failed.iter().all(|m| m.contains("rule D1 broken")), "{cases:?}");
         assert!(cases.iter().all(|(suite, _, _)| *suite == adapter), "{cases:?}");
+        crate::junit::validates(&failing);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

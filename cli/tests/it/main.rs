@@ -2,6 +2,7 @@
 
 mod commands;
 mod explorer;
+mod junit;
 mod model;
 mod rules_are_whole;
 

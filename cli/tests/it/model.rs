@@ -106,3 +106,76 @@ fn the_model_s_commands_name_no_other_program() {
         assert!(!text(&o).contains("reservation-model"), "{args:?}:\n{}", text(&o));
     }
 }
+
+/// `check --report DIR`: with each assumption dropped, each counterexample as a sequence chart,
+/// an SVG document that parses: a lifeline for each owner, each subscription and the store, a
+/// row for each step of the counterexample as printed, the property broken at the end; and in
+/// headless Chromium, where one is installed, a picture. A property that holds gets none; a
+/// directory that cannot be written fails the run. With `RESERVATION_PAGE_EXAMPLES=DIR`, the
+/// charts are copied there too (`docs/pages` keeps them as examples).
+#[test]
+fn check_writes_each_counterexample_as_a_sequence_chart() {
+    let dir = std::env::temp_dir().join(format!("reservation-charts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let passing = dir.join("passing");
+    let o = reservation(&["check", "--owners", "2", "--quiet", "--report", passing.to_str().expect("a path")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!passing.exists(), "a chart of a property that holds");
+    for assumption in reservation_model::Assumption::ALL {
+        let id = assumption.id();
+        let charts = dir.join(id);
+        let args = [
+            "check",
+            "--owners",
+            "2",
+            "--drop-assumption",
+            id,
+            "--quiet",
+            "--report",
+            charts.to_str().expect("a path"),
+        ];
+        let o = reservation(&args);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let written: Vec<&str> = out.lines().filter_map(|l| l.split(" as a sequence chart: ").nth(1)).collect();
+        assert!(!written.is_empty(), "{id}: no chart\n{out}");
+        for path in written {
+            let svg = std::fs::read_to_string(path).expect("the chart");
+            let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{path}: {e}"));
+            let class = |c: &str| doc.descendants().filter(|n| n.attribute("class") == Some(c)).count();
+            assert_eq!(class("lifeline"), 5, "{path}: two owners, their subscriptions, the store");
+            // The property, and the steps, as the counterexample printed them.
+            let property =
+                out.lines().find(|l| l.contains(path)).and_then(|l| l.split('"').nth(1)).expect("the property named");
+            let header = format!("counterexample to \"{property}\" (");
+            let printed = out.split(&header).nth(1).expect("the counterexample printed");
+            let steps: usize = printed.split(' ').next().and_then(|n| n.parse().ok()).expect("its steps");
+            assert_eq!(class("step"), steps, "{path}");
+            let violation = doc.descendants().find(|n| n.attribute("class") == Some("violation")).expect("the end");
+            let said: String = violation.descendants().filter_map(|n| n.text()).collect();
+            assert!(said.contains(property), "{said}");
+            assert!(doc.descendants().any(|n| n.attribute("class") == Some("call")), "{path}: no call to the store");
+            if let Some(examples) = std::env::var_os("RESERVATION_PAGE_EXAMPLES") {
+                let examples = std::path::PathBuf::from(examples);
+                std::fs::create_dir_all(&examples).expect("the examples' directory");
+                let name = std::path::Path::new(path).file_name().expect("a file").to_string_lossy().into_owned();
+                std::fs::copy(path, examples.join(format!("model-without-{id}-{name}"))).expect("copied");
+            }
+        }
+    }
+    let blocked = dir.join("a-file");
+    std::fs::write(&blocked, "").expect("a file where the directory would go");
+    let o = reservation(&[
+        "check",
+        "--owners",
+        "2",
+        "--drop-assumption",
+        "H8",
+        "--quiet",
+        "--report",
+        blocked.to_str().expect("a path"),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("cannot write the counterexamples' charts"), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}

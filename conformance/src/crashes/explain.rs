@@ -5,6 +5,7 @@ use reservation_store::rules::Rule;
 use reservation_store::{Instant, StoredReservation, spec};
 
 use super::{CHECK, CrashKind};
+use crate::drawing::Drawing;
 use crate::failure::Failure;
 use crate::harm::{Blamed, Harm};
 use crate::harness::START;
@@ -89,7 +90,13 @@ pub(super) fn crash_failure(names: &Names, b: &Blamed<'_>, label: &str, set_back
             crash.point
         ),
     };
-    let mut f = Failure::new(CHECK, rule, problem);
+    let mut f = Failure::new(CHECK, rule, problem).with_drawing({
+        let events: Vec<_> = ops.iter().map(|e| (*e).clone()).collect();
+        let mut d = Drawing::at(names, &events, wrong);
+        d.placed = ops[..ops.len() - 1].iter().map(|e| e.called).collect();
+        d.differs = Some(format!("{what}; what was acknowledged before the crash allows only {allowed_text}: {field}"));
+        d
+    });
     f.check_rule = Some(Rule::P1);
     if let Some(ack) = last_ack {
         f.context.push(format!("the last change of k{key} acknowledged before the crash: {ack}"));

@@ -9,6 +9,7 @@ use reservation_store::spec::{self, Reservation};
 use reservation_store::{AggregateRef, HoldId, Instant, Operation, StoredReservation, Version};
 
 use super::{CHECK, FaultReport};
+use crate::drawing::Drawing;
 use crate::failure::Failure;
 use crate::harm::{Blamed, Harm, blame};
 use crate::history::{Call, Event, KEYS, Names, Return, by_key};
@@ -232,7 +233,14 @@ fn p1_failure(
             None => "with no harm after it".to_owned(),
         };
         let what = if lost.contains(*key) { "lost" } else { "then told to another owner" };
-        f.context.push(format!("k{key}: the confirmation acknowledged at stamp {} was {what} {after}", ack.returned));
+        let said = format!("k{key}: the confirmation acknowledged at stamp {} was {what} {after}", ack.returned);
+        // The page draws the first key named, its acknowledged confirmation marked.
+        if f.drawing.is_none() {
+            let mut drawing = Drawing::at(names, &[], ack);
+            drawing.differs = Some(said.clone());
+            f = f.with_drawing(drawing);
+        }
+        f.context.push(said);
     }
     if named.len() > SHOWN_KEYS * 2 {
         f.context.push(format!("and {} more keys", named.len() - SHOWN_KEYS * 2));

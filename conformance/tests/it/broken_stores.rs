@@ -15,7 +15,7 @@ use reservation_store::{
 
 /// One bug each.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Bug {
+pub(crate) enum Bug {
     /// None: the store is correct (so the harness itself is shown to pass).
     None,
     /// reserve: a join sets the expiry to now+ttl, shortening it (R3 keeps the later one).
@@ -122,7 +122,7 @@ fn sweep_by_old_expiry(rows: &mut Rows, slot: (ReservationScope, Key), new_row: 
     }
 }
 
-struct BrokenStore {
+pub(crate) struct BrokenStore {
     /// The suite's clock, never going back, across a reopen too (the latest instant is what the
     /// store would persist), unless [`Bug::ClockBackOnReopen`].
     clock: Arc<Monotonic<ManualClock>>,
@@ -410,7 +410,7 @@ fn flip_operation<'a>(operation: Operation<&'a AggregateRef, &'a HoldId>) -> Ope
 
 /// Builds broken stores that share their rows across reopens (a durable store, unless the bug
 /// loses them).
-struct BrokenHarness(Bug);
+pub(crate) struct BrokenHarness(pub(crate) Bug);
 
 impl Harness for BrokenHarness {
     type Store = BrokenStore;
@@ -459,7 +459,7 @@ impl Harness for BrokenHarness {
 
 /// The settings of every run here: a fixed seed, and no regression file, since the failures are
 /// expected and a regression file would only collect them.
-fn settings() -> Settings {
+pub(crate) fn settings() -> Settings {
     Settings::default().with_seed(7).with_regressions(None)
 }
 

@@ -14,6 +14,7 @@ mod junit;
 mod linearizability;
 mod memory;
 mod oracle;
+mod pages;
 mod power_driver;
 mod schema;
 mod search;

@@ -94,3 +94,42 @@ fn execute_exits_by_the_verdict() {
     assert_eq!(run(&[&check[..], &["--attempts", "1"]].concat()), code(0));
     assert_eq!(run(&[cli::PROGRAM, "figures", "--configurations", "default", "--timeout", "0.05", "--json"]), code(2));
 }
+
+/// `execute_with` hands a finished `check` or `swarm` to the program's writer and writes what it
+/// returns to `--junit`'s file, exiting as the run does; a file it cannot write exits 1, saying
+/// so; `execute`, which has no writer, refuses `--junit` as a bad argument before anything runs.
+#[test]
+fn junit_is_written_by_the_program_s_writer_and_refused_without_one() {
+    let dir = std::env::temp_dir().join(format!("reservation-model-junit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let file = dir.join("report.xml");
+    let path = file.to_str().expect("a path");
+    let command = |args: &[&str]| Program::try_parse_from(args).expect("valid flags").command;
+    let code = |c: u8| format!("{:?}", std::process::ExitCode::from(c));
+    let writer = |finished: cli::Finished<'_>| match finished {
+        cli::Finished::Check { args, config, report } => {
+            format!("check {} {config} failures {} {}", args.replay(), report.failures().len(), report.complete)
+        }
+        cli::Finished::Swarm { config, report, .. } => format!("swarm {config} walks {}", report.walks),
+    };
+    let run = |args: &[&str]| format!("{:?}", cli::execute_with(command(args), Some(&writer)));
+    let written = || std::fs::read_to_string(&file).unwrap_or_default();
+
+    let check = [cli::PROGRAM, "check", "--owners", "2", "--quiet", "--junit", path];
+    assert_eq!(run(&check), code(0));
+    assert!(written().starts_with("check reservation check --owners 2 ") && written().contains(" failures 0 true"));
+    assert_eq!(run(&[&check[..], &["--drop-assumption", "H8"]].concat()), code(1));
+    assert!(written().contains(" --drop-assumption H8 ") && !written().contains(" failures 0 "), "{}", written());
+    assert_eq!(run(&[cli::PROGRAM, "swarm", "--seeds", "0..3", "--quiet", "--junit", path]), code(0));
+    assert!(written().starts_with("swarm owners=3 ") && written().ends_with(" walks 3"), "{}", written());
+
+    let nowhere = dir.join("no-such-directory").join("report.xml");
+    let unwritable = [cli::PROGRAM, "check", "--owners", "2", "--quiet", "--junit", nowhere.to_str().expect("a path")];
+    assert_eq!(run(&unwritable), code(1));
+
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(format!("{:?}", cli::execute(command(&check))), code(64));
+    assert!(!file.exists(), "a report without a writer");
+    let _ = std::fs::remove_dir_all(&dir);
+}
