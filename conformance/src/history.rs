@@ -195,3 +195,30 @@ pub(crate) fn by_key(events: &[Event]) -> BTreeMap<usize, Vec<&Event>> {
     }
     keys
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line of a failure's timeline: its stamps, its round, its clock (an instant, or a window
+    /// when the clock moved during the call), what it called and what it returned.
+    #[test]
+    fn an_operation_is_shown_with_its_stamps_clock_call_and_return() {
+        let names = Names::new();
+        let mut e = Event {
+            thread: 0,
+            round: 2,
+            clock_at_call: Instant::from_millis(1_000),
+            clock_at_return: Instant::from_millis(1_000),
+            key: 1,
+            call: Call::Lookup,
+            ret: Return::Lookup(None),
+            called: 4,
+            returned: 9,
+        };
+        assert_eq!(names.show(&e), "[    4 ..     9] round 2 t=1000ms: lookup(k1) -> free");
+        e.clock_at_return = Instant::from_millis(1_002);
+        assert_eq!(names.show(&e), "[    4 ..     9] round 2 t=1000ms..t=1002ms: lookup(k1) -> free");
+        assert_eq!(names.call_and_return(&e), ("lookup(k1)".to_owned(), "free".to_owned()));
+    }
+}

@@ -79,10 +79,17 @@ fn data(failure: &Failure) -> Value {
         "text": text,
         "replay": failure.replay,
     });
-    if let Some(drawing) = &failure.drawing {
+    if let Some(drawing) = failure.drawing.as_ref().filter(|d| drawable(d)) {
         data["drawing"] = drawing_data(drawing);
     }
     data
+}
+
+/// Whether `d`'s names name what its operations' indices stand for: a history whose names list
+/// no owners or no holds (which the judge refuses, [`crate::linearizability::check_history`]) is
+/// not drawn, and its page is the failure's text.
+fn drawable(d: &Drawing) -> bool {
+    !d.history.names.owners.is_empty() && !d.history.names.holds.is_empty()
 }
 
 /// A drawing's data: each operation `[thread, key, called, returned, shade, label, clock at
@@ -149,7 +156,7 @@ pub fn page(failure: &Failure) -> String {
 /// decide ([`crate::histories::history_json`]), with where the failure is in it; `None` for a
 /// failure without a history.
 pub fn history(failure: &Failure) -> Option<Value> {
-    let d = failure.drawing.as_ref()?;
+    let d = failure.drawing.as_ref().filter(|d| drawable(d))?;
     let mut value = crate::histories::history_json(&d.history);
     value["failure"] = json!({
         "check": failure.check,
@@ -263,5 +270,19 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let panicked = std::panic::catch_unwind(|| __fail(&failure, None)).expect_err("it panics");
         assert_eq!(panicked.downcast_ref::<String>().expect("a message"), &failure.to_string());
+    }
+
+    /// A drawing whose names name no owner (built by hand) is not drawn, and nothing panics.
+    #[test]
+    fn a_history_whose_names_name_no_owner_is_not_drawn() {
+        let mut names = Names::new();
+        names.owners.clear();
+        let reserve = Call::Op(Operation::Abandon { owner: 3, hold: 1 });
+        let events = vec![event(0, 0, 0, 1, reserve, Return::Outcome(Outcome::NotHeld))];
+        let failure =
+            Failure::without_rule("a_check", "a problem").with_drawing(Drawing::new(History { names, events }));
+        assert!(data(&failure).get("drawing").is_none());
+        assert!(history(&failure).is_none());
+        assert!(page(&failure).contains("a problem"));
     }
 }

@@ -68,8 +68,10 @@ pub fn sequence_chart(config: &ModelConfig, verdict: &Verdict) -> Option<String>
     verdict.fails.then(|| chart(config, verdict.name, &verdict.path))
 }
 
-/// The chart of the counterexample `steps` to `property`.
-fn chart(config: &ModelConfig, property: &str, steps: &[StepRecord]) -> String {
+/// The sequence chart of the counterexample `steps` to `property` in the model of `config`
+/// (a check's [`Verdict::path`], a swarm's walk's [`crate::Violation::steps`]), as one SVG
+/// document.
+pub fn chart(config: &ModelConfig, property: &str, steps: &[StepRecord]) -> String {
     let names = lifelines(config.owners);
     let store = middle(names.len() - 1);
     let states = LEFT + names.len() * COLUMN + 12;
@@ -183,4 +185,160 @@ pub fn file_name(property: &str) -> String {
         .map(str::to_ascii_lowercase)
         .collect();
     format!("{}.svg", words.join("-"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{CheckOptions, check};
+    use crate::config::Assumption;
+
+    /// A counterexample of the model without `dropped`, two owners: its verdict.
+    fn counterexample(dropped: Assumption) -> (ModelConfig, Verdict) {
+        let config = ModelConfig { owners: 2, ..ModelConfig::default() }.dropping(dropped);
+        let report = check(config, CheckOptions::default());
+        let verdict = report.failures().first().map(|v| (*v).clone()).expect("a counterexample");
+        (config, verdict)
+    }
+
+    /// A number attribute of `node`.
+    fn at(node: roxmltree::Node<'_, '_>, name: &str) -> f64 {
+        node.attribute(name).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} of {node:?}"))
+    }
+
+    /// Every step is drawn from its actor's lifeline: a call an arrow to the store's, in its row;
+    /// anything else a note on the actor's lifeline; the store and the facts beside it where they
+    /// change, right of the store; the property broken below the last step; all within the
+    /// document.
+    #[test]
+    fn each_step_is_drawn_from_its_actors_lifeline() {
+        for dropped in [Assumption::H2, Assumption::H7, Assumption::H8] {
+            let (config, verdict) = counterexample(dropped);
+            let svg = sequence_chart(&config, &verdict).expect("a chart");
+            let doc = roxmltree::Document::parse(&svg).expect("an SVG document");
+            let root = doc.root_element();
+            let (width, height) = (at(root, "width"), at(root, "height"));
+            let class = |c: &'static str| doc.descendants().filter(move |n| n.attribute("class") == Some(c));
+            let lifelines: Vec<(String, f64)> = class("lifeline")
+                .map(|g| {
+                    let text = g.descendants().find(|n| n.has_tag_name("text")).expect("a name");
+                    let line = g.descendants().find(|n| n.has_tag_name("line")).expect("a line");
+                    assert_eq!(at(line, "x1"), at(line, "x2"));
+                    assert_eq!(at(text, "x"), at(line, "x1"), "the name over its line");
+                    (text.text().unwrap_or_default().to_owned(), at(line, "x1"))
+                })
+                .collect();
+            // Each lifeline's box is centred on its line, within the document, and the boxes
+            // stand apart, left to right, right of the steps' numbers.
+            let boxes: Vec<(f64, f64)> = class("lifeline")
+                .map(|g| {
+                    let rect = g.descendants().find(|n| n.has_tag_name("rect")).expect("a box");
+                    (at(rect, "x"), at(rect, "width"))
+                })
+                .collect();
+            for (i, ((x, w), (_, line))) in boxes.iter().zip(&lifelines).enumerate() {
+                assert_eq!(x + w / 2.0, *line, "lifeline {i}'s box");
+                assert!(*x >= 36.0 && x + w <= width, "lifeline {i}'s box within the document");
+                if let Some((next, _)) = boxes.get(i + 1) {
+                    assert!(x + w < *next, "lifeline {i}'s box overlaps the next");
+                }
+            }
+            let names: Vec<&str> = lifelines.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(names, ["owner 0", "subscription 0", "owner 1", "subscription 1", "store"]);
+            let x_of = |actor: Actor| match actor {
+                Actor::Clock => lifelines[4].1,
+                Actor::Owner(o) => lifelines[usize::from(o) * 2].1,
+                Actor::Subscription(o) => lifelines[usize::from(o) * 2 + 1].1,
+            };
+            let store = lifelines[4].1;
+            let steps: Vec<roxmltree::Node<'_, '_>> = class("step").collect();
+            assert_eq!(steps.len(), verdict.path.len(), "{dropped:?}");
+            let mut last_y = 0.0;
+            let (mut store_before, mut facts_before) = (String::new(), String::new());
+            for (i, (g, step)) in steps.iter().zip(&verdict.path).enumerate() {
+                assert_eq!(g.attribute("data-step"), Some((i + 1).to_string().as_str()));
+                let texts: Vec<(f64, f64, String)> = g
+                    .descendants()
+                    .filter(|n| n.has_tag_name("text"))
+                    .map(|n| (at(n, "x"), at(n, "y"), n.text().unwrap_or_default().to_owned()))
+                    .collect();
+                assert!(texts[0].2.ends_with(&format!("{}. t={}", i + 1, step.now)), "{texts:?}");
+                let call = g.descendants().find(|n| n.attribute("class") == Some("call"));
+                let y = match call {
+                    Some(line) => {
+                        assert!(!step.rules.is_empty() && step.actor != Actor::Clock, "{step:?}");
+                        assert_eq!((at(line, "x1"), at(line, "x2")), (x_of(step.actor), store), "{step:?}");
+                        assert_eq!(at(line, "y1"), at(line, "y2"));
+                        at(line, "y1")
+                    }
+                    None => {
+                        let note = g.descendants().find(|n| n.attribute("class") == Some("note")).expect("a note");
+                        assert_eq!(at(note, "x") + at(note, "width") / 2.0, x_of(step.actor), "{step:?}");
+                        at(note, "y") + at(note, "height") / 2.0
+                    }
+                };
+                assert!(y > last_y && y < height, "row {i} at {y}");
+                // The number, on its row, at the left.
+                assert!((texts[0].1 - y).abs() <= 6.0 && texts[0].0 < lifelines[0].1, "{texts:?}");
+                // The label, just above the arrow or beside the note, right of the actor.
+                let label = &texts[1];
+                assert!(label.0 > x_of(step.actor) && (y - label.1) > 0.0 && (y - label.1) < 12.0, "{texts:?}");
+                let beside: Vec<&(f64, f64, String)> = texts.iter().filter(|t| t.0 > store + 40.0).collect();
+                let says = |prefix: &str| beside.iter().find(|t| t.2.starts_with(prefix)).map(|t| (t.1, t.2.clone()));
+                match says("store: ") {
+                    Some((at_y, text)) => {
+                        assert_ne!(step.store, store_before, "step {i}: the store drawn again unchanged");
+                        assert_eq!(text, format!("store: {}", step.store));
+                        assert!(at_y > y && at_y < y + 23.0);
+                    }
+                    None => assert_eq!(step.store, store_before, "step {i}: a change of the store not drawn"),
+                }
+                match says("facts: ") {
+                    Some((at_y, text)) => {
+                        assert_ne!(step.facts, facts_before, "step {i}: the facts drawn again unchanged");
+                        assert_eq!(text, format!("facts: {}", step.facts));
+                        assert!(at_y > y && at_y < y + 23.0);
+                    }
+                    None => assert_eq!(step.facts, facts_before, "step {i}: a change of the facts not drawn"),
+                }
+                store_before.clone_from(&step.store);
+                facts_before.clone_from(&step.facts);
+                for (x, y, _) in &texts {
+                    assert!(*x >= 0.0 && *x < width && *y > 0.0 && *y < height);
+                }
+                last_y = y;
+            }
+            let end = class("violation").next().expect("the property broken");
+            let rect = end.descendants().find(|n| n.has_tag_name("rect")).expect("a box");
+            let said: String = end.descendants().filter(|n| n.is_text()).filter_map(|n| n.text()).collect();
+            assert!(at(rect, "y") > last_y && at(rect, "y") + at(rect, "height") < height, "below the last step");
+            assert!(at(rect, "x") + at(rect, "width") <= width);
+            assert_eq!(said, format!("after step {}, the state breaks: {}", verdict.path.len(), verdict.name));
+            let title: String =
+                doc.descendants().filter(|n| n.has_tag_name("title")).filter_map(|n| n.text()).collect();
+            assert_eq!(title, format!("counterexample to \"{}\"", verdict.name));
+        }
+    }
+
+    #[test]
+    fn a_property_that_holds_has_no_chart_and_text_is_escaped() {
+        let (config, mut verdict) = counterexample(Assumption::H8);
+        verdict.fails = false;
+        assert_eq!(sequence_chart(&config, &verdict), None);
+        verdict.fails = true;
+        verdict.name = "a <property> & \"its\" quotes\u{1}";
+        let svg = sequence_chart(&config, &verdict).expect("a chart");
+        let doc = roxmltree::Document::parse(&svg).expect("escaped");
+        assert!(doc.descendants().filter_map(|n| n.text()).any(|t| t.contains("a <property> & \"its\" quotes ")));
+        assert_eq!(xml("<a & \"b\">\t\n"), "&lt;a &amp; &quot;b&quot;&gt;\t\n");
+    }
+
+    #[test]
+    fn a_charts_file_is_named_by_the_first_words_of_its_property() {
+        assert_eq!(
+            file_name("no two owners' latest committed facts hold the same key"),
+            "no-two-owners-latest-committed-facts-hold-the.svg"
+        );
+        assert_eq!(file_name("A B"), "a-b.svg");
+    }
 }

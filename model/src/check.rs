@@ -546,7 +546,7 @@ fn print_progress<C: Checker<Reduced>>(checker: &C, every: Duration, start: Inst
 }
 
 /// The steps of `actions` from `start`, for machines.
-fn records(
+pub(crate) fn records(
     model: &ReservationModel,
     start: &crate::state::State,
     actions: &[crate::action::Action],

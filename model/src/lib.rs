@@ -103,6 +103,9 @@ pub struct Violation {
     pub property: &'static str,
     /// The numbered steps from the initial state to the state that breaks it.
     pub trace: String,
+    /// Those steps, for machines and charts ([`chart::chart`]); none for an invalid
+    /// configuration.
+    pub steps: Vec<check::StepRecord>,
 }
 
 impl std::fmt::Display for Violation {
@@ -120,7 +123,7 @@ impl std::error::Error for Violation {}
 /// valid".
 pub fn walk(config: &ModelConfig, choices: &[u8]) -> Result<WalkReport, Violation> {
     if let Err(e) = config.validate() {
-        return Err(Violation { property: "the configuration is valid", trace: e.to_string() });
+        return Err(Violation { property: "the configuration is valid", trace: e.to_string(), steps: Vec::new() });
     }
     let model = ReservationModel::new(*config);
     let start = model.initial_state();
@@ -142,7 +145,8 @@ pub fn walk(config: &ModelConfig, choices: &[u8]) -> Result<WalkReport, Violatio
             rules.insert(r.rule);
         }
         if let Some(property) = PROPERTIES.into_iter().find(|p| !(p.holds)(&model, &state)).map(|p| p.name) {
-            return Err(Violation { property, trace: model.trace_text(&start, &taken) });
+            let steps = check::records(&model, &start, &taken);
+            return Err(Violation { property, trace: model.trace_text(&start, &taken), steps });
         }
     }
     Ok(WalkReport { steps: taken.len(), rules, coverage: model.coverage(), last: state })

@@ -213,6 +213,9 @@ fn a_differential_failure_is_a_page_of_its_script_with_the_step_that_differs_mar
     drew_cleanly(&dom, &console);
     assert!(dom.contains("<section id=\"timeline\" hidden"), "no timeline without a history");
     assert!(dom.contains("class=\"differs\""), "the step that differs, marked:\n{dom}");
+    // Side by side: the specification's answer and the store's.
+    assert!(dom.contains("<section id=\"sides\">"), "the answers side by side, shown:\n{dom}");
+    assert!(dom.contains("<td class=\"spec\">") && dom.contains("<td class=\"store\">"), "{dom}");
 }
 
 /// The browser checks can fail: a page whose data is not a failure's reports its error, and a
