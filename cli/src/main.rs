@@ -21,7 +21,7 @@ use reservation_conformance::faults::Fault;
 use reservation_conformance::judge_times::{Load, measure};
 use reservation_conformance::junit::JunitSuite;
 use reservation_conformance::{CheckResult, DynHarness, Harness, MemoryHarness, Report, Settings, run_matching_with};
-use reservation_model::cli::{BAD_ARGUMENTS, parse};
+use reservation_model::cli::{BAD_ARGUMENTS, parse_with};
 use reservation_postgres::{PostgresHarness, PostgresOptions, Replication};
 use reservation_redis::{RedisHarness, RedisOptions};
 use reservation_sqlite::{SqliteHarness, SqliteOptions};
@@ -53,12 +53,8 @@ enum Command {
     /// Run the whole conformance suite against the built-in stores, or against a store in any
     /// language behind an adapter (--command)
     ///
-    /// The suite is every named check (one per rule of SPEC.md), the differential test (random
-    /// scripts against the specification's functions, each failing script shrunk to a minimal
-    /// one) and the linearizability check (threads on a moving clock). The report lists every
-    /// check, and each failure with the rule it breaks and the operations it ran, expected
-    /// against actual; a line per check goes to standard error as the check ends. On a failure it
-    /// prints the command that replays the run.
+    /// (The parts of the suite are listed here from its list of checks when the program runs:
+    /// `conform_about`.)
     #[command(after_help = CONFORM_AFTER_HELP)]
     Conform(ConformArgs),
     /// Serve MemoryStore behind the driver's JSON-lines protocol (PROTOCOL.md), on standard input
@@ -83,6 +79,34 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+/// The long help of `conform`: what the suite is, each of its parts with its count of checks,
+/// from the suite's list of checks ([`reservation_conformance::CHECKS`]), and what the report
+/// says.
+fn conform_about() -> String {
+    use reservation_conformance::{CHECKS, Part};
+    let mut about = String::from(
+        "Run the whole conformance suite against the built-in stores, or against a store in any language behind an \
+         adapter (--command)\n\nThe suite's parts, in the order they run:\n",
+    );
+    for part in Part::ALL {
+        let checks = CHECKS.iter().filter(|c| c.part == part).count();
+        let s = if checks == 1 { "" } else { "s" };
+        about.push_str(&format!("  - {} ({checks} check{s}): {}\n", part.name(), part.summary()));
+    }
+    about.push_str(
+        "\nA check that needs what a store does not declare (durable, surviving power cuts) is skipped, saying \
+         why. The report lists every check, and each failure with the rule it breaks and the operations it ran, \
+         expected against actual; a line per check goes to standard error as the check ends. On a failure it \
+         prints the command that replays the run.",
+    );
+    about
+}
+
+/// The program's command line, with the help made from data ([`conform_about`]).
+fn command_line() -> clap::Command {
+    Cli::command().mut_subcommand("conform", |conform| conform.long_about(conform_about()))
 }
 
 /// Under the help of `conform` and `all`.
@@ -751,7 +775,7 @@ fn vectors(args: VectorsArgs) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = match parse::<Cli>(std::env::args_os()) {
+    let cli = match parse_with::<Cli>(command_line(), std::env::args_os()) {
         Ok(cli) => cli,
         Err(code) => return code,
     };

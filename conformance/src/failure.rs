@@ -190,7 +190,7 @@ const CHECK_NAMES: &[(&str, &str)] = crate::__for_each_check!(__check_names {});
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __check_names {
-    ( ; $($name:ident => $check:ident $([$needs:ident])?),* $(,)?) => {
+    ( ; $($name:ident => $check:ident in $part:ident $([$needs:ident])?),* $(,)?) => {
         &[$((stringify!($check), stringify!($name))),*]
     };
 }

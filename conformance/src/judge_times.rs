@@ -105,7 +105,7 @@ pub fn measure(
         CHECKS
             .iter()
             .filter(|check| durable || **check != "crashes")
-            .filter(|check| wanted(crate::failure::check_name(check).unwrap_or(check)))
+            .filter(|check| wanted(crate::catalogue::find(check).map_or(check, |c| c.name)))
             .map(|check| one_check(harnesses, settings, check, load))
             .collect()
     })

@@ -240,6 +240,7 @@
 #![forbid(unsafe_code)]
 
 mod arguments;
+mod catalogue;
 pub mod checks;
 pub mod crashes;
 pub mod differential;
@@ -277,6 +278,7 @@ mod verdict;
 #[doc(hidden)]
 pub mod worked_examples;
 
+pub use catalogue::{CHECKS, Check, Part, Run};
 pub use erased::DynHarness;
 pub use failure::{Band, Details, Drawing, Failure, Finding, Protocol, Undecided};
 pub use gate::Ceilings;
@@ -289,69 +291,71 @@ pub use report::{CheckResult, Report, run_all, run_all_with, run_matching, run_m
 pub use settings::{REPORTS, Settings};
 
 /// Calls `$callback!` with the list of every check, in the suite's order:
-/// `test_name => check_function`, and `[requirement]` after a check that needs a capability
-/// (a [`Requirement`] variant; none means [`Requirement::Nothing`]).
+/// `test_name => check_function in Part`, and `[requirement]` after a check that needs a
+/// capability (a [`Requirement`] variant; none means [`Requirement::Nothing`]). The one place the
+/// list is written: [`tests!`] expands it for the tests' names, and [`CHECKS`] holds it as data
+/// for everything else.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __for_each_check {
     ($callback:ident { $($args:tt)* }) => {
         $crate::$callback! { $($args)* ;
-            r1_reserve_takes_a_free_key => r1,
-            r2_reserve_takes_an_expired_key_afresh => r2,
-            r3_reserve_joins_with_a_new_hold => r3,
-            r4_reserve_joins_with_a_hold_it_has => r4,
-            r5_reserve_conflicts_with_another_live_pending => r5,
-            r6_reserve_of_own_confirmed_is_already_confirmed => r6,
-            r7_reserve_conflicts_with_another_confirmed => r7,
-            c1_confirm_takes_a_free_key => c1,
-            c2_confirm_of_own_live_pending_clears_holds => c2,
-            c3_confirm_of_own_expired_pending_confirms => c3,
-            c4_confirm_over_another_expired_pending => c4,
-            c5_confirm_conflicts_with_another_live_pending => c5,
-            c6_confirm_at_a_greater_version_raises_it => c6,
-            c7_confirm_at_or_below_is_already_confirmed => c7,
-            c8_confirm_conflicts_with_another_confirmed => c8,
-            l1_release_of_free_or_expired_is_not_held => l1,
-            l2_release_of_own_live_pending_frees => l2,
-            l3_release_of_another_live_pending_is_not_held => l3,
-            l4_release_at_any_or_at_or_above_frees => l4,
-            l5_release_below_the_version_is_kept => l5,
-            l6_release_of_another_confirmed_is_not_held => l6,
-            a1_abandon_of_free_or_expired_is_not_held => a1,
-            a2_abandon_of_the_last_hold_frees => a2,
-            a3_abandon_of_one_hold_keeps_the_others => a3,
-            a4_abandon_of_a_hold_it_lacks_is_not_held => a4,
-            a5_abandon_of_another_owner_is_not_held => a5,
-            a6_abandon_of_own_confirmed_is_already_confirmed => a6,
-            d1_expiry_boundary_and_saturation => d1,
-            d2_ttl_zero_is_invalid => d2,
-            d3_versions_order_unversioned_first => d3,
-            d4_any_version_is_for_release_only => d4,
-            d5_owners_keys_holds_compared_exactly => d5,
-            d6_invalid_arguments_are_typed_and_change_nothing => d6,
-            d6_every_invalid_argument_in_every_state_changes_nothing => arguments,
-            d7_expired_pending_is_a_free_key => d7,
-            d8_unsigned_versions_and_the_last_instant => d8,
-            d10_the_clock_is_read_inside_the_critical_section => d10,
-            d10_the_clock_never_goes_back_across_a_restart => d10_restart [Durable],
-            d9_every_field_at_its_maximum_in_utf8_bytes => lengths,
-            d11_lookup_shapes_and_absolute_expiry => d11,
-            s1_scope_aggregate_types_are_independent => scope_aggregate_type,
-            s1_scope_tenants_are_independent => scope_tenant,
-            s1_scope_namespaces_are_independent => scope_namespace,
-            s1_system_tenant_spans_tenants_and_admits_its_owners => scope_system_tenant,
-            d5_owner_differing_only_in_id_is_another => owner_id,
-            d5_owner_differing_only_in_tenant_is_another => owner_tenant,
-            examples_of_the_specification_run_as_written => examples,
-            volume_thousands_of_keys_survive_sweeps => volume,
-            sweeper_keeps_confirmed_keys_across_long_clock_jumps => sweeper,
-            differential_against_the_specification => differential,
-            linearizability_under_threads => linearizability,
-            p1_faults_on_a_seeded_schedule_lose_no_acknowledged_confirmation => faults,
-            p1_durable_reopen_keeps_every_reservation => durable [Durable],
-            p1_restarts_keep_every_spelling_of_the_differentials_scripts => differential_restarts [Durable],
-            p1_crashes_at_chosen_points_keep_every_state => crashes [Durable],
-            p1_power_cuts_take_back_nothing_the_store_promised => power_cuts [PowerCuts],
+            r1_reserve_takes_a_free_key => r1 in Rules,
+            r2_reserve_takes_an_expired_key_afresh => r2 in Rules,
+            r3_reserve_joins_with_a_new_hold => r3 in Rules,
+            r4_reserve_joins_with_a_hold_it_has => r4 in Rules,
+            r5_reserve_conflicts_with_another_live_pending => r5 in Rules,
+            r6_reserve_of_own_confirmed_is_already_confirmed => r6 in Rules,
+            r7_reserve_conflicts_with_another_confirmed => r7 in Rules,
+            c1_confirm_takes_a_free_key => c1 in Rules,
+            c2_confirm_of_own_live_pending_clears_holds => c2 in Rules,
+            c3_confirm_of_own_expired_pending_confirms => c3 in Rules,
+            c4_confirm_over_another_expired_pending => c4 in Rules,
+            c5_confirm_conflicts_with_another_live_pending => c5 in Rules,
+            c6_confirm_at_a_greater_version_raises_it => c6 in Rules,
+            c7_confirm_at_or_below_is_already_confirmed => c7 in Rules,
+            c8_confirm_conflicts_with_another_confirmed => c8 in Rules,
+            l1_release_of_free_or_expired_is_not_held => l1 in Rules,
+            l2_release_of_own_live_pending_frees => l2 in Rules,
+            l3_release_of_another_live_pending_is_not_held => l3 in Rules,
+            l4_release_at_any_or_at_or_above_frees => l4 in Rules,
+            l5_release_below_the_version_is_kept => l5 in Rules,
+            l6_release_of_another_confirmed_is_not_held => l6 in Rules,
+            a1_abandon_of_free_or_expired_is_not_held => a1 in Rules,
+            a2_abandon_of_the_last_hold_frees => a2 in Rules,
+            a3_abandon_of_one_hold_keeps_the_others => a3 in Rules,
+            a4_abandon_of_a_hold_it_lacks_is_not_held => a4 in Rules,
+            a5_abandon_of_another_owner_is_not_held => a5 in Rules,
+            a6_abandon_of_own_confirmed_is_already_confirmed => a6 in Rules,
+            d1_expiry_boundary_and_saturation => d1 in Rules,
+            d2_ttl_zero_is_invalid => d2 in Rules,
+            d3_versions_order_unversioned_first => d3 in Rules,
+            d4_any_version_is_for_release_only => d4 in Rules,
+            d5_owners_keys_holds_compared_exactly => d5 in Rules,
+            d6_invalid_arguments_are_typed_and_change_nothing => d6 in Rules,
+            d6_every_invalid_argument_in_every_state_changes_nothing => arguments in Arguments,
+            d7_expired_pending_is_a_free_key => d7 in Rules,
+            d8_unsigned_versions_and_the_last_instant => d8 in Rules,
+            d10_the_clock_is_read_inside_the_critical_section => d10 in Rules,
+            d10_the_clock_never_goes_back_across_a_restart => d10_restart in Durability [Durable],
+            d9_every_field_at_its_maximum_in_utf8_bytes => lengths in Rules,
+            d11_lookup_shapes_and_absolute_expiry => d11 in Rules,
+            s1_scope_aggregate_types_are_independent => scope_aggregate_type in Rules,
+            s1_scope_tenants_are_independent => scope_tenant in Rules,
+            s1_scope_namespaces_are_independent => scope_namespace in Rules,
+            s1_system_tenant_spans_tenants_and_admits_its_owners => scope_system_tenant in Rules,
+            d5_owner_differing_only_in_id_is_another => owner_id in Rules,
+            d5_owner_differing_only_in_tenant_is_another => owner_tenant in Rules,
+            examples_of_the_specification_run_as_written => examples in Examples,
+            volume_thousands_of_keys_survive_sweeps => volume in Volume,
+            sweeper_keeps_confirmed_keys_across_long_clock_jumps => sweeper in Volume,
+            differential_against_the_specification => differential in Differential,
+            linearizability_under_threads => linearizability in Linearizability,
+            p1_faults_on_a_seeded_schedule_lose_no_acknowledged_confirmation => faults in Faults,
+            p1_durable_reopen_keeps_every_reservation => durable in Durability [Durable],
+            p1_restarts_keep_every_spelling_of_the_differentials_scripts => differential_restarts in Durability [Durable],
+            p1_crashes_at_chosen_points_keep_every_state => crashes in Crashes [Durable],
+            p1_power_cuts_take_back_nothing_the_store_promised => power_cuts in PowerCuts [PowerCuts],
         }
     };
 }
@@ -452,7 +456,7 @@ macro_rules! __tests {
 #[macro_export]
 macro_rules! __tests_module {
     ($module:ident, $harness:expr, $durable:ident, $settings:expr ;
-        $($name:ident => $check:ident $([$needs:ident])?),* $(,)?) => {
+        $($name:ident => $check:ident in $part:ident $([$needs:ident])?),* $(,)?) => {
         // The caller's module gets no item named `$module`: a test file that imports from the
         // crate it tests (`use my_store::MyStore`) may name the module after that crate, and an
         // item of that name beside the import would make the import ambiguous.

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::catalogue::CHECKS;
 use crate::erased::{DynHarness, Erased};
 use crate::failure::{Failure, Finding, Protocol};
 use crate::harness::Harness;
@@ -149,39 +150,6 @@ fn kind_label(f: &Failure) -> Option<String> {
     }
 }
 
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __run_all_list {
-    ($h:ident, $erased:ident, $settings:ident, $report:ident, $filter:ident, $on_check:ident, $once:ident ;
-        $($name:ident => $check:ident $([$needs:ident])?),* $(,)?) => {
-        $(
-            if $filter(stringify!($name)) {
-            let _ = $crate::said::said();
-            let started = ::std::time::Instant::now();
-            let requirement = $crate::__requirement!($($needs)?);
-            let result = if let Some(why) = requirement.skipped($crate::Harness::capabilities($erased)) {
-                $crate::CheckResult::Skipped(why)
-            } else if let Some(why) = $crate::Harness::broken($erased) {
-                // A broken adapter answers nothing more: the check is not started.
-                $crate::CheckResult::Failed($crate::Failure::protocol(stringify!($name), why))
-            } else {
-                match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $crate::checks::$check($h, $settings))) {
-                    Ok(Ok(())) => $crate::CheckResult::Passed,
-                    Ok(Err(f)) => $crate::CheckResult::Failed(f),
-                    Err(panic) => $crate::CheckResult::Failed($crate::Failure::panicked(stringify!($check), &*panic)),
-                }
-            };
-            let took = started.elapsed();
-            $report.notes.extend($crate::said::said().into_iter().map(|s| format!("{}: {s}", stringify!($name))));
-            let mut result = result;
-            $once.see(stringify!($name), &mut result);
-            $on_check(stringify!($name), &result, took);
-            $report.checks.push((stringify!($name), result, took));
-            }
-        )*
-    };
-}
-
 /// Runs every check against `harness` with `settings`, one after another, and reports each. A
 /// check that panics (a harness that cannot build a store, say) is reported as failed, and the
 /// others still run. The environment's overrides are not read here: pass
@@ -227,7 +195,31 @@ fn run_checks(
     let mut report = Report::default();
     // An adapter that broke the protocol is reported once, by the first check it failed.
     let mut once = ProtocolOnce::default();
-    crate::__for_each_check!(__run_all_list { harness, erased, settings, report, filter, on_check, once });
+    for check in CHECKS.iter().filter(|c| filter(c.name)) {
+        let _ = crate::said::said();
+        let started = std::time::Instant::now();
+        let mut result = if let Some(why) = check.needs.skipped(Harness::capabilities(erased)) {
+            CheckResult::Skipped(why)
+        } else if let Some(why) = Harness::broken(erased) {
+            // A broken adapter answers nothing more: the check is not started.
+            CheckResult::Failed(Failure::protocol(check.name, why))
+        } else {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (check.run)(harness, settings))) {
+                Ok(Ok(())) => CheckResult::Passed,
+                // The failure is the check's, by its name in the list: whatever it called itself.
+                Ok(Err(mut f)) => {
+                    check.name.clone_into(&mut f.check);
+                    CheckResult::Failed(f)
+                }
+                Err(panic) => CheckResult::Failed(Failure::panicked(check.name, &*panic)),
+            }
+        };
+        let took = started.elapsed();
+        report.notes.extend(crate::said::said().into_iter().map(|s| format!("{}: {s}", check.name)));
+        once.see(check.name, &mut result);
+        on_check(check.name, &result, took);
+        report.checks.push((check.name, result, took));
+    }
     report.notes.extend(durability_note(erased, &report));
     if let Some(dir) = settings.report_dir.as_ref().filter(|_| !report.is_ok()) {
         report.notes.push(match crate::page::write_pages(dir, report.failures()) {

@@ -364,6 +364,11 @@ pub struct SwarmArgs {
     /// the swarm as properties. A file that cannot be written fails the run (exit 1)
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Also write, for each property a walk broke, the first such walk as a sequence chart in
+    /// DIR (an SVG file named by the property's first words and the walk's seed), as `check
+    /// --report` writes a counterexample. A file that cannot be written fails the run (exit 1)
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
 }
 
 impl SwarmArgs {
@@ -454,7 +459,16 @@ fn seeds(s: &str) -> Result<std::ops::Range<u64>, String> {
 /// Parses `args` (the program name first) as the command line of `program`: the parsed value,
 /// or the exit code after printing the help (0) or the error with the usage (64).
 pub fn parse<P: Parser>(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Result<P, ExitCode> {
-    P::try_parse_from(args).map_err(|e| {
+    parse_with(P::command(), args)
+}
+
+/// [`parse`], with `command` as the program's command line: `P`'s, with texts only known when it
+/// runs (a help made from data).
+pub fn parse_with<P: clap::FromArgMatches>(
+    command: clap::Command,
+    args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+) -> Result<P, ExitCode> {
+    command.try_get_matches_from(args).and_then(|matches| P::from_arg_matches(&matches)).map_err(|e| {
         let _ = e.print();
         if e.use_stderr() { ExitCode::from(BAD_ARGUMENTS) } else { ExitCode::SUCCESS }
     })
@@ -516,6 +530,13 @@ pub fn execute_with(command: Command, junit: Option<JunitXml<'_>>) -> ExitCode {
             let report = swarm(config, &options);
             print!("{}", report.text(|seed| args.replay(seed..seed + 1)));
             let code = if report.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) };
+            let walks = report.failures.iter().map(|f| (f.violation.property, &f.violation.steps[..], Some(f.seed)));
+            if let Some(dir) = &args.report
+                && let Err(e) = write_charts(dir, &config, walks)
+            {
+                eprintln!("error: cannot write the counterexamples' charts to {}: {e}", dir.display());
+                return ExitCode::from(1);
+            }
             let finished = Finished::Swarm { args: &args, config, report: &report };
             write_junit(args.junit.as_deref(), junit, finished).unwrap_or(code)
         }
@@ -628,8 +649,9 @@ fn run_check(config: ModelConfig, args: &CheckArgs, junit: Option<JunitXml<'_>>)
     } else {
         ExitCode::SUCCESS
     };
+    let counterexamples = report.failures().into_iter().map(|v| (v.name, &v.path[..], None));
     if let Some(dir) = &args.report
-        && let Err(e) = write_charts(dir, &config, &report)
+        && let Err(e) = write_charts(dir, &config, counterexamples)
     {
         eprintln!("error: cannot write the counterexamples' charts to {}: {e}", dir.display());
         return ExitCode::from(1);
@@ -637,15 +659,29 @@ fn run_check(config: ModelConfig, args: &CheckArgs, junit: Option<JunitXml<'_>>)
     write_junit(args.junit.as_deref(), junit, Finished::Check { args, config, report: &report }).unwrap_or(code)
 }
 
-/// Writes the sequence chart of each counterexample of `report` in `dir`
-/// ([`crate::chart::sequence_chart`]), saying where on standard output.
-fn write_charts(dir: &Path, config: &ModelConfig, report: &crate::check::CheckReport) -> std::io::Result<()> {
-    for verdict in report.failures() {
-        let Some(svg) = crate::chart::sequence_chart(config, verdict) else { continue };
+/// Writes the sequence chart of each of `counterexamples` (a property, its steps, and the seed of
+/// the walk that found them, for a swarm) in `dir` ([`crate::chart::chart`]), the first of each
+/// property only, saying where on standard output.
+fn write_charts<'a>(
+    dir: &Path,
+    config: &ModelConfig,
+    counterexamples: impl Iterator<Item = (&'static str, &'a [crate::check::StepRecord], Option<u64>)>,
+) -> std::io::Result<()> {
+    let mut drawn: Vec<&str> = Vec::new();
+    for (property, steps, seed) in counterexamples {
+        if drawn.contains(&property) {
+            continue;
+        }
+        drawn.push(property);
         std::fs::create_dir_all(dir)?;
-        let path = dir.join(crate::chart::file_name(verdict.name));
-        std::fs::write(&path, svg)?;
-        println!("the counterexample to \"{}\" as a sequence chart: {}", verdict.name, path.display());
+        let name = crate::chart::file_name(property);
+        let name = match seed {
+            Some(seed) => name.replace(".svg", &format!("-seed-{seed}.svg")),
+            None => name,
+        };
+        let path = dir.join(name);
+        std::fs::write(&path, crate::chart::chart(config, property, steps))?;
+        println!("the counterexample to \"{property}\" as a sequence chart: {}", path.display());
     }
     Ok(())
 }

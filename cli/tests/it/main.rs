@@ -4,6 +4,7 @@ mod commands;
 mod explorer;
 mod junit;
 mod model;
+mod parts_are_named;
 mod rules_are_whole;
 
 use std::process::{Command, Output};

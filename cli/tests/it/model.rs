@@ -179,3 +179,34 @@ fn check_writes_each_counterexample_as_a_sequence_chart() {
     assert!(text(&o).contains("cannot write the counterexamples' charts"), "{}", text(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `swarm --report DIR`: the first walk that broke each property as a sequence chart, named by
+/// the property and the walk's seed, a row for each step of the walk's trace as printed.
+#[test]
+fn swarm_writes_the_first_failing_walk_of_each_property_as_a_sequence_chart() {
+    let dir = std::env::temp_dir().join(format!("reservation-swarm-charts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let report = dir.to_str().expect("a path");
+    let o =
+        reservation(&["swarm", "--owners", "2", "--drop-assumption", "H8", "--seeds", "0..200", "--report", report]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let written: Vec<&str> = out.lines().filter_map(|l| l.split(" as a sequence chart: ").nth(1)).collect();
+    assert_eq!(written.len(), 1, "one property broken, one chart:\n{out}");
+    let path = written[0];
+    let seed = path.split("-seed-").nth(1).and_then(|s| s.strip_suffix(".svg")).expect("named by its seed");
+    assert!(out.contains(&format!("--seeds {seed}..")), "the seed of a failing walk:\n{out}");
+    let svg = std::fs::read_to_string(path).expect("the chart");
+    let doc = roxmltree::Document::parse(&svg).expect("an SVG document");
+    let steps = doc.descendants().filter(|n| n.attribute("class") == Some("step")).count();
+    // The first failing walk's trace, as printed: its steps are numbered from 1 until the next
+    // trace starts again from 1.
+    let numbers: Vec<usize> = out
+        .lines()
+        .filter_map(|l| l.trim_start().split_once(". [store t=").and_then(|(n, _)| n.parse().ok()))
+        .collect();
+    let first_trace = numbers.iter().enumerate().take_while(|(i, n)| **n == i + 1).count();
+    assert!(first_trace > 0, "{out}");
+    assert_eq!(steps, first_trace, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
