@@ -214,7 +214,39 @@ mod tests {
     fn each_step_is_drawn_from_its_actors_lifeline() {
         for dropped in [Assumption::H2, Assumption::H7, Assumption::H8] {
             let (config, verdict) = counterexample(dropped);
-            let svg = sequence_chart(&config, &verdict).expect("a chart");
+            charted(&config, verdict.name, &verdict.path);
+        }
+        // Three owners, a step of every actor: each owner's, each subscription's, the clock's.
+        let config = ModelConfig { owners: 3, ..ModelConfig::default() };
+        let step = |actor: Actor, said: &str, calls: bool, now: u8| StepRecord {
+            action: said.to_owned(),
+            actor,
+            said: said.to_owned(),
+            now,
+            rules: if calls { vec![reservation_store::rules::Rule::R1] } else { Vec::new() },
+            store: format!("A=free t={now}"),
+            facts: if calls { "o0: no fact".to_owned() } else { format!("o0: v{now}") },
+        };
+        let mut steps = Vec::new();
+        for o in 0..3 {
+            steps.push(step(
+                Actor::Owner(o),
+                &format!("owner {o} attempt 0 (hold h0): reserve(A) -> Taken (R1)"),
+                true,
+                o,
+            ));
+            steps.push(step(Actor::Owner(o), &format!("owner {o} attempt 0: crashes before appending"), false, o));
+            steps.push(step(Actor::Subscription(o), &format!("subscription of owner {o}: applies fact v1"), true, o));
+            steps.push(step(Actor::Subscription(o), &format!("subscription of owner {o}: restarts"), false, o));
+        }
+        steps.push(step(Actor::Clock, "the store clock ticks to t=4", false, 3));
+        charted(&config, "a property", &steps);
+    }
+
+    /// The chart of `steps`, a counterexample to `property` in the model of `config`, checked.
+    fn charted(config: &ModelConfig, property: &str, steps: &[StepRecord]) {
+        {
+            let svg = chart(config, property, steps);
             let doc = roxmltree::Document::parse(&svg).expect("an SVG document");
             let root = doc.root_element();
             let (width, height) = (at(root, "width"), at(root, "height"));
@@ -244,18 +276,23 @@ mod tests {
                 }
             }
             let names: Vec<&str> = lifelines.iter().map(|(n, _)| n.as_str()).collect();
-            assert_eq!(names, ["owner 0", "subscription 0", "owner 1", "subscription 1", "store"]);
+            let mut expected: Vec<String> =
+                (0..config.owners).flat_map(|o| [format!("owner {o}"), format!("subscription {o}")]).collect();
+            expected.push("store".to_owned());
+            assert_eq!(names, expected);
+            let store_at = usize::from(config.owners) * 2;
             let x_of = |actor: Actor| match actor {
-                Actor::Clock => lifelines[4].1,
+                Actor::Clock => lifelines[store_at].1,
                 Actor::Owner(o) => lifelines[usize::from(o) * 2].1,
                 Actor::Subscription(o) => lifelines[usize::from(o) * 2 + 1].1,
             };
-            let store = lifelines[4].1;
-            let steps: Vec<roxmltree::Node<'_, '_>> = class("step").collect();
-            assert_eq!(steps.len(), verdict.path.len(), "{dropped:?}");
+            let store = lifelines[store_at].1;
+            let store_right = boxes[store_at].0 + boxes[store_at].1;
+            let rows: Vec<roxmltree::Node<'_, '_>> = class("step").collect();
+            assert_eq!(rows.len(), steps.len(), "{property}");
             let mut last_y = 0.0;
             let (mut store_before, mut facts_before) = (String::new(), String::new());
-            for (i, (g, step)) in steps.iter().zip(&verdict.path).enumerate() {
+            for (i, (g, step)) in rows.iter().zip(steps).enumerate() {
                 assert_eq!(g.attribute("data-step"), Some((i + 1).to_string().as_str()));
                 let texts: Vec<(f64, f64, String)> = g
                     .descendants()
@@ -284,6 +321,12 @@ mod tests {
                 let label = &texts[1];
                 assert!(label.0 > x_of(step.actor) && (y - label.1) > 0.0 && (y - label.1) < 12.0, "{texts:?}");
                 let beside: Vec<&(f64, f64, String)> = texts.iter().filter(|t| t.0 > store + 40.0).collect();
+                for (x, _, text) in &beside {
+                    // The states' column starts just right of the store's box.
+                    if text.starts_with("store: ") || text.starts_with("facts: ") {
+                        assert!(*x > store_right && *x < store_right + 30.0, "{text} at {x}");
+                    }
+                }
                 let says = |prefix: &str| beside.iter().find(|t| t.2.starts_with(prefix)).map(|t| (t.1, t.2.clone()));
                 match says("store: ") {
                     Some((at_y, text)) => {
@@ -313,10 +356,10 @@ mod tests {
             let said: String = end.descendants().filter(|n| n.is_text()).filter_map(|n| n.text()).collect();
             assert!(at(rect, "y") > last_y && at(rect, "y") + at(rect, "height") < height, "below the last step");
             assert!(at(rect, "x") + at(rect, "width") <= width);
-            assert_eq!(said, format!("after step {}, the state breaks: {}", verdict.path.len(), verdict.name));
+            assert_eq!(said, format!("after step {}, the state breaks: {}", steps.len(), property));
             let title: String =
                 doc.descendants().filter(|n| n.has_tag_name("title")).filter_map(|n| n.text()).collect();
-            assert_eq!(title, format!("counterexample to \"{}\"", verdict.name));
+            assert_eq!(title, format!("counterexample to \"{}\"", property));
         }
     }
 
