@@ -140,6 +140,25 @@ impl AutoFailover {
             Ok(Node { n, port: port()?, dir: dir.join(name), child: None })
         };
         let mut topology = AutoFailover { monitor: node(0, "monitor")?, nodes: Vec::new(), dir: dir.clone() };
+        // Whatever stops the start, the logs' last lines go with the error: the directory goes
+        // with the topology.
+        match topology.bring_up(runtime, quorum, &bin, &node) {
+            Ok(()) => Ok(topology),
+            Err(e) => Err(StorageError::new(format!("{e}{}", crate::process::logs_end(&dir, |_| true)))),
+        }
+    }
+
+    /// [`AutoFailover::start`], once its directory and its monitor's node are made: the monitor
+    /// made and started, then the nodes (with `node` made), with `bin`'s `pg_autoctl`.
+    fn bring_up(
+        &mut self,
+        runtime: &Runtime,
+        quorum: &str,
+        bin: &str,
+        node: &dyn Fn(u8, &str) -> Result<Node, StorageError>,
+    ) -> Result<(), StorageError> {
+        let dir = self.dir.clone();
+        let topology = self;
         let (mport, mdir) = (topology.monitor.port.to_string(), topology.monitor.dir.display().to_string());
         let common = ["--auth", "trust", "--no-ssl"];
         let listen = format!("127.0.0.1,{MONITOR_FOR}.1,{MONITOR_FOR}.2");
@@ -175,7 +194,7 @@ impl AutoFailover {
             let what = format!("the monitor did not report the nodes {wanted:?}");
             wait_until(SETTLE_WITHIN, &what, || reported(&states(runtime, &topology.monitor)) == wanted)?;
         }
-        Ok(topology)
+        Ok(())
     }
 }
 

@@ -135,7 +135,7 @@ impl PostgresHarness {
     /// promoted the standby, then healed, until its `pg_autoctl` stops its server.
     pub fn on_auto_failover_with(replication: Replication, options: PostgresOptions) -> Result<Self, StorageError> {
         let runtime = runtime()?;
-        let topology = AutoFailover::start(&runtime, replication)?;
+        let topology = started_once_more(replication, || AutoFailover::start(&runtime, replication))?;
         PostgresHarness::orchestrated(runtime, Box::new(topology), options)
     }
 
@@ -159,7 +159,7 @@ impl PostgresHarness {
     /// dropping its harness left (processes, directory) is swept by the next one made here.
     pub fn on_patroni(replication: Replication, options: PostgresOptions) -> Result<Self, StorageError> {
         let runtime = runtime()?;
-        let topology = Patroni::start(&runtime, replication)?;
+        let topology = started_once_more(replication, || Patroni::start(&runtime, replication))?;
         PostgresHarness::orchestrated(runtime, Box::new(topology), options)
     }
 
@@ -461,4 +461,52 @@ fn every_node(ports: &[u16]) -> String {
         vec!["127.0.0.1"; ports.len()].join(","),
         ports.join(",")
     )
+}
+
+/// A topology of the tests' own, of `replication`, that `start` makes: once more, on fresh ports
+/// and in a fresh directory, when the first try does not come up (a port another process took
+/// between its choice and its server's bind, a machine too loaded for a program's first minute),
+/// the first try's error said on standard error and kept in the second's. A topology with no
+/// standby, which `start` refuses, is not tried again.
+fn started_once_more<T>(
+    replication: Replication,
+    start: impl Fn() -> Result<T, StorageError>,
+) -> Result<T, StorageError> {
+    start().or_else(|first| {
+        if replication == Replication::None {
+            return Err(first);
+        }
+        eprintln!("a topology did not come up; once more: {first}");
+        start().map_err(|again| StorageError::new(format!("{again} (the try before: {first})")))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// A topology that does not come up is started once more, and only once; one with no standby
+    /// is not tried again; both tries' errors are said.
+    #[test]
+    fn a_topology_that_does_not_come_up_is_started_once_more() {
+        let tries = Cell::new(0);
+        let second_comes_up = || {
+            tries.set(tries.get() + 1);
+            if tries.get() == 1 { Err(StorageError::new("port taken")) } else { Ok(tries.get()) }
+        };
+        assert_eq!(started_once_more(Replication::Synchronous, second_comes_up).ok(), Some(2));
+        tries.set(0);
+        let never = || {
+            tries.set(tries.get() + 1);
+            Err::<(), _>(StorageError::new(format!("try {}", tries.get())))
+        };
+        let e = started_once_more(Replication::Asynchronous, never).expect_err("never up").to_string();
+        assert!(e.contains("try 2") && e.contains("(the try before: try 1)"), "{e}");
+        assert_eq!(tries.get(), 2);
+        tries.set(0);
+        let e = started_once_more(Replication::None, never).expect_err("refused").to_string();
+        assert_eq!((e.as_str(), tries.get()), ("try 1", 1));
+    }
 }

@@ -27,7 +27,9 @@ use reservation_conformance::services::Partition;
 
 use crate::cluster::{BINARIES, LAG, Replication, ask, free_port, version};
 use crate::harness::Orchestrated;
-use crate::process::{Daemon, descendants, postmaster, run, senders, signal, stop_every, sweep_stale, wait_until};
+use crate::process::{
+    Daemon, descendants, logs_end, postmaster, run, senders, signal, stop_every, sweep_stale, wait_until,
+};
 
 /// The longest wait for a node to start and stream, and for a failover to end.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
@@ -47,9 +49,6 @@ const ETCD_FOR: &str = "127.0.3";
 
 /// What brings a leader set apart back: the network healed, or the node let go on.
 type Back<'a> = Box<dyn FnOnce() -> Result<(), StorageError> + 'a>;
-
-/// How many of a node's last log lines an error shows.
-const LOG_LINES: usize = 8;
 
 /// The bound of each wait of a question to etcd.
 const ASK_ETCD: Duration = Duration::from_secs(1);
@@ -156,6 +155,19 @@ impl Patroni {
         let (client, peer) = (free_port()?, free_port()?);
         let mut topology =
             Patroni { dir: dir.clone(), etcd: None, nodes: Vec::new(), can_partition, etcd_port: client };
+        // Whatever stops the start, the logs' last lines go with the error: the directory goes
+        // with the topology.
+        match topology.bring_up(runtime, synchronous, &bin, peer) {
+            Ok(()) => Ok(topology),
+            Err(e) => Err(StorageError::new(format!("{e}{}", topology.logs_end()))),
+        }
+    }
+
+    /// [`Patroni::start`], once its directory is made: etcd (its clients on
+    /// [`Patroni::etcd_port`], its peer on `peer`), then the nodes, with `bin`'s servers.
+    fn bring_up(&mut self, runtime: &Runtime, synchronous: bool, bin: &str, peer: u16) -> Result<(), StorageError> {
+        let (dir, client) = (self.dir.clone(), self.etcd_port);
+        let topology = self;
         let (client_url, peer_url) = (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
         let listen: Vec<String> = std::iter::once(client_url.clone())
             .chain(NODES.map(|n| format!("http://{ETCD_FOR}.{n}:{client}")))
@@ -209,7 +221,7 @@ impl Patroni {
         wait_until(SETTLE_WITHIN, &format!("Patroni's second node did not stream ({state})"), || {
             ask(runtime, leader, &streaming).unwrap_or(false)
         })?;
-        Ok(topology)
+        Ok(())
     }
 }
 
@@ -335,17 +347,10 @@ impl Patroni {
         }
     }
 
-    /// The last lines of each node's Patroni log that say what it did (its loop's "no action"
-    /// lines left out), for an error.
+    /// The last lines of each log of the topology (etcd's, each node's Patroni's) that say what
+    /// happened (Patroni's loop's "no action" lines left out), for an error.
     fn logs_end(&self) -> String {
-        let mut shown = String::new();
-        for node in &self.nodes {
-            let text = std::fs::read_to_string(self.dir.join(format!("{}.log", node.name))).unwrap_or_default();
-            let said: Vec<&str> = text.lines().filter(|l| l.contains(": ") && !l.contains("no action")).collect();
-            let tail = said.get(said.len().saturating_sub(LOG_LINES)..).unwrap_or_default();
-            shown.push_str(&format!("; {}'s Patroni log ends:\n{}", node.name, tail.join("\n")));
-        }
-        shown
+        logs_end(&self.dir, said)
     }
 
     /// The node that takes writes, and the other one's port: the fault's roles.
@@ -401,6 +406,12 @@ fn node_config(scope: &str, node: &Node, etcd: u16, bin: &str, dir: &std::path::
          \x20 authentication:\n    superuser: {{username: postgres}}\n    replication: {{username: postgres}}\n\
          \x20 parameters:\n    unix_socket_directories: {dir}\n"
     )
+}
+
+/// Whether a line of a Patroni topology's log says what happened: Patroni's loop's "no action"
+/// lines say nothing.
+fn said(line: &str) -> bool {
+    !line.contains("no action")
 }
 
 /// Whether the server on `port` answers and takes writes.

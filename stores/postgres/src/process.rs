@@ -1,7 +1,7 @@
 //! Commands run with a bound on their wait, signals sent with the `kill` command, and processes
 //! found through `/proc` (Linux): what [`crate::cluster`] does to the servers it runs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -197,6 +197,28 @@ pub(crate) fn descendants(root: u32) -> Vec<u32> {
     found
 }
 
+/// How many of a log's last lines an error shows.
+const LOG_LINES: usize = 8;
+
+/// The last lines that `keep` keeps of each log (`*.log`) in `dir`, in the order of their names,
+/// each log headed by its name: for an error that must say what a topology's programs said.
+/// Nothing for a directory that cannot be read.
+pub(crate) fn logs_end(dir: &Path, keep: impl Fn(&str) -> bool) -> String {
+    let Ok(entries) = std::fs::read_dir(dir) else { return String::new() };
+    let mut logs: Vec<PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "log")).collect();
+    logs.sort();
+    let mut shown = String::new();
+    for log in logs {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let kept: Vec<&str> = text.lines().filter(|l| keep(l)).collect();
+        let tail = kept.get(kept.len().saturating_sub(LOG_LINES)..).unwrap_or_default();
+        let name = log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        shown.push_str(&format!("; {name} ends:\n{}", tail.join("\n")));
+    }
+    shown
+}
+
 /// The process id of the postmaster of the data directory `data`, from its `postmaster.pid`,
 /// while it runs.
 pub(crate) fn postmaster(data: &Path) -> Option<u32> {
@@ -261,6 +283,23 @@ pub(crate) fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error shows the last lines of each log of a topology's directory, by name, the lines
+    /// `keep` keeps.
+    #[test]
+    fn the_end_of_each_log_is_shown_by_its_name() {
+        let dir = std::env::temp_dir().join(format!("reservation-logs-end-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let many: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(dir.join("b.log"), many).expect("a log");
+        std::fs::write(dir.join("a.log"), "started\nno action\n").expect("a log");
+        std::fs::write(dir.join("settings.yml"), "not a log\n").expect("a file");
+        let shown = logs_end(&dir, |l| !l.contains("no action"));
+        let b: String = (13..=20).map(|i| format!("line {i}")).collect::<Vec<_>>().join("\n");
+        assert_eq!(shown, format!("; a.log ends:\nstarted; b.log ends:\n{b}"));
+        assert_eq!(logs_end(&dir.join("none"), |_| true), "");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// Neither 0 nor 1 has descendants to list: every process of the machine descends from them,
     /// and a list of processes to stop or kill must never be that.
