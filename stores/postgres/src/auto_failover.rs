@@ -76,11 +76,17 @@ impl Node {
         Daemon::spawn(bin, "pg_autoctl", args, log)
     }
 
-    /// Kills the node's whole process group (its `pg_autoctl` processes and its server).
+    /// Kills the node: its whole process group (its `pg_autoctl` processes and its server), and
+    /// every process of its server and of its `pg_autoctl`, listed before the group goes (once
+    /// their parents are gone they belong to no tree): a server process a fault stopped (a WAL
+    /// sender) would otherwise never see its postmaster end, and a postmaster's logger and
+    /// workers would outlive the test.
     fn kill(&mut self) {
+        let every = [self.server_processes(), self.processes()].concat();
         if let Some(child) = self.child.take() {
             child.kill();
         }
+        let _ = signal("KILL", &every);
     }
 
     /// The address the monitor and the other node reach it at.
