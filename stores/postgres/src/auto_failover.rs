@@ -172,7 +172,7 @@ impl AutoFailover {
         create.extend(["--hostname", "127.0.0.1", "--listen", &listen]);
         create.extend(common);
         create.push("--run");
-        topology.monitor.child = Some(Node::spawn(&bin, &create, &dir.join("monitor.log"))?);
+        topology.monitor.child = Some(Node::spawn(bin, &create, &dir.join("monitor.log"))?);
         let monitor_port = topology.monitor.port;
         wait_until(SETTLE_WITHIN, "the pg_auto_failover monitor did not answer", || monitor_up(runtime, monitor_port))?;
         for (name, value) in FAST_CHECKS {
@@ -195,7 +195,7 @@ impl AutoFailover {
             create.extend(common);
             create.extend(["--replication-quorum", quorum]);
             create.push("--run");
-            node.child = Some(Node::spawn(&bin, &create, &dir.join(format!("node{n}.log")))?);
+            node.child = Some(Node::spawn(bin, &create, &dir.join(format!("node{n}.log")))?);
             topology.nodes.push(node);
             let what = format!("the monitor did not report the nodes {wanted:?}");
             wait_until(SETTLE_WITHIN, &what, || reported(&states(runtime, &topology.monitor)) == wanted)?;

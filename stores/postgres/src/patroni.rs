@@ -199,10 +199,10 @@ impl Patroni {
             let (port, api) = (free_port()?, free_port()?);
             let node = Node { name: name.clone(), n, port, api, data: dir.join(&name), patroni: None };
             let config = dir.join(format!("{name}.yml"));
-            let yaml = node_config(&scope, &node, client, &bin, &dir, synchronous);
+            let yaml = node_config(&scope, &node, client, bin, &dir, synchronous);
             std::fs::write(&config, yaml).map_err(|e| StorageError::with_source("a Patroni node's settings", e))?;
             let log = dir.join(format!("{name}.log"));
-            let patroni = Daemon::spawn(&bin, "patroni", &[&config.display().to_string()], &log)?;
+            let patroni = Daemon::spawn(bin, "patroni", &[&config.display().to_string()], &log)?;
             topology.nodes.push(Node { patroni: Some(patroni), ..node });
             // The first node makes the cluster; the second copies it once it leads.
             if n == NODES[0] {
