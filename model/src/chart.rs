@@ -214,6 +214,11 @@ mod tests {
     fn each_step_is_drawn_from_its_actors_lifeline() {
         for dropped in [Assumption::H2, Assumption::H7, Assumption::H8] {
             let (config, verdict) = counterexample(dropped);
+            // The path is the counterexample's, step by step, as its trace numbers them.
+            assert_eq!(Some(verdict.path.len()), verdict.steps, "{dropped:?}");
+            let numbered =
+                verdict.trace.as_deref().unwrap_or_default().lines().filter(|l| l.contains(". [store t=")).count();
+            assert_eq!(verdict.path.len(), numbered, "{dropped:?}");
             charted(&config, verdict.name, &verdict.path);
         }
         // Three owners, a step of every actor: each owner's, each subscription's, the clock's.
