@@ -285,4 +285,16 @@ mod tests {
         assert!(history(&failure).is_none());
         assert!(page(&failure).contains("a problem"));
     }
+
+    /// A key the history's names do not list is still offered by the filter, by its index.
+    #[test]
+    fn every_key_of_the_history_is_offered_by_the_filter() {
+        let names = Names::new();
+        let listed = names.keys.len();
+        let events = vec![event(0, listed + 2, 0, 1, Call::Lookup, Return::Lookup(None))];
+        let failure =
+            Failure::without_rule("a_check", "a problem").with_drawing(Drawing::new(History { names, events }));
+        let keys = data(&failure)["drawing"]["keys"].as_array().map(Vec::len);
+        assert_eq!(keys, Some(listed + 3));
+    }
 }
