@@ -289,12 +289,18 @@ mod tests {
     /// A key the history's names do not list is still offered by the filter, by its index.
     #[test]
     fn every_key_of_the_history_is_offered_by_the_filter() {
-        let names = Names::new();
+        let mut names = Names::new();
+        names.keys[0] = reservation_store::Key::new("alice").expect("a key");
         let listed = names.keys.len();
         let events = vec![event(0, listed + 2, 0, 1, Call::Lookup, Return::Lookup(None))];
         let failure =
             Failure::without_rule("a_check", "a problem").with_drawing(Drawing::new(History { names, events }));
-        let keys = data(&failure)["drawing"]["keys"].as_array().map(Vec::len);
-        assert_eq!(keys, Some(listed + 3));
+        let data = data(&failure);
+        let keys: Vec<&str> =
+            data["drawing"]["keys"].as_array().expect("keys").iter().filter_map(|k| k.as_str()).collect();
+        assert_eq!(keys.len(), listed + 3);
+        // A key is named by its index, and by its name where that says more.
+        assert_eq!((keys[0], keys[1]), ("k0 (alice)", "k1"));
+        assert_eq!(keys[listed + 2], format!("k{}", listed + 2));
     }
 }
