@@ -267,6 +267,9 @@ mod tests {
         assert!(message.starts_with(&failure.to_string()), "{message}");
         assert!(message.contains(&format!("the failure's page: {}", page.display())), "{message}");
         assert!(std::fs::read_to_string(&page).expect("the page").contains("a problem"));
+        // A name that is no test's is written as a file name all the same, within the directory.
+        let odd = Failure::without_rule("../an-odd/name", "a problem");
+        assert_eq!(write_page(&dir, &odd).expect("written"), dir.join("___an-odd_name.html"));
         let _ = std::fs::remove_dir_all(&dir);
         let panicked = std::panic::catch_unwind(|| __fail(&failure, None)).expect_err("it panics");
         assert_eq!(panicked.downcast_ref::<String>().expect("a message"), &failure.to_string());
